@@ -1,0 +1,199 @@
+//! Request body decoding: size limit, JSON or YAML by Content-Type, and serde errors turned into
+//! [`ApiError`]s that name the offending field.
+//!
+//! Bodies are read whole (they are bounded by [`crate::ApiConfig::body_limit_bytes`]) and decoded
+//! first into a `serde_json::Value`, so YAML and JSON share one typed decoding step and the raw
+//! document stays available for fields such as `metadata.resourceVersion`.
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap};
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// Default request body limit: 2 MiB (a 1 MiB template plus its placement and overrides fits twice).
+pub const DEFAULT_BODY_LIMIT_BYTES: usize = 2 * 1024 * 1024;
+
+/// Reads the whole body, refusing more than `limit_bytes` (413) before or while reading.
+pub async fn read_limited(
+    headers: &HeaderMap,
+    body: Body,
+    limit_bytes: usize,
+) -> Result<bytes::Bytes, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit_bytes as u64) {
+        return Err(ApiError::PayloadTooLarge { limit_bytes });
+    }
+    axum::body::to_bytes(body, limit_bytes)
+        .await
+        .map_err(|_| ApiError::PayloadTooLarge { limit_bytes })
+}
+
+/// True when the Content-Type says YAML.
+pub fn is_yaml(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            let v = v.to_ascii_lowercase();
+            v.starts_with("application/yaml")
+                || v.starts_with("application/x-yaml")
+                || v.starts_with("text/yaml")
+        })
+        .unwrap_or(false)
+}
+
+/// Parses bytes as JSON, or YAML when `yaml`, into a generic document.
+pub fn parse_document(bytes: &[u8], yaml: bool) -> Result<serde_json::Value, ApiError> {
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(ApiError::Malformed {
+            message: "empty body".into(),
+        });
+    }
+    if yaml {
+        serde_yaml::from_slice::<serde_json::Value>(bytes).map_err(|e| ApiError::Malformed {
+            message: format!("invalid YAML: {e}"),
+        })
+    } else {
+        serde_json::from_slice::<serde_json::Value>(bytes).map_err(|e| ApiError::Malformed {
+            message: format!("invalid JSON: {e}"),
+        })
+    }
+}
+
+/// Decodes a generic document into `T`, naming the field of the first error.
+pub fn decode_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    if !value.is_object() {
+        return Err(ApiError::Malformed {
+            message: "the body must be an object".into(),
+        });
+    }
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        field_error(if path == "." { "" } else { &path }, &inner)
+    })
+}
+
+/// Turns one serde message at `path` into the right error kind and field path.
+fn field_error(path: &str, message: &str) -> ApiError {
+    let join = |leaf: &str| {
+        // serde_path_to_error already ends the path with an unknown field's own name.
+        if path.is_empty() || path == leaf || path.ends_with(&format!(".{leaf}")) {
+            if path.is_empty() {
+                return leaf.to_string();
+            }
+            return path.to_string();
+        }
+        if path.is_empty() {
+            leaf.to_string()
+        } else {
+            format!("{path}.{leaf}")
+        }
+    };
+    if let Some(name) = backticked(message, "missing field `") {
+        return ApiError::MissingField { field: join(name) };
+    }
+    if let Some(name) = backticked(message, "unknown field `") {
+        return ApiError::InvalidField {
+            field: join(name),
+            message: "unknown field".into(),
+        };
+    }
+    if let Some(name) = backticked(message, "unknown variant `") {
+        return ApiError::InvalidField {
+            field: path.to_string(),
+            message: format!("unknown value {name:?}"),
+        };
+    }
+    // serde's own message names types and values, never the other fields of the document.
+    ApiError::InvalidField {
+        field: path.to_string(),
+        message: message.to_string(),
+    }
+}
+
+/// The text between `prefix` and the next backtick, if `message` contains `prefix`.
+fn backticked<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
+    let start = message.find(prefix)? + prefix.len();
+    let rest = &message[start..];
+    Some(&rest[..rest.find('`')?])
+}
+
+/// Reads, parses and decodes a body in one step.
+pub async fn decode_body<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Body,
+    limit_bytes: usize,
+) -> Result<(T, serde_json::Value), ApiError> {
+    let bytes = read_limited(headers, body, limit_bytes).await?;
+    let doc = parse_document(&bytes, is_yaml(headers))?;
+    let typed = decode_value::<T>(doc.clone())?;
+    Ok((typed, doc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        min_replicas: u32,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        api_endpoint: String,
+        inner: Option<Inner>,
+    }
+
+    fn err(doc: &str) -> ApiError {
+        decode_value::<Outer>(parse_document(doc.as_bytes(), false).unwrap()).unwrap_err()
+    }
+
+    #[test]
+    fn names_missing_unknown_and_mistyped_fields() {
+        assert_eq!(
+            err("{}"),
+            ApiError::MissingField {
+                field: "apiEndpoint".into()
+            }
+        );
+        assert_eq!(
+            err(r#"{"apiEndpoint":"x","inner":{}}"#),
+            ApiError::MissingField {
+                field: "inner.minReplicas".into()
+            }
+        );
+        assert!(matches!(err(r#"{"apiEndpoint":"x","bogus":1}"#),
+            ApiError::InvalidField { field, .. } if field == "bogus"));
+        assert!(
+            matches!(err(r#"{"apiEndpoint":"x","inner":{"minReplicas":"a"}}"#),
+            ApiError::InvalidField { field, .. } if field == "inner.minReplicas")
+        );
+        assert!(matches!(err(r#"{"apiEndpoint":5}"#),
+            ApiError::InvalidField { field, .. } if field == "apiEndpoint"));
+    }
+
+    #[test]
+    fn yaml_and_json_decode_the_same() {
+        let y = parse_document(b"apiEndpoint: https://x\n", true).unwrap();
+        let j = parse_document(br#"{"apiEndpoint":"https://x"}"#, false).unwrap();
+        assert_eq!(y, j);
+        assert!(matches!(
+            parse_document(b"{", false),
+            Err(ApiError::Malformed { .. })
+        ));
+        assert!(matches!(
+            parse_document(b"a: [", true),
+            Err(ApiError::Malformed { .. })
+        ));
+    }
+}

@@ -1,0 +1,280 @@
+//! The API's one error type and its one mapping to HTTP.
+//!
+//! Every failure a handler can meet becomes an [`ApiError`]; [`ApiError::status`] is the only place
+//! that chooses an HTTP status, and [`ApiError::into_response`] the only place that shapes the body
+//! `{"error": {"code", "message", "field"}}`. Core rejections and raft errors are translated here
+//! too ([`ApiError::from_rejection`], [`ApiError::from_raft`]), so a new variant upstream shows up as
+//! one compile error in this file. Messages must never carry cluster credentials: callers build them
+//! from names and field paths only.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use fedraft_core::state::{RejectCode, Rejection};
+use fedraft_raft::RaftError;
+
+/// How many seconds a client should wait before retrying after a 503.
+pub const RETRY_AFTER_S: u64 = 1;
+
+/// Everything that can make a request fail.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not valid JSON or YAML at all.
+    #[error("malformed body: {message}")]
+    Malformed { message: String },
+    /// A document names a kind this API does not serve.
+    #[error("unknown kind {kind:?}")]
+    UnknownKind { kind: String, field: String },
+    /// A name in the path or body is not a DNS-1123 label.
+    #[error("invalid name {name:?}: {message}")]
+    InvalidName {
+        name: String,
+        field: String,
+        message: String,
+    },
+    /// A required field is absent.
+    #[error("missing field {field}")]
+    MissingField { field: String },
+    /// A field has the wrong type or an unacceptable value, or is not known.
+    #[error("{field}: {message}")]
+    InvalidField { field: String, message: String },
+    /// The body is larger than the configured limit.
+    #[error("body larger than {limit_bytes} bytes")]
+    PayloadTooLarge { limit_bytes: usize },
+    /// No bearer token, or one that maps to no principal.
+    #[error("{message}")]
+    Unauthenticated { message: String },
+    /// The principal may not do this.
+    #[error("{message}")]
+    Forbidden { message: String },
+    /// The addressed resource does not exist.
+    #[error("{message}")]
+    NotFound { message: String },
+    /// The expected resource version did not match, or the resource already exists.
+    #[error("{message}")]
+    Conflict {
+        message: String,
+        expected: Option<u64>,
+        found: Option<u64>,
+    },
+    /// Well-formed, but the state machine refuses it (quota, a reference to a missing cluster...).
+    #[error("{message}")]
+    Unprocessable {
+        message: String,
+        field: Option<String>,
+    },
+    /// The watch asked for history no longer retained.
+    #[error("{message}")]
+    Gone { message: String },
+    /// No quorum (or no leader) within the bounded wait.
+    #[error("{message}")]
+    Unavailable { message: String },
+    /// No route for this method.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// A bug or a storage failure; the message is logged, the client gets a short one.
+    #[error("internal error: {message}")]
+    Internal { message: String },
+}
+
+impl ApiError {
+    /// The HTTP status of each variant: the one place it is decided.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Malformed { .. }
+            | ApiError::UnknownKind { .. }
+            | ApiError::InvalidName { .. }
+            | ApiError::MissingField { .. }
+            | ApiError::InvalidField { .. } => StatusCode::BAD_REQUEST,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::Gone { .. } => StatusCode::GONE,
+            ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// A stable machine-readable code clients can branch on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::Malformed { .. } => "MalformedBody",
+            ApiError::UnknownKind { .. } => "UnknownKind",
+            ApiError::InvalidName { .. } => "InvalidName",
+            ApiError::MissingField { .. } => "MissingField",
+            ApiError::InvalidField { .. } => "InvalidField",
+            ApiError::PayloadTooLarge { .. } => "PayloadTooLarge",
+            ApiError::Unauthenticated { .. } => "Unauthorized",
+            ApiError::Forbidden { .. } => "Forbidden",
+            ApiError::NotFound { .. } => "NotFound",
+            ApiError::MethodNotAllowed => "MethodNotAllowed",
+            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Gone { .. } => "Gone",
+            ApiError::Unprocessable { .. } => "Unprocessable",
+            ApiError::Unavailable { .. } => "Unavailable",
+            ApiError::Internal { .. } => "Internal",
+        }
+    }
+
+    /// The offending field's path, when one is known.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            ApiError::UnknownKind { field, .. }
+            | ApiError::InvalidName { field, .. }
+            | ApiError::MissingField { field }
+            | ApiError::InvalidField { field, .. } => Some(field),
+            ApiError::Unprocessable { field, .. } => field.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The JSON body for this error.
+    pub fn body(&self) -> serde_json::Value {
+        let message = match self {
+            // Internal details stay in the log.
+            ApiError::Internal { .. } => "internal error".to_string(),
+            other => other.to_string(),
+        };
+        serde_json::json!({
+            "error": { "code": self.code(), "message": message, "field": self.field() }
+        })
+    }
+
+    pub fn not_found(kind: &str, name: impl std::fmt::Display) -> Self {
+        ApiError::NotFound {
+            message: format!("{kind} {name} not found"),
+        }
+    }
+
+    /// The one translation of a core refusal into an API error.
+    pub fn from_rejection(r: &Rejection) -> Self {
+        let field = r.field.as_deref().map(crate::wire::wire_field);
+        match r.code {
+            RejectCode::Invalid => match field {
+                Some(field) => ApiError::InvalidField {
+                    field,
+                    message: r.message.clone(),
+                },
+                None => ApiError::Malformed {
+                    message: r.message.clone(),
+                },
+            },
+            RejectCode::NotFound => ApiError::NotFound {
+                message: r.message.clone(),
+            },
+            RejectCode::Conflict | RejectCode::AlreadyExists => ApiError::Conflict {
+                message: r.message.clone(),
+                expected: None,
+                found: None,
+            },
+            RejectCode::FailedPrecondition => ApiError::Unprocessable {
+                message: r.message.clone(),
+                field,
+            },
+        }
+    }
+
+    /// The one translation of a raft failure into an API error.
+    pub fn from_raft(e: &RaftError) -> Self {
+        match e {
+            RaftError::NoQuorum { .. } | RaftError::NotLeader { .. } | RaftError::Shutdown => {
+                ApiError::Unavailable {
+                    message: e.to_string(),
+                }
+            }
+            // The leader may have received the request: the client retries with the same
+            // Idempotency-Key, which makes the retry safe.
+            RaftError::Forward(_) => ApiError::Unavailable {
+                message: e.to_string(),
+            },
+            RaftError::Invalid(m) => ApiError::Unprocessable {
+                message: m.clone(),
+                field: None,
+            },
+            RaftError::Storage(_) | RaftError::Codec(_) | RaftError::Fatal(_) => {
+                ApiError::internal(e.to_string())
+            }
+        }
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        ApiError::Forbidden {
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError::InvalidField {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::Internal {
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
+            tracing::error!(code = self.code(), error = %self, "request failed");
+        } else {
+            tracing::debug!(code = self.code(), error = %self, "request refused");
+        }
+        let mut resp = (status, axum::Json(self.body())).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+        }
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_has_a_status_and_body_shape() {
+        let cases = [
+            (
+                ApiError::MissingField {
+                    field: "apiEndpoint".into(),
+                },
+                400,
+                Some("apiEndpoint"),
+            ),
+            (ApiError::PayloadTooLarge { limit_bytes: 10 }, 413, None),
+            (ApiError::not_found("cluster", "dc1"), 404, None),
+            (
+                ApiError::Unavailable {
+                    message: "no quorum".into(),
+                },
+                503,
+                None,
+            ),
+        ];
+        for (err, status, field) in cases {
+            assert_eq!(err.status().as_u16(), status);
+            let body = err.body();
+            assert_eq!(body["error"]["code"], err.code());
+            assert_eq!(body["error"]["field"].as_str(), field);
+        }
+    }
+
+    #[test]
+    fn unavailable_carries_retry_after() {
+        let resp = ApiError::Unavailable {
+            message: "x".into(),
+        }
+        .into_response();
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+    }
+}

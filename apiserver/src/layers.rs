@@ -1,0 +1,36 @@
+//! Cross-cutting request layers: metrics (outermost, so refusals are counted too) and
+//! authentication. Each is a small function; their order is fixed in `routes::router`.
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::App;
+
+/// Times the request and counts it by route template, method and status.
+pub async fn metrics(State(app): State<App>, req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = req.method().to_string();
+    let resp = next.run(req).await;
+    app.metrics
+        .observe(&route, &method, resp.status().as_u16(), start.elapsed());
+    resp
+}
+
+/// Maps the bearer token to a principal (401 otherwise) and hands it to the handler.
+pub async fn authenticate(State(app): State<App>, mut req: Request, next: Next) -> Response {
+    match app.tokens.authenticate(req.headers()) {
+        Ok(p) => {
+            req.extensions_mut().insert(p);
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
+    }
+}

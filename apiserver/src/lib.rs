@@ -1,0 +1,92 @@
+//! fedraft-apiserver: the HTTP JSON API. It validates, authenticates and authorises requests and
+//! turns them into log proposals; it never changes state except through the log.
+//!
+//! Start at [`Api::new`] and [`Api::router`]. Request flow: the metrics layer times the request,
+//! the auth layer maps the bearer token to a [`auth::Principal`], the handler (one module per
+//! resource under `routes`) decodes and validates the body (`body`, `wire`), authorises, checks
+//! what it can against linearizable state so doomed writes never reach the log, proposes through
+//! [`fedraft_raft::FedNode::propose`] (which forwards to the leader) and answers from the state
+//! after the entry is applied locally. Errors have one type and one mapping (`error`).
+//!
+//! Must not: write state except by proposing; echo, log or put in errors a cluster's
+//! credentials; accept the cluster secret as a token.
+
+pub mod auth;
+pub mod body;
+pub mod error;
+mod layers;
+pub mod metrics;
+pub mod openapi;
+mod routes;
+pub mod watch;
+pub mod wire;
+
+use std::sync::Arc;
+
+use axum::Router;
+use fedraft_raft::FedNode;
+
+pub use auth::{Principal, Role, TokenStore};
+pub use error::ApiError;
+
+/// Tunables of the API; every field has a documented default.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Largest accepted request body. Default 2 MiB ([`body::DEFAULT_BODY_LIMIT_BYTES`]).
+    pub body_limit_bytes: usize,
+    /// Watch events retained for resumption. Default 8192 ([`watch::ring::DEFAULT_HISTORY_EVENTS`]).
+    pub watch_history_events: usize,
+    /// How often an idle watch stream sends a BOOKMARK. Default 5000 ms.
+    pub bookmark_interval_ms: u64,
+    /// How long a write waits for its entry to be applied on this node after commit. Default 10 s.
+    pub apply_wait_ms: u64,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            body_limit_bytes: body::DEFAULT_BODY_LIMIT_BYTES,
+            watch_history_events: watch::ring::DEFAULT_HISTORY_EVENTS,
+            bookmark_interval_ms: 5_000,
+            apply_wait_ms: 10_000,
+        }
+    }
+}
+
+/// Everything handlers share.
+pub(crate) struct AppState {
+    pub node: FedNode,
+    pub tokens: TokenStore,
+    pub cfg: ApiConfig,
+    pub metrics: metrics::Metrics,
+    pub ring: Arc<watch::ring::Ring>,
+}
+
+pub(crate) type App = Arc<AppState>;
+
+/// One node's API: the shared state plus the background task feeding watch history.
+#[derive(Clone)]
+pub struct Api {
+    app: App,
+}
+
+impl Api {
+    /// Builds the API over `node` and starts the watch hub (a task that ends with the node).
+    /// Must be called inside a tokio runtime.
+    pub fn new(node: FedNode, tokens: TokenStore, cfg: ApiConfig) -> Self {
+        let ring = watch::hub::start(&node, cfg.watch_history_events);
+        let app = Arc::new(AppState {
+            node,
+            tokens,
+            cfg,
+            metrics: Default::default(),
+            ring,
+        });
+        Api { app }
+    }
+
+    /// The axum router for the client listener.
+    pub fn router(&self) -> Router {
+        routes::router(self.app.clone())
+    }
+}

@@ -1,0 +1,260 @@
+//! `/v1/clusters`: register, list, read, replace, deregister, cordon, uncordon, drain.
+//!
+//! Writes are pre-checked against linearizable state (existence, resource version) so a doomed
+//! write is answered without touching the log; core repeats every check at apply time, which is
+//! what makes concurrent writers safe. Credentials are write-only: a PUT without `credentials`
+//! keeps the stored ones (read from the state, never shown).
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use fedraft_core::command::Command;
+use fedraft_core::model::{ClusterSpec, Credentials};
+use fedraft_core::state::validate;
+use serde_json::json;
+
+use super::common::{
+    allow, check_version, expected_version, read, resource_version, submit, ReadParams, P, Q,
+};
+use crate::auth::{Access, Principal};
+use crate::body::decode_body;
+use crate::error::ApiError;
+use crate::wire::{
+    self, check_same, cluster_json, from_field_error, valid_label, ClusterIn, Envelope,
+};
+use crate::App;
+
+pub async fn list(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    Q(q): Q<ReadParams>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    allow(&app, &p, Access::ReadClusters)?;
+    let doc = read(&app, q.stale, |s| {
+        wire::list_json(
+            "Cluster",
+            s.applied_index(),
+            s.clusters().map(cluster_json).collect(),
+        )
+    })
+    .await?;
+    Ok(Json(doc))
+}
+
+pub async fn get_one(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P(name): P<String>,
+    Q(q): Q<ReadParams>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    valid_label(&name, "name")?;
+    allow(&app, &p, Access::ReadClusters)?;
+    let n = name.clone();
+    read(&app, q.stale, move |s| s.cluster(&n).map(cluster_json))
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("cluster", &name))
+}
+
+/// Builds and validates a spec from a body; `credentials` fills in absent credentials.
+fn spec_from(
+    body: ClusterIn,
+    name: String,
+    credentials: Credentials,
+) -> Result<ClusterSpec, ApiError> {
+    if body.api_endpoint.is_empty() {
+        return Err(ApiError::MissingField {
+            field: "apiEndpoint".into(),
+        });
+    }
+    if !(body.api_endpoint.starts_with("https://") || body.api_endpoint.starts_with("http://")) {
+        return Err(ApiError::invalid(
+            "apiEndpoint",
+            "must be an http:// or https:// URL",
+        ));
+    }
+    validate::labels(&body.labels, "labels").map_err(from_field_error)?;
+    validate::taints(&body.taints, "taints").map_err(from_field_error)?;
+    let mut spec = ClusterSpec::new(name, body.api_endpoint);
+    spec.labels = body.labels;
+    spec.taints = body.taints;
+    spec.credentials = body.credentials.unwrap_or(credentials);
+    if let Some(v) = body.failure_threshold_seconds {
+        spec.failure_threshold_seconds = v;
+    }
+    if let Some(v) = body.success_threshold_seconds {
+        spec.success_threshold_seconds = v;
+    }
+    Ok(spec)
+}
+
+/// Reads the cluster's resource version and credentials linearizably (None = absent).
+async fn current(app: &App, name: &str) -> Result<Option<(u64, Credentials)>, ApiError> {
+    let n = name.to_string();
+    read(app, false, move |s| {
+        s.cluster(&n)
+            .map(|c| (c.resource_version, c.spec.credentials.clone()))
+    })
+    .await
+}
+
+fn answer(app: &App, status: StatusCode, name: &str, rv: u64) -> Response {
+    let n = name.to_string();
+    let doc = app
+        .node
+        .read_stale(move |s| s.cluster(&n).map(cluster_json))
+        .unwrap_or_else(|| json!({"kind": "Cluster", "name": name, "resourceVersion": rv}));
+    (status, Json(doc)).into_response()
+}
+
+pub async fn create(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    allow(&app, &p, Access::WriteClusters)?;
+    let (doc, _) = decode_body::<ClusterIn>(&headers, body, app.cfg.body_limit_bytes).await?;
+    doc.check_kind()?;
+    let meta_name = doc.metadata.as_ref().and_then(|m| m.name.clone());
+    let name = doc
+        .name
+        .clone()
+        .or(meta_name)
+        .ok_or(ApiError::MissingField {
+            field: "name".into(),
+        })?;
+    valid_label(&name, "name")?;
+    let expected = expected_version(&headers, doc.expected_version())?;
+    let spec = spec_from(doc, name.clone(), Credentials::None)?;
+    let found = current(&app, &name).await?.map(|(v, _)| v);
+    if let Some(v) = found {
+        return Err(ApiError::Conflict {
+            message: format!("cluster {name} already exists at resource version {v}"),
+            expected,
+            found: Some(v),
+        });
+    }
+    check_version(expected, found)?;
+    let applied = submit(&app, &p, &headers, Command::RegisterCluster(spec)).await?;
+    Ok(answer(
+        &app,
+        StatusCode::CREATED,
+        &name,
+        resource_version(&applied),
+    ))
+}
+
+pub async fn replace(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P(name): P<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    valid_label(&name, "name")?;
+    allow(&app, &p, Access::WriteClusters)?;
+    let (doc, _) = decode_body::<ClusterIn>(&headers, body, app.cfg.body_limit_bytes).await?;
+    doc.check_kind()?;
+    check_same("name", doc.name.as_deref(), &name)?;
+    check_same(
+        "metadata.name",
+        doc.metadata.as_ref().and_then(|m| m.name.as_deref()),
+        &name,
+    )?;
+    let expected = expected_version(&headers, doc.expected_version())?;
+    let existing = current(&app, &name).await?;
+    check_version(expected, existing.as_ref().map(|(v, _)| *v))?;
+    let (command, status) = match existing {
+        Some((_, creds)) => {
+            let spec = spec_from(doc, name.clone(), creds)?;
+            (
+                Command::UpdateCluster {
+                    spec,
+                    expected_version: expected,
+                },
+                StatusCode::OK,
+            )
+        }
+        None => (
+            Command::RegisterCluster(spec_from(doc, name.clone(), Credentials::None)?),
+            StatusCode::CREATED,
+        ),
+    };
+    let applied = submit(&app, &p, &headers, command).await?;
+    Ok(answer(&app, status, &name, resource_version(&applied)))
+}
+
+pub async fn delete(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P(name): P<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    valid_label(&name, "name")?;
+    allow(&app, &p, Access::WriteClusters)?;
+    let expected = expected_version(&headers, None)?;
+    let found = current(&app, &name).await?.map(|(v, _)| v);
+    if found.is_none() {
+        return Err(ApiError::not_found("cluster", &name));
+    }
+    check_version(expected, found)?;
+    let command = Command::DeregisterCluster {
+        name: name.clone(),
+        expected_version: expected,
+    };
+    let applied = submit(&app, &p, &headers, command).await?;
+    let body = json!({"kind": "Status", "status": "Success", "name": name, "resourceVersion": applied.index});
+    Ok((StatusCode::OK, Json(body)).into_response())
+}
+
+/// Cordon, uncordon and drain share this path; only the command differs.
+async fn flag(
+    app: App,
+    p: Principal,
+    name: String,
+    headers: HeaderMap,
+    make: fn(String) -> Command,
+) -> Result<Response, ApiError> {
+    valid_label(&name, "name")?;
+    allow(&app, &p, Access::WriteClusters)?;
+    if current(&app, &name).await?.is_none() {
+        return Err(ApiError::not_found("cluster", &name));
+    }
+    let applied = submit(&app, &p, &headers, make(name.clone())).await?;
+    Ok(answer(
+        &app,
+        StatusCode::OK,
+        &name,
+        resource_version(&applied),
+    ))
+}
+
+pub async fn cordon(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P(name): P<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    flag(app, p, name, headers, |name| Command::Cordon { name }).await
+}
+
+pub async fn uncordon(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P(name): P<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    flag(app, p, name, headers, |name| Command::Uncordon { name }).await
+}
+
+pub async fn drain(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P(name): P<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    flag(app, p, name, headers, |name| Command::Drain { name }).await
+}

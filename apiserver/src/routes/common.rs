@@ -1,0 +1,225 @@
+//! What every handler shares: path/query extractors with JSON errors, reads (linearizable or
+//! stale), authorisation against tenant state, and the propose -> wait-applied -> answer path.
+
+use std::time::Duration;
+
+use axum::extract::{FromRequestParts, Path, Query};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap};
+use fedraft_core::command::Command;
+use fedraft_core::state::{Applied, Outcome, State};
+use fedraft_raft::Proposal;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use crate::auth::{authorize, Access, Principal, Role};
+use crate::error::ApiError;
+use crate::App;
+
+/// Longest accepted Idempotency-Key.
+const MAX_IDEMPOTENCY_KEY_BYTES: usize = 128;
+
+/// `Path` with a JSON 400 on failure.
+pub struct P<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for P<T> {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(v)| P(v))
+            .map_err(|e| ApiError::Malformed {
+                message: e.body_text(),
+            })
+    }
+}
+
+/// `Query` with a JSON 400 naming the parameter.
+pub struct Q<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Q<T> {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(v)| Q(v))
+            .map_err(|e| ApiError::InvalidField {
+                field: "query".into(),
+                message: e.body_text(),
+            })
+    }
+}
+
+/// `?stale=true` on reads.
+#[derive(Debug, Default, Deserialize)]
+pub struct ReadParams {
+    #[serde(default)]
+    pub stale: bool,
+}
+
+/// Runs `f` on linearizable state, or on local state when `stale`.
+pub async fn read<R: Send + 'static>(
+    app: &App,
+    stale: bool,
+    f: impl FnOnce(&State) -> R + Send + 'static,
+) -> Result<R, ApiError> {
+    if stale {
+        Ok(app.node.read_stale(f))
+    } else {
+        app.node.read(f).await.map_err(|e| ApiError::from_raft(&e))
+    }
+}
+
+/// The namespaces the principal's tenant owns, if the principal is a member. Read from local
+/// state: authorisation may trail a membership change by the replication delay.
+pub fn tenant_namespaces(app: &App, p: &Principal) -> Vec<String> {
+    let Role::Tenant(t) = &p.role else {
+        return Vec::new();
+    };
+    let (t, name) = (t.clone(), p.name.clone());
+    app.node.read_stale(move |s| match s.tenant(&t) {
+        Some(ten) if ten.spec.members.is_empty() || ten.spec.members.contains(&name) => {
+            ten.spec.namespaces.clone()
+        }
+        _ => Vec::new(),
+    })
+}
+
+/// Authorises `access` for `p` (403 otherwise).
+pub fn allow(app: &App, p: &Principal, access: Access<'_>) -> Result<(), ApiError> {
+    let owned = match (&p.role, access) {
+        (Role::Tenant(_), Access::ReadNamespace(_) | Access::WriteNamespace(_)) => {
+            tenant_namespaces(app, p)
+        }
+        _ => Vec::new(),
+    };
+    authorize(p, access, &owned)
+}
+
+/// The request id of a write: the Idempotency-Key header, else a fresh random id.
+pub fn request_id(headers: &HeaderMap) -> Result<String, ApiError> {
+    match headers.get("idempotency-key") {
+        Some(v) => {
+            let key = v
+                .to_str()
+                .map_err(|_| ApiError::invalid("Idempotency-Key", "must be visible ASCII"))?;
+            if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_BYTES {
+                return Err(ApiError::invalid(
+                    "Idempotency-Key",
+                    format!("must be 1 to {MAX_IDEMPOTENCY_KEY_BYTES} bytes"),
+                ));
+            }
+            Ok(format!("key:{key}"))
+        }
+        None => Ok(format!("gen:{:032x}", rand::random::<u128>())),
+    }
+}
+
+/// The expected resource version from the body or an `If-Match: "N"` header; both must agree.
+pub fn expected_version(headers: &HeaderMap, body: Option<u64>) -> Result<Option<u64>, ApiError> {
+    let header = match headers.get(header::IF_MATCH) {
+        None => None,
+        Some(v) => {
+            let text = v.to_str().unwrap_or("").trim();
+            let text = text.strip_prefix("W/").unwrap_or(text).trim_matches('"');
+            Some(text.parse::<u64>().map_err(|_| {
+                ApiError::invalid("If-Match", "expected \"N\" (a resource version)")
+            })?)
+        }
+    };
+    match (body, header) {
+        (Some(b), Some(h)) if b != h => Err(ApiError::invalid(
+            "metadata.resourceVersion",
+            format!("body says {b} but If-Match says {h}"),
+        )),
+        (b, h) => Ok(b.or(h)),
+    }
+}
+
+/// The compare-and-swap pre-check: refuse before proposing when the current version (read
+/// linearizably by the caller) already differs. Core checks again at apply time.
+pub fn check_version(expected: Option<u64>, found: Option<u64>) -> Result<(), ApiError> {
+    let Some(e) = expected else { return Ok(()) };
+    let ok = match found {
+        Some(f) => f == e,
+        None => e == 0,
+    };
+    if ok {
+        return Ok(());
+    }
+    let message = match found {
+        Some(f) if e == 0 => format!("expected to create, but it exists at resource version {f}"),
+        Some(f) => format!("expected resource version {e}, found {f}"),
+        None => format!("expected resource version {e}, but it does not exist"),
+    };
+    Err(ApiError::Conflict {
+        message,
+        expected: Some(e),
+        found,
+    })
+}
+
+/// Proposes `command` as `p`, returns the applied result once the entry is applied on this
+/// node too (so the answer can be read from local state), or the refusal as an error.
+pub async fn submit(
+    app: &App,
+    p: &Principal,
+    headers: &HeaderMap,
+    command: Command,
+) -> Result<Applied, ApiError> {
+    let request_id = request_id(headers)?;
+    let kind = command.kind();
+    let proposal = Proposal {
+        request_id: request_id.clone(),
+        actor: p.name.clone(),
+        command,
+    };
+    let applied = app.node.propose(proposal).await.map_err(|e| {
+        tracing::warn!(actor = %p.name, request_id = %request_id, command = kind, error = %e, "proposal failed");
+        ApiError::from_raft(&e)
+    })?;
+    tracing::info!(
+        actor = %p.name, request_id = %request_id, command = kind, index = applied.index,
+        duplicate_of = ?applied.duplicate_of, accepted = applied.outcome.is_accepted(), "proposal applied"
+    );
+    if let Outcome::Rejected(r) = &applied.outcome {
+        return Err(ApiError::from_rejection(r));
+    }
+    wait_applied(app, applied.index).await?;
+    Ok(applied)
+}
+
+/// The resource version an accepted write reports.
+pub fn resource_version(applied: &Applied) -> u64 {
+    match applied.outcome {
+        Outcome::Accepted {
+            resource_version: Some(v),
+        } => v,
+        _ => applied.duplicate_of.unwrap_or(applied.index),
+    }
+}
+
+/// Waits until this node applied `index` (a forwarded write commits on the leader first).
+async fn wait_applied(app: &App, index: u64) -> Result<(), ApiError> {
+    use tokio::sync::broadcast::error::RecvError;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(app.cfg.apply_wait_ms);
+    let mut rx = app.ring.subscribe();
+    loop {
+        if app.node.read_stale(|s| s.applied_index()) >= index {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ApiError::Unavailable {
+                message: format!("entry {index} committed but not yet applied on this node"),
+            });
+        }
+        // Short waits: the broadcast wakes us, the poll covers a message missed in between.
+        if let Ok(Err(RecvError::Closed)) =
+            tokio::time::timeout(Duration::from_millis(50), rx.recv()).await
+        {
+            return Err(ApiError::Unavailable {
+                message: "node is shutting down".into(),
+            });
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! The route table (the one place that lists every endpoint and the order of the layers) and the
+//! handlers, one module per resource.
+
+mod clusters;
+pub(crate) mod common;
+mod objects;
+mod schedule;
+mod system;
+mod tenants;
+
+use axum::routing::{get, post, put};
+use axum::{middleware, Router};
+
+use crate::error::ApiError;
+use crate::{layers, App};
+
+pub(crate) fn router(app: App) -> Router {
+    let api = Router::new()
+        .route("/v1/clusters", get(clusters::list).post(clusters::create))
+        .route(
+            "/v1/clusters/{name}",
+            get(clusters::get_one)
+                .put(clusters::replace)
+                .delete(clusters::delete),
+        )
+        .route("/v1/clusters/{name}/cordon", post(clusters::cordon))
+        .route("/v1/clusters/{name}/uncordon", post(clusters::uncordon))
+        .route("/v1/clusters/{name}/drain", post(clusters::drain))
+        .route("/v1/objects", get(objects::list_all))
+        .route("/v1/namespaces/{ns}/objects", get(objects::list_ns))
+        .route(
+            "/v1/namespaces/{ns}/objects/{name}",
+            get(objects::get_one)
+                .put(objects::put)
+                .delete(objects::delete),
+        )
+        .route("/v1/tenants", get(tenants::list))
+        .route(
+            "/v1/tenants/{name}",
+            put(tenants::put)
+                .get(tenants::get_one)
+                .delete(tenants::delete),
+        )
+        .route("/v1/schedule/dry-run", post(schedule::dry_run))
+        .route("/v1/watch", get(crate::watch::stream::watch))
+        .route_layer(middleware::from_fn_with_state(
+            app.clone(),
+            layers::authenticate,
+        ));
+    let public = Router::new()
+        .route("/healthz", get(system::healthz))
+        .route("/readyz", get(system::readyz))
+        .route("/metrics", get(system::metrics))
+        .route("/v1/openapi.json", get(system::openapi));
+    api.merge(public)
+        .route_layer(middleware::from_fn_with_state(app.clone(), layers::metrics))
+        .fallback(|| async {
+            ApiError::NotFound {
+                message: "no such route".into(),
+            }
+        })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        // Bodies are read by `crate::body` with the configured limit and a JSON 413; axum's
+        // own default limit (2 MB, plain-text error) must not cut in first.
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .with_state(app)
+}

@@ -1,0 +1,190 @@
+//! `/v1/namespaces/{ns}/objects[/{name}]` and `/v1/objects`: federated objects.
+//!
+//! PUT is create-or-replace. Without an expected resource version it goes straight to the log
+//! (core validates again at apply); with one, the version is pre-checked on linearizable state so
+//! a stale writer gets 409 without a log entry. GET of one object adds the scheduler's current
+//! reasoning (candidates, dropped clusters with reasons) to `status.lastDecision`.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use fedraft_core::command::Command;
+use fedraft_core::model::ObjectSpec;
+use fedraft_core::state::validate;
+use serde_json::{json, Value};
+
+use super::common::{
+    allow, check_version, expected_version, read, resource_version, submit, tenant_namespaces,
+    ReadParams, P, Q,
+};
+use crate::auth::{Access, Principal, Role};
+use crate::body::decode_body;
+use crate::error::ApiError;
+use crate::wire::{
+    self, check_same, from_field_error, object_json, valid_label, valid_subdomain, Envelope,
+    ObjectIn,
+};
+use crate::App;
+
+pub async fn list_all(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    Q(q): Q<ReadParams>,
+) -> Result<Json<Value>, ApiError> {
+    allow(&app, &p, Access::ReadAllObjects)?;
+    // Tenant members see only their tenant's namespaces; others see everything.
+    let only = matches!(p.role, Role::Tenant(_)).then(|| tenant_namespaces(&app, &p));
+    let doc = read(&app, q.stale, move |s| {
+        let items = s
+            .objects()
+            .filter(|o| only.as_ref().is_none_or(|ns| ns.contains(&o.namespace)))
+            .map(|o| object_json(o, None))
+            .collect();
+        wire::list_json("FederatedObject", s.applied_index(), items)
+    })
+    .await?;
+    Ok(Json(doc))
+}
+
+pub async fn list_ns(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P(ns): P<String>,
+    Q(q): Q<ReadParams>,
+) -> Result<Json<Value>, ApiError> {
+    valid_label(&ns, "namespace")?;
+    allow(&app, &p, Access::ReadNamespace(&ns))?;
+    let doc = read(&app, q.stale, move |s| {
+        let items = s.objects_in(&ns).map(|o| object_json(o, None)).collect();
+        wire::list_json("FederatedObject", s.applied_index(), items)
+    })
+    .await?;
+    Ok(Json(doc))
+}
+
+pub async fn get_one(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P((ns, name)): P<(String, String)>,
+    Q(q): Q<ReadParams>,
+) -> Result<Json<Value>, ApiError> {
+    valid_label(&ns, "namespace")?;
+    valid_subdomain(&name, "name")?;
+    allow(&app, &p, Access::ReadNamespace(&ns))?;
+    let (n, m) = (ns.clone(), name.clone());
+    read(&app, q.stale, move |s| {
+        let o = s.object(&n, &m)?;
+        let decision = s.explain(&n, &m);
+        Some(object_json(o, decision.as_ref()))
+    })
+    .await?
+    .map(Json)
+    .ok_or_else(|| ApiError::not_found("object", format!("{ns}/{name}")))
+}
+
+/// Turns a decoded body into a validated spec (the same checks core makes, with the API's
+/// field names, so a bad spec never reaches the log).
+pub fn spec_from(doc: ObjectIn) -> Result<ObjectSpec, ApiError> {
+    if !doc.template.is_object() {
+        return Err(ApiError::invalid(
+            "template",
+            "must be an object (a Kubernetes manifest)",
+        ));
+    }
+    let template = doc.template.to_string();
+    validate::template(&template, "template").map_err(from_field_error)?;
+    doc.placement
+        .validate("placement")
+        .map_err(from_field_error)?;
+    for (i, o) in doc.overrides.iter().enumerate() {
+        o.validate(&format!("overrides[{i}]"))
+            .map_err(from_field_error)?;
+    }
+    Ok(ObjectSpec {
+        template,
+        placement: doc.placement,
+        overrides: doc.overrides,
+    })
+}
+
+/// Checks the envelope of an object body against the path.
+pub fn check_envelope(doc: &ObjectIn, ns: &str, name: &str) -> Result<(), ApiError> {
+    doc.check_kind()?;
+    check_same("namespace", doc.namespace.as_deref(), ns)?;
+    check_same("name", doc.name.as_deref(), name)?;
+    let meta = doc.metadata.as_ref();
+    check_same(
+        "metadata.namespace",
+        meta.and_then(|m| m.namespace.as_deref()),
+        ns,
+    )?;
+    check_same("metadata.name", meta.and_then(|m| m.name.as_deref()), name)
+}
+
+async fn current_version(app: &App, ns: &str, name: &str) -> Result<Option<u64>, ApiError> {
+    let (n, m) = (ns.to_string(), name.to_string());
+    read(app, false, move |s| {
+        s.object(&n, &m).map(|o| o.resource_version)
+    })
+    .await
+}
+
+pub async fn put(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P((ns, name)): P<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    valid_label(&ns, "namespace")?;
+    valid_subdomain(&name, "name")?;
+    allow(&app, &p, Access::WriteNamespace(&ns))?;
+    let (doc, _) = decode_body::<ObjectIn>(&headers, body, app.cfg.body_limit_bytes).await?;
+    check_envelope(&doc, &ns, &name)?;
+    let expected = expected_version(&headers, doc.expected_version())?;
+    let spec = spec_from(doc)?;
+    if expected.is_some() {
+        check_version(expected, current_version(&app, &ns, &name).await?)?;
+    }
+    let command = Command::PutObject {
+        namespace: ns.clone(),
+        name: name.clone(),
+        spec,
+        expected_version: expected,
+    };
+    let applied = submit(&app, &p, &headers, command).await?;
+    let rv = resource_version(&applied);
+    let (n, m) = (ns.clone(), name.clone());
+    let doc = app
+        .node
+        .read_stale(move |s| s.object(&n, &m).map(|o| object_json(o, None)))
+        .unwrap_or_else(|| json!({"kind": "FederatedObject", "namespace": ns, "name": name, "resourceVersion": rv}));
+    Ok((StatusCode::OK, Json(doc)).into_response())
+}
+
+pub async fn delete(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P((ns, name)): P<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    valid_label(&ns, "namespace")?;
+    valid_subdomain(&name, "name")?;
+    allow(&app, &p, Access::WriteNamespace(&ns))?;
+    let expected = expected_version(&headers, None)?;
+    let found = current_version(&app, &ns, &name).await?;
+    if found.is_none() {
+        return Err(ApiError::not_found("object", format!("{ns}/{name}")));
+    }
+    check_version(expected, found)?;
+    let command = Command::DeleteObject {
+        namespace: ns.clone(),
+        name: name.clone(),
+        expected_version: expected,
+    };
+    let applied = submit(&app, &p, &headers, command).await?;
+    let body = json!({"kind": "Status", "status": "Success", "namespace": ns, "name": name, "resourceVersion": applied.index});
+    Ok((StatusCode::OK, Json(body)).into_response())
+}

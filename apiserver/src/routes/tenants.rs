@@ -1,0 +1,133 @@
+//! `/v1/tenants[/{name}]`: tenants with their namespaces, quota, slice size and members.
+//! Admins write; a tenant member reads its own tenant; operators read all.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use fedraft_core::command::Command;
+use fedraft_core::model::TenantSpec;
+use serde_json::{json, Value};
+
+use super::common::{
+    allow, check_version, expected_version, read, resource_version, submit, ReadParams, P, Q,
+};
+use crate::auth::{Access, Principal, Role};
+use crate::body::decode_body;
+use crate::error::ApiError;
+use crate::wire::{self, check_same, tenant_json, valid_label, Envelope, TenantIn};
+use crate::App;
+
+pub async fn list(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    Q(q): Q<ReadParams>,
+) -> Result<Json<Value>, ApiError> {
+    let only = match &p.role {
+        Role::Tenant(t) => Some(t.clone()),
+        _ => None,
+    };
+    let doc = read(&app, q.stale, move |s| {
+        let items = s
+            .tenants()
+            .filter(|t| only.as_ref().is_none_or(|o| *o == t.spec.name))
+            .map(tenant_json)
+            .collect();
+        wire::list_json("Tenant", s.applied_index(), items)
+    })
+    .await?;
+    Ok(Json(doc))
+}
+
+pub async fn get_one(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P(name): P<String>,
+    Q(q): Q<ReadParams>,
+) -> Result<Json<Value>, ApiError> {
+    valid_label(&name, "name")?;
+    allow(&app, &p, Access::ReadTenant(&name))?;
+    let n = name.clone();
+    read(&app, q.stale, move |s| s.tenant(&n).map(tenant_json))
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("tenant", &name))
+}
+
+async fn current_version(app: &App, name: &str) -> Result<Option<u64>, ApiError> {
+    let n = name.to_string();
+    read(app, false, move |s| {
+        s.tenant(&n).map(|t| t.resource_version)
+    })
+    .await
+}
+
+pub async fn put(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P(name): P<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    valid_label(&name, "name")?;
+    allow(&app, &p, Access::WriteTenant)?;
+    let (doc, _) = decode_body::<TenantIn>(&headers, body, app.cfg.body_limit_bytes).await?;
+    doc.check_kind()?;
+    check_same("name", doc.name.as_deref(), &name)?;
+    check_same(
+        "metadata.name",
+        doc.metadata.as_ref().and_then(|m| m.name.as_deref()),
+        &name,
+    )?;
+    for (i, ns) in doc.namespaces.iter().enumerate() {
+        valid_label(ns, &format!("namespaces[{i}]"))?;
+    }
+    let expected = expected_version(&headers, doc.expected_version())?;
+    if expected.is_some() {
+        check_version(expected, current_version(&app, &name).await?)?;
+    }
+    let spec = TenantSpec {
+        name: name.clone(),
+        namespaces: doc.namespaces,
+        quota: doc.quota,
+        slice_size: doc.slice_size,
+        members: doc.members,
+    };
+    let applied = submit(&app, &p, &headers, Command::PutTenant(spec)).await?;
+    let rv = resource_version(&applied);
+    let n = name.clone();
+    let out = app
+        .node
+        .read_stale(move |s| s.tenant(&n).map(tenant_json))
+        .unwrap_or_else(|| json!({"kind": "Tenant", "name": name, "resourceVersion": rv}));
+    Ok((StatusCode::OK, Json(out)).into_response())
+}
+
+pub async fn delete(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P(name): P<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    valid_label(&name, "name")?;
+    allow(&app, &p, Access::WriteTenant)?;
+    let expected = expected_version(&headers, None)?;
+    let found = current_version(&app, &name).await?;
+    if found.is_none() {
+        return Err(ApiError::not_found("tenant", &name));
+    }
+    check_version(expected, found)?;
+    let applied = submit(
+        &app,
+        &p,
+        &headers,
+        Command::DeleteTenant {
+            name: name.clone(),
+            expected_version: expected,
+        },
+    )
+    .await?;
+    let body = json!({"kind": "Status", "status": "Success", "name": name, "resourceVersion": applied.index});
+    Ok((StatusCode::OK, Json(body)).into_response())
+}

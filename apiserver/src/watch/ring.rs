@@ -1,0 +1,243 @@
+//! The bounded history of watch events, and the fan-out to live watchers.
+//!
+//! Invariant: every event with `resource_version > horizon` that the hub has seen is still in the
+//! ring, in order. A watcher resuming from `N >= horizon` gets the retained events after `N` and then
+//! the live ones, with no gap and no duplicate, because copying the backlog and subscribing to the
+//! live feed happen under the same lock as [`Ring::push`]. Resuming from `N < horizon` is 410 Gone.
+//!
+//! The ring holds at most `capacity_events` events (default [`DEFAULT_HISTORY_EVENTS`]); when full
+//! it drops whole log entries from the front and raises the horizon to their index.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+/// Default retained history: 8192 events (a few MiB of JSON for typical objects).
+pub const DEFAULT_HISTORY_EVENTS: usize = 8192;
+/// How many messages a live watcher may fall behind before it is cut off with a 410 ERROR line.
+pub const LIVE_BUFFER_EVENTS: usize = 4096;
+
+/// The kind of change an event reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+    Bookmark,
+    Error,
+}
+
+/// One line of a watch stream.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatchEvent {
+    #[serde(rename = "type")]
+    pub event_type: EventType,
+    /// `Cluster`, `FederatedObject` or `Tenant` (absent on BOOKMARK and ERROR).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The log index of the entry that produced the event.
+    pub resource_version: u64,
+    /// The resource as the API shows it (never with credentials); absent on DELETED.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<serde_json::Value>,
+}
+
+impl WatchEvent {
+    pub fn bookmark(resource_version: u64) -> Self {
+        WatchEvent {
+            event_type: EventType::Bookmark,
+            kind: None,
+            namespace: None,
+            name: None,
+            resource_version,
+            object: None,
+        }
+    }
+
+    pub fn gone(resource_version: u64, message: &str) -> Self {
+        WatchEvent {
+            event_type: EventType::Error,
+            kind: None,
+            namespace: None,
+            name: None,
+            resource_version,
+            object: Some(serde_json::json!({"code": 410, "message": message})),
+        }
+    }
+}
+
+/// What live watchers receive.
+#[derive(Debug, Clone)]
+pub enum LiveMsg {
+    Event(Arc<WatchEvent>),
+    /// The log advanced to this index (lets idle watchers send bookmarks).
+    Progress(u64),
+    /// History was lost (the hub fell behind the node); watchers must restart.
+    Reset,
+}
+
+#[derive(Debug)]
+struct Inner {
+    events: VecDeque<Arc<WatchEvent>>,
+    horizon: u64,
+    last_index: u64,
+}
+
+/// Why a resume failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooOld {
+    pub requested: u64,
+    pub horizon: u64,
+}
+
+/// The retained history plus the live feed.
+#[derive(Debug)]
+pub struct Ring {
+    inner: Mutex<Inner>,
+    live: broadcast::Sender<LiveMsg>,
+    capacity_events: usize,
+}
+
+impl Ring {
+    /// A ring that knows nothing before `start_index` (the applied index when the hub started).
+    pub fn new(capacity_events: usize, start_index: u64) -> Self {
+        let (live, _) = broadcast::channel(LIVE_BUFFER_EVENTS);
+        Ring {
+            inner: Mutex::new(Inner {
+                events: VecDeque::new(),
+                horizon: start_index,
+                last_index: start_index,
+            }),
+            live,
+            capacity_events: capacity_events.max(1),
+        }
+    }
+
+    /// Appends the events of the entry at `index` (possibly none) and wakes live watchers.
+    pub fn push(&self, index: u64, events: Vec<WatchEvent>) {
+        let Ok(mut g) = self.inner.lock() else { return };
+        if index <= g.last_index {
+            return;
+        }
+        g.last_index = index;
+        for e in events {
+            let e = Arc::new(e);
+            g.events.push_back(e.clone());
+            let _ = self.live.send(LiveMsg::Event(e));
+        }
+        while g.events.len() > self.capacity_events {
+            let Some(front) = g.events.pop_front() else {
+                break;
+            };
+            let rv = front.resource_version;
+            while g.events.front().is_some_and(|e| e.resource_version == rv) {
+                g.events.pop_front();
+            }
+            g.horizon = g.horizon.max(rv);
+        }
+        let _ = self.live.send(LiveMsg::Progress(index));
+    }
+
+    /// Forgets everything up to `index` (entries were missed) and tells watchers to restart.
+    pub fn reset(&self, index: u64) {
+        let Ok(mut g) = self.inner.lock() else { return };
+        g.events.clear();
+        g.horizon = g.horizon.max(index);
+        g.last_index = g.last_index.max(index);
+        let _ = self.live.send(LiveMsg::Reset);
+    }
+
+    /// The retained events after `from` plus a live receiver, atomically.
+    pub fn resume(
+        &self,
+        from: u64,
+    ) -> Result<(Vec<Arc<WatchEvent>>, broadcast::Receiver<LiveMsg>), TooOld> {
+        let g = self.inner.lock().map_err(|_| TooOld {
+            requested: from,
+            horizon: u64::MAX,
+        })?;
+        if from < g.horizon {
+            return Err(TooOld {
+                requested: from,
+                horizon: g.horizon,
+            });
+        }
+        let backlog = g
+            .events
+            .iter()
+            .filter(|e| e.resource_version > from)
+            .cloned()
+            .collect();
+        Ok((backlog, self.live.subscribe()))
+    }
+
+    /// The last log index the ring has seen.
+    pub fn last_index(&self) -> u64 {
+        self.inner.lock().map(|g| g.last_index).unwrap_or(0)
+    }
+
+    /// The oldest resume point still served.
+    pub fn horizon(&self) -> u64 {
+        self.inner.lock().map(|g| g.horizon).unwrap_or(u64::MAX)
+    }
+
+    /// A live receiver without backlog (for waiting on progress).
+    pub fn subscribe(&self) -> broadcast::Receiver<LiveMsg> {
+        self.live.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(rv: u64, name: &str) -> WatchEvent {
+        WatchEvent {
+            event_type: EventType::Added,
+            kind: Some("Cluster"),
+            namespace: None,
+            name: Some(name.into()),
+            resource_version: rv,
+            object: None,
+        }
+    }
+
+    #[test]
+    fn resumes_without_gaps_and_refuses_trimmed_history() {
+        let ring = Ring::new(3, 10);
+        ring.push(11, vec![ev(11, "a")]);
+        ring.push(12, vec![]);
+        ring.push(13, vec![ev(13, "b"), ev(13, "c")]);
+        let (backlog, _) = ring.resume(11).unwrap();
+        assert_eq!(
+            backlog
+                .iter()
+                .map(|e| e.resource_version)
+                .collect::<Vec<_>>(),
+            vec![13, 13]
+        );
+        assert_eq!(ring.resume(9).unwrap_err().horizon, 10);
+        ring.push(14, vec![ev(14, "d")]);
+        // Capacity 3: entry 11 is gone, so resuming at 10 is too old; at 11 is fine.
+        assert!(ring.resume(10).is_err());
+        let (backlog, _) = ring.resume(11).unwrap();
+        assert_eq!(backlog.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn live_receivers_get_later_pushes() {
+        let ring = Ring::new(8, 0);
+        let (_, mut rx) = ring.resume(0).unwrap();
+        ring.push(1, vec![ev(1, "a")]);
+        assert!(matches!(rx.recv().await.unwrap(), LiveMsg::Event(e) if e.resource_version == 1));
+        assert!(matches!(rx.recv().await.unwrap(), LiveMsg::Progress(1)));
+    }
+}

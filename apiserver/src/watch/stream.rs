@@ -1,0 +1,279 @@
+//! `GET /v1/watch?resourceVersion=N[&kind=][&namespace=]`: newline-delimited JSON events.
+//!
+//! With `resourceVersion=N` the stream replays every retained event after N, then follows live;
+//! N older than the retained history is 410 Gone (before the stream starts) and a watcher that
+//! falls too far behind later gets a final `{"type":"ERROR","object":{"code":410}}` line. Without
+//! it, the stream starts with an ADDED event per existing resource (read linearizably) and a
+//! BOOKMARK at that state's resource version. Idle streams get a BOOKMARK every
+//! `bookmark_interval_ms` when the log advanced. Tenant members see only objects in their
+//! tenant's namespaces (as of the start of the watch) and their own tenant.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use serde::Deserialize;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+
+use super::ring::{LiveMsg, WatchEvent};
+use crate::auth::{Access, Principal, Role};
+use crate::error::ApiError;
+use crate::routes::common::{allow, read, tenant_namespaces, Q};
+use crate::wire::{cluster_json, object_json, tenant_json, valid_label};
+use crate::App;
+
+/// Lines buffered between the stream task and the socket.
+const STREAM_BUFFER_LINES: usize = 256;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatchParams {
+    #[serde(default)]
+    pub resource_version: Option<u64>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// Which events a stream passes.
+#[derive(Debug, Clone)]
+struct Filter {
+    kind: Option<&'static str>,
+    namespace: Option<String>,
+    /// For tenant members: (tenant name, owned namespaces).
+    tenant: Option<(String, Vec<String>)>,
+}
+
+impl Filter {
+    fn passes(&self, e: &WatchEvent) -> bool {
+        if self.kind.is_some() && e.kind != self.kind {
+            return false;
+        }
+        if self.namespace.is_some() && e.namespace != self.namespace {
+            return false;
+        }
+        match &self.tenant {
+            None => true,
+            Some((tenant, owned)) => match e.kind {
+                Some("FederatedObject") => {
+                    e.namespace.as_ref().is_some_and(|ns| owned.contains(ns))
+                }
+                Some("Tenant") => e.name.as_deref() == Some(tenant.as_str()),
+                _ => false,
+            },
+        }
+    }
+}
+
+fn line(e: &WatchEvent) -> Bytes {
+    let mut v = serde_json::to_vec(e).unwrap_or_default();
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+pub async fn watch(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    Q(q): Q<WatchParams>,
+) -> Result<Response, ApiError> {
+    let kind = match q.kind.as_deref() {
+        None | Some("") => None,
+        Some("Cluster") => Some("Cluster"),
+        Some("FederatedObject") => Some("FederatedObject"),
+        Some("Tenant") => Some("Tenant"),
+        Some(other) => {
+            return Err(ApiError::UnknownKind {
+                kind: other.to_string(),
+                field: "kind".into(),
+            })
+        }
+    };
+    if let Some(ns) = &q.namespace {
+        valid_label(ns, "namespace")?;
+        allow(&app, &p, Access::ReadNamespace(ns))?;
+    }
+    if kind == Some("Cluster") {
+        allow(&app, &p, Access::ReadClusters)?;
+    }
+    let tenant = match &p.role {
+        Role::Tenant(t) => Some((t.clone(), tenant_namespaces(&app, &p))),
+        _ => None,
+    };
+    let filter = Filter {
+        kind,
+        namespace: q.namespace.clone(),
+        tenant,
+    };
+
+    let (initial, backlog, rx, from) = match q.resource_version {
+        Some(rv) => {
+            let (backlog, rx) = app.ring.resume(rv).map_err(|e| ApiError::Gone {
+                message: format!(
+                    "resourceVersion {} is older than the retained history (oldest resumable: {})",
+                    e.requested, e.horizon
+                ),
+            })?;
+            (Vec::new(), backlog, rx, rv)
+        }
+        None => {
+            // Subscribe first, then read: every event after the read's index is in the backlog or
+            // arrives live, and the ones before it are already in the initial state.
+            let (backlog, rx) =
+                app.ring
+                    .resume(app.ring.last_index())
+                    .map_err(|_| ApiError::Unavailable {
+                        message: "watch history is resetting".into(),
+                    })?;
+            let (at, initial) = read(&app, false, |s| {
+                let at = s.applied_index();
+                let mut v = Vec::new();
+                let mk = |kind, ns: Option<String>, name: String, rv, object| WatchEvent {
+                    event_type: super::ring::EventType::Added,
+                    kind: Some(kind),
+                    namespace: ns,
+                    name: Some(name),
+                    resource_version: rv,
+                    object: Some(object),
+                };
+                for c in s.clusters() {
+                    v.push(mk(
+                        "Cluster",
+                        None,
+                        c.spec.name.clone(),
+                        c.resource_version,
+                        cluster_json(c),
+                    ));
+                }
+                for t in s.tenants() {
+                    v.push(mk(
+                        "Tenant",
+                        None,
+                        t.spec.name.clone(),
+                        t.resource_version,
+                        tenant_json(t),
+                    ));
+                }
+                for o in s.objects() {
+                    let (ns, n) = (Some(o.namespace.clone()), o.name.clone());
+                    v.push(mk(
+                        "FederatedObject",
+                        ns,
+                        n,
+                        o.resource_version,
+                        object_json(o, None),
+                    ));
+                }
+                (at, v)
+            })
+            .await?;
+            (initial, backlog, rx, at)
+        }
+    };
+
+    let (tx, out) = mpsc::channel::<Result<Bytes, Infallible>>(STREAM_BUFFER_LINES);
+    let bookmark_every = Duration::from_millis(app.cfg.bookmark_interval_ms.max(10));
+    let send_initial_bookmark = q.resource_version.is_none();
+    tokio::spawn(pump(
+        tx,
+        filter,
+        initial,
+        backlog,
+        rx,
+        from,
+        send_initial_bookmark,
+        bookmark_every,
+    ));
+    let stream =
+        futures::stream::unfold(
+            out,
+            |mut out| async move { out.recv().await.map(|x| (x, out)) },
+        );
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/x-ndjson"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+/// Writes one watch stream until the client goes away or history is lost.
+#[allow(clippy::too_many_arguments)]
+async fn pump(
+    tx: mpsc::Sender<Result<Bytes, Infallible>>,
+    filter: Filter,
+    initial: Vec<WatchEvent>,
+    backlog: Vec<Arc<WatchEvent>>,
+    mut rx: tokio::sync::broadcast::Receiver<LiveMsg>,
+    from: u64,
+    initial_bookmark: bool,
+    bookmark_every: Duration,
+) {
+    let mut sent_rv = from;
+    let mut seen_rv = from;
+    for e in initial.iter().filter(|e| filter.passes(e)) {
+        if tx.send(Ok(line(e))).await.is_err() {
+            return;
+        }
+    }
+    if initial_bookmark
+        && tx
+            .send(Ok(line(&WatchEvent::bookmark(from))))
+            .await
+            .is_err()
+    {
+        return;
+    }
+    for e in backlog.iter().filter(|e| e.resource_version > from) {
+        seen_rv = seen_rv.max(e.resource_version);
+        if filter.passes(e) {
+            sent_rv = e.resource_version;
+            if tx.send(Ok(line(e))).await.is_err() {
+                return;
+            }
+        }
+    }
+    let mut tick = tokio::time::interval(bookmark_every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            msg = rx.recv() => match msg {
+                Ok(LiveMsg::Event(e)) => {
+                    if e.resource_version <= from {
+                        continue;
+                    }
+                    seen_rv = seen_rv.max(e.resource_version);
+                    if filter.passes(&e) {
+                        sent_rv = e.resource_version;
+                        if tx.send(Ok(line(&e))).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Ok(LiveMsg::Progress(i)) => seen_rv = seen_rv.max(i),
+                Ok(LiveMsg::Reset) | Err(RecvError::Lagged(_)) => {
+                    let _ = tx.send(Ok(line(&WatchEvent::gone(seen_rv, "watch fell behind; restart from a fresh list")))).await;
+                    return;
+                }
+                Err(RecvError::Closed) => return,
+            },
+            _ = tick.tick() => {
+                if seen_rv > sent_rv {
+                    sent_rv = seen_rv;
+                    if tx.send(Ok(line(&WatchEvent::bookmark(seen_rv)))).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            _ = tx.closed() => return,
+        }
+    }
+}

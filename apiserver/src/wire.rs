@@ -1,0 +1,418 @@
+//! The JSON shapes of the API (camelCase, Kubernetes style) and their conversion to and from core
+//! types. JSON stops here: handlers hand core types to the log and turn core types back into JSON.
+//!
+//! Inputs are flat documents: a cluster is `{name, labels, apiEndpoint, credentials, taints}`, an
+//! object `{template, placement, overrides}` (namespace and name come from the path), a tenant
+//! `{namespaces, quota, sliceSize, members}`. Each may also carry `kind` (checked), `metadata`
+//! (`name`, `namespace`, `resourceVersion`), `resourceVersion`, and the read-only fields a GET
+//! returns (`status`, `cordoned`, ...), which are ignored so a GET -> edit -> PUT round trip works.
+//!
+//! Outputs never contain cluster credentials: [`cluster_json`] builds the document field by field
+//! and has no access path to them.
+
+use std::collections::BTreeMap;
+
+use fedraft_core::error::FieldError;
+use fedraft_core::model::{Cluster, Credentials, FederatedObject, Tenant};
+use fedraft_core::policy::{Override, Placement, Resources, Taint};
+use fedraft_core::scheduler::Decision;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::ApiError;
+
+/// A resource version given as a number or a numeric string (Kubernetes sends strings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum Version {
+    Number(u64),
+    Text(#[serde(deserialize_with = "numeric_string")] u64),
+}
+
+fn numeric_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse()
+        .map_err(|_| serde::de::Error::custom("resourceVersion must be a number"))
+}
+
+impl Version {
+    pub fn get(self) -> u64 {
+        match self {
+            Version::Number(n) | Version::Text(n) => n,
+        }
+    }
+}
+
+/// `metadata` as accepted on input.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetaIn {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub resource_version: Option<Version>,
+}
+
+/// The common envelope fields of every input document.
+pub trait Envelope {
+    const KIND: &'static str;
+    fn kind(&self) -> Option<&str>;
+    fn meta(&self) -> Option<&MetaIn>;
+    fn top_version(&self) -> Option<Version>;
+
+    /// The expected resource version: `metadata.resourceVersion`, else `resourceVersion`.
+    fn expected_version(&self) -> Option<u64> {
+        self.meta()
+            .and_then(|m| m.resource_version)
+            .or(self.top_version())
+            .map(Version::get)
+    }
+
+    /// Refuses a `kind` other than this resource's.
+    fn check_kind(&self) -> Result<(), ApiError> {
+        match self.kind() {
+            Some(k) if k != Self::KIND => Err(ApiError::UnknownKind {
+                kind: k.to_string(),
+                field: "kind".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A cluster as written by an operator.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterIn {
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub api_version: Option<String>,
+    #[serde(default)]
+    pub metadata: Option<MetaIn>,
+    #[serde(default)]
+    pub resource_version: Option<Version>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    pub api_endpoint: String,
+    /// Write-only. Absent on an update keeps the stored credentials.
+    #[serde(default)]
+    pub credentials: Option<Credentials>,
+    #[serde(default)]
+    pub taints: Vec<Taint>,
+    #[serde(default)]
+    pub failure_threshold_seconds: Option<u64>,
+    #[serde(default)]
+    pub success_threshold_seconds: Option<u64>,
+    // Read-only fields of a GET, ignored on input.
+    #[serde(default)]
+    pub status: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    pub cordoned: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    pub drained: Option<serde::de::IgnoredAny>,
+}
+
+/// A federated object as written by a tenant.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectIn {
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub api_version: Option<String>,
+    #[serde(default)]
+    pub metadata: Option<MetaIn>,
+    #[serde(default)]
+    pub resource_version: Option<Version>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Any Kubernetes manifest.
+    pub template: Value,
+    #[serde(default)]
+    pub placement: Placement,
+    #[serde(default)]
+    pub overrides: Vec<Override>,
+    #[serde(default)]
+    pub status: Option<serde::de::IgnoredAny>,
+}
+
+/// A tenant as written by an admin.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantIn {
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub api_version: Option<String>,
+    #[serde(default)]
+    pub metadata: Option<MetaIn>,
+    #[serde(default)]
+    pub resource_version: Option<Version>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    #[serde(default)]
+    pub quota: Resources,
+    #[serde(default)]
+    pub slice_size: Option<Resources>,
+    #[serde(default)]
+    pub members: Vec<String>,
+    #[serde(default)]
+    pub status: Option<serde::de::IgnoredAny>,
+}
+
+macro_rules! envelope {
+    ($t:ty, $kind:literal) => {
+        impl Envelope for $t {
+            const KIND: &'static str = $kind;
+            fn kind(&self) -> Option<&str> {
+                self.kind.as_deref()
+            }
+            fn meta(&self) -> Option<&MetaIn> {
+                self.metadata.as_ref()
+            }
+            fn top_version(&self) -> Option<Version> {
+                self.resource_version
+            }
+        }
+    };
+}
+envelope!(ClusterIn, "Cluster");
+envelope!(ObjectIn, "FederatedObject");
+envelope!(TenantIn, "Tenant");
+
+/// Checks that a name in the body, if any, equals the one in the path.
+pub fn check_same(field: &str, body: Option<&str>, path: &str) -> Result<(), ApiError> {
+    match body {
+        Some(b) if b != path => Err(ApiError::invalid(
+            field,
+            format!("{b:?} does not match {path:?} in the path"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Core's field paths say `spec.x`; the API's documents are flat, so the prefix goes.
+pub fn wire_field(core_field: &str) -> String {
+    core_field
+        .strip_prefix("spec.")
+        .unwrap_or(core_field)
+        .to_string()
+}
+
+/// A core validation failure as an API error.
+pub fn from_field_error(e: FieldError) -> ApiError {
+    let field = wire_field(&e.field);
+    let leaf = field.rsplit('.').next().unwrap_or(&field);
+    if leaf == "name" || leaf == "namespace" {
+        ApiError::InvalidName {
+            name: String::new(),
+            field,
+            message: e.message,
+        }
+    } else {
+        ApiError::InvalidField {
+            field,
+            message: e.message,
+        }
+    }
+}
+
+/// Validates a DNS-1123 label from the path or body (400 InvalidName).
+pub fn valid_label(name: &str, field: &str) -> Result<(), ApiError> {
+    fedraft_core::state::validate::dns_label(name, field).map_err(|e| ApiError::InvalidName {
+        name: name.to_string(),
+        field: field.to_string(),
+        message: e.message,
+    })
+}
+
+/// Validates a DNS-1123 subdomain (object names).
+pub fn valid_subdomain(name: &str, field: &str) -> Result<(), ApiError> {
+    fedraft_core::state::validate::dns_subdomain(name, field).map_err(|e| ApiError::InvalidName {
+        name: name.to_string(),
+        field: field.to_string(),
+        message: e.message,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Core -> JSON.
+
+fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// A cluster as the API shows it. Credentials are deliberately absent.
+pub fn cluster_json(c: &Cluster) -> Value {
+    let st = &c.status;
+    json!({
+        "kind": "Cluster",
+        "name": c.spec.name,
+        "labels": c.spec.labels,
+        "apiEndpoint": c.spec.api_endpoint,
+        "taints": to_value(&c.spec.taints),
+        "failureThresholdSeconds": c.spec.failure_threshold_seconds,
+        "successThresholdSeconds": c.spec.success_threshold_seconds,
+        "cordoned": c.cordoned,
+        "drained": c.drained,
+        "resourceVersion": c.resource_version,
+        "status": {
+            "health": to_value(&st.health),
+            "healthSinceMs": st.health_since_ms,
+            "lastHeartbeatMs": st.last_heartbeat_ms,
+            "capacity": st.capacity.as_ref().map(to_value),
+            "capacityReportedMs": st.capacity_reported_ms,
+        },
+    })
+}
+
+/// An object as the API shows it; `decision` adds the scheduler's current reasoning.
+pub fn object_json(o: &FederatedObject, decision: Option<&Decision>) -> Value {
+    let template: Value = serde_json::from_str(&o.spec.template)
+        .unwrap_or_else(|_| Value::String(o.spec.template.clone()));
+    let placement: BTreeMap<&str, u32> = o
+        .status
+        .clusters
+        .iter()
+        .map(|c| (c.cluster.as_str(), c.replicas))
+        .collect();
+    let clusters: BTreeMap<&str, Value> = o
+        .status
+        .clusters
+        .iter()
+        .map(|c| {
+            (
+                c.cluster.as_str(),
+                json!({
+                    "replicas": c.replicas,
+                    "applied": c.applied,
+                    "readyReplicas": c.ready_replicas,
+                    "message": c.message,
+                    "reportedMs": c.reported_ms,
+                }),
+            )
+        })
+        .collect();
+    let conditions: Vec<Value> = o
+        .conditions()
+        .iter()
+        .map(|c| {
+            json!({
+                "type": to_value(&c.type_),
+                "status": if c.status { "True" } else { "False" },
+                "message": c.message,
+            })
+        })
+        .collect();
+    let mut last = json!({
+        "summary": o.status.decision_summary,
+        "decidedIndex": o.status.decided_index,
+    });
+    if let (Some(d), Some(m)) = (decision, last.as_object_mut()) {
+        if let Value::Object(dm) = decision_json(d) {
+            for (k, v) in dm {
+                if k != "summary" {
+                    m.insert(k, v);
+                }
+            }
+        }
+    }
+    json!({
+        "kind": "FederatedObject",
+        "namespace": o.namespace,
+        "name": o.name,
+        "template": template,
+        "placement": to_value(&o.spec.placement),
+        "overrides": to_value(&o.spec.overrides),
+        "resourceVersion": o.resource_version,
+        "status": {
+            "placement": placement,
+            "clusters": clusters,
+            "readyReplicas": o.status.ready_replicas,
+            "desiredReplicas": o.template_info.replicas,
+            "shortfall": o.status.shortfall.as_ref().map(|s| json!({"replicas": s.replicas, "message": s.message})),
+            "conditions": conditions,
+            "lastDecision": last,
+        },
+    })
+}
+
+/// A decision record, with each drop reason also as a sentence.
+pub fn decision_json(d: &Decision) -> Value {
+    let mut v = to_value(d);
+    if let Some(dropped) = v.get_mut("dropped").and_then(Value::as_array_mut) {
+        for (item, reason) in dropped.iter_mut().zip(&d.dropped) {
+            if let Some(m) = item.as_object_mut() {
+                m.insert("reasonText".into(), Value::String(reason.reason.describe()));
+            }
+        }
+    }
+    if let Some(m) = v.as_object_mut() {
+        m.insert("summary".into(), Value::String(d.summary()));
+    }
+    v
+}
+
+/// A tenant as the API shows it.
+pub fn tenant_json(t: &Tenant) -> Value {
+    json!({
+        "kind": "Tenant",
+        "name": t.spec.name,
+        "namespaces": t.spec.namespaces,
+        "quota": to_value(&t.spec.quota),
+        "sliceSize": t.spec.slice_size.as_ref().map(to_value),
+        "members": t.spec.members,
+        "resourceVersion": t.resource_version,
+        "status": {
+            "used": to_value(&t.status.used),
+            "slicesWanted": t.status.slices_wanted,
+            "slices": t.status.slices,
+        },
+    })
+}
+
+/// A list document.
+pub fn list_json(kind: &str, resource_version: u64, items: Vec<Value>) -> Value {
+    json!({ "kind": format!("{kind}List"), "resourceVersion": resource_version, "items": items })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fedraft_core::model::ClusterSpec;
+
+    #[test]
+    fn cluster_json_never_carries_credentials() {
+        let mut spec = ClusterSpec::new("dc1", "https://10.0.0.1:6443");
+        spec.credentials = Credentials::BearerToken("SUPER-SECRET-TOKEN".into());
+        let mut state = fedraft_core::state::State::new();
+        let entry = fedraft_core::command::LogEntry::new(
+            "r",
+            "admin",
+            1,
+            fedraft_core::command::Command::RegisterCluster(spec),
+        );
+        state.apply(1, &entry);
+        let c = state.cluster("dc1").unwrap();
+        let text = cluster_json(c).to_string();
+        assert!(!text.contains("SUPER-SECRET"), "{text}");
+        assert!(!text.contains("credentials"), "{text}");
+    }
+
+    #[test]
+    fn versions_parse_from_numbers_and_strings() {
+        let m: MetaIn = serde_json::from_str(r#"{"resourceVersion":"12"}"#).unwrap();
+        assert_eq!(m.resource_version.map(Version::get), Some(12));
+        let m: MetaIn = serde_json::from_str(r#"{"resourceVersion":7}"#).unwrap();
+        assert_eq!(m.resource_version.map(Version::get), Some(7));
+    }
+}

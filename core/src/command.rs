@@ -1,0 +1,223 @@
+//! The log entry envelope and the closed set of commands it carries.
+//!
+//! A `LogEntry` is the only thing fedraft replicates. It is versioned so a newer binary can replay
+//! an older log; a binary refuses entries newer than it knows (`CodecError::UnsupportedVersion`)
+//! instead of guessing. Commands are either intents (a user or operator asked for something) or
+//! events (an executor observed something). The state machine (`crate::state`) is the only place
+//! that interprets them; this module only defines and encodes them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::CodecError;
+use crate::model::{Capacity, ClusterSpec, ObjectSpec, TenantSpec};
+
+/// The envelope format this binary writes; it reads this and every older one.
+pub const LOG_ENTRY_VERSION: u16 = 1;
+
+/// One replicated log entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// Envelope format version (`LOG_ENTRY_VERSION` when written by this binary).
+    pub version: u16,
+    /// Client-chosen id used to recognise retries; empty means "do not deduplicate".
+    pub request_id: String,
+    /// Authenticated principal (user, operator or executor node) that proposed the entry.
+    pub actor: String,
+    /// Leader wall clock when proposed, milliseconds since the Unix epoch. The state machine
+    /// never lets log time go backwards, whatever this says.
+    pub timestamp_ms: u64,
+    pub command: Command,
+}
+
+impl LogEntry {
+    /// An entry in the current format.
+    pub fn new(
+        request_id: impl Into<String>,
+        actor: impl Into<String>,
+        timestamp_ms: u64,
+        command: Command,
+    ) -> Self {
+        Self {
+            version: LOG_ENTRY_VERSION,
+            request_id: request_id.into(),
+            actor: actor.into(),
+            timestamp_ms,
+            command,
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        // Encoding plain owned data into a Vec cannot fail: no I/O, no size limit, and every type
+        // here is bincode-encodable by construction (see `crate::model`).
+        bincode::serde::encode_to_vec(self, bincode::config::standard())
+            .unwrap_or_else(|e| unreachable!("log entry encoding failed: {e}"))
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<LogEntry, CodecError> {
+        // Read the version alone first: a newer layout may not decode as this one at all.
+        let (version, _): (u16, usize) =
+            bincode::decode_from_slice(bytes, bincode::config::standard())
+                .map_err(|e| CodecError::Decode(e.to_string()))?;
+        if version > LOG_ENTRY_VERSION {
+            return Err(CodecError::UnsupportedVersion {
+                found: version,
+                supported: LOG_ENTRY_VERSION,
+            });
+        }
+        decode_exact(bytes)
+    }
+}
+
+/// Decodes a whole bincode (serde, standard config) value, refusing trailing bytes.
+pub(crate) fn decode_exact<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    let (value, read): (T, usize) =
+        bincode::serde::decode_from_slice(bytes, bincode::config::standard())
+            .map_err(|e| CodecError::Decode(e.to_string()))?;
+    if read != bytes.len() {
+        return Err(CodecError::TrailingBytes {
+            trailing: bytes.len() - read,
+        });
+    }
+    Ok(value)
+}
+
+/// Everything the state machine can be asked to do. Closed on purpose: a new command is a new
+/// variant, a new `on_*` function, and a new envelope version if old binaries must refuse it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    // ---- intents: clusters ----
+    /// Add a member cluster (AlreadyExists if the name is taken). It starts Unknown.
+    RegisterCluster(ClusterSpec),
+    /// Replace a cluster's spec; cordon/drain flags and status are kept.
+    UpdateCluster {
+        spec: ClusterSpec,
+        expected_version: Option<u64>,
+    },
+    /// Remove a cluster; its objects are rescheduled elsewhere.
+    DeregisterCluster {
+        name: String,
+        expected_version: Option<u64>,
+    },
+    /// No new replicas on this cluster; existing ones stay.
+    Cordon { name: String },
+    /// Undo a cordon or a drain.
+    Uncordon { name: String },
+    /// Cordon plus the NoExecute taint `fedraft.io/drain`: every replica leaves the cluster.
+    Drain { name: String },
+
+    // ---- intents: objects ----
+    /// Create or replace a federated object. `expected_version`: `Some(0)` = must not exist,
+    /// `Some(v)` = must exist at resource version `v`, `None` = unconditional.
+    PutObject {
+        namespace: String,
+        name: String,
+        spec: ObjectSpec,
+        expected_version: Option<u64>,
+    },
+    DeleteObject {
+        namespace: String,
+        name: String,
+        expected_version: Option<u64>,
+    },
+    /// Forget the object's placement and schedule it from scratch (a forced rebalance).
+    RevokePlacement { namespace: String, name: String },
+
+    // ---- intents: tenants ----
+    /// Create or replace a tenant.
+    PutTenant(TenantSpec),
+    /// Remove a tenant; refused while its namespaces still hold objects.
+    DeleteTenant {
+        name: String,
+        expected_version: Option<u64>,
+    },
+
+    // ---- events from executors ----
+    /// A batch of heartbeats (with capacity when a scan ran) from one executor.
+    Heartbeats(Vec<Heartbeat>),
+    /// An executor could not reach the cluster. A hint only: it never shortcuts the failure
+    /// threshold, it just does not count as a heartbeat and breaks a recovery run.
+    ClusterUnreachable { cluster: String },
+    /// A batch of per-cluster object status observations.
+    StatusReports(Vec<ObjectStatusReport>),
+    /// Log time advances (expiring health deadlines, firing failovers, draining queued work).
+    Tick,
+}
+
+impl Command {
+    /// Short name for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Command::RegisterCluster(_) => "RegisterCluster",
+            Command::UpdateCluster { .. } => "UpdateCluster",
+            Command::DeregisterCluster { .. } => "DeregisterCluster",
+            Command::Cordon { .. } => "Cordon",
+            Command::Uncordon { .. } => "Uncordon",
+            Command::Drain { .. } => "Drain",
+            Command::PutObject { .. } => "PutObject",
+            Command::DeleteObject { .. } => "DeleteObject",
+            Command::RevokePlacement { .. } => "RevokePlacement",
+            Command::PutTenant(_) => "PutTenant",
+            Command::DeleteTenant { .. } => "DeleteTenant",
+            Command::Heartbeats(_) => "Heartbeats",
+            Command::ClusterUnreachable { .. } => "ClusterUnreachable",
+            Command::StatusReports(_) => "StatusReports",
+            Command::Tick => "Tick",
+        }
+    }
+}
+
+/// One cluster answered a health probe; `capacity` is present when a capacity scan ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub cluster: String,
+    pub capacity: Option<Capacity>,
+}
+
+/// What an executor saw of one object on one cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectStatusReport {
+    pub namespace: String,
+    pub name: String,
+    pub cluster: String,
+    pub applied: bool,
+    pub ready_replicas: u32,
+    pub message: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_round_trips() {
+        let e = LogEntry::new("r1", "alice", 42, Command::Cordon { name: "dc1".into() });
+        assert_eq!(LogEntry::decode(&e.encode()).unwrap(), e);
+    }
+
+    #[test]
+    fn newer_version_is_a_typed_error() {
+        let mut e = LogEntry::new("r1", "alice", 42, Command::Tick);
+        e.version = LOG_ENTRY_VERSION + 1;
+        assert_eq!(
+            LogEntry::decode(&e.encode()),
+            Err(CodecError::UnsupportedVersion {
+                found: LOG_ENTRY_VERSION + 1,
+                supported: LOG_ENTRY_VERSION
+            })
+        );
+    }
+
+    #[test]
+    fn garbage_and_trailing_bytes_are_refused() {
+        assert!(matches!(
+            LogEntry::decode(&[1, 0xff, 0xff]),
+            Err(CodecError::Decode(_))
+        ));
+        let mut bytes = LogEntry::new("", "a", 1, Command::Tick).encode();
+        bytes.push(0);
+        assert_eq!(
+            LogEntry::decode(&bytes),
+            Err(CodecError::TrailingBytes { trailing: 1 })
+        );
+    }
+}

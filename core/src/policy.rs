@@ -1,0 +1,492 @@
+//! The user-facing placement and override specs of a federated object, plus resource amounts.
+//!
+//! Owns: `Placement` (which clusters, how replicas are divided, spread, failover), `Override`
+//! (per-cluster changes to the template), tolerations and label selectors with Kubernetes
+//! semantics, and `Resources`. Each spec has a `validate(field_prefix)` that names the exact
+//! field at fault.
+//!
+//! Must not: decide placement (that is `scheduler`) or touch JSON values. Every type here travels
+//! inside log entries encoded by bincode 2 in serde mode, so there is no `serde_json::Value`, no
+//! untagged enum and no `flatten`; JSON patch values are kept as JSON text.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::FieldError;
+
+mod names;
+mod overrides;
+
+pub use names::{validate_dns_label, validate_label_key, validate_label_value};
+pub use overrides::{ImageOverride, JsonPatchOp, Override, PatchOpKind};
+
+/// Upper bound for one static weight; keeps `replicas * weight` far inside `u128` and the numbers
+/// readable (KubeFed uses int64 weights, fedraft needs no more than a million-to-one ratio).
+pub const MAX_WEIGHT: u64 = 1_000_000_000;
+/// Upper bound for a failover grace period: one week, in seconds.
+pub const MAX_GRACE_PERIOD_SECONDS: u64 = 7 * 24 * 3600;
+/// The key in `StaticWeights::weights` that applies to every cluster not named explicitly.
+pub const DEFAULT_PREFERENCE_KEY: &str = "*";
+
+// ---------------------------------------------------------------------------------------------
+// Taints and tolerations.
+
+/// What an untolerated taint does to a federated object's replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum TaintEffect {
+    /// No new replicas go to the cluster; replicas already there stay.
+    NoSchedule,
+    /// Replicas already on the cluster are evicted and re-placed elsewhere.
+    NoExecute,
+}
+
+impl TaintEffect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+        }
+    }
+}
+
+/// A taint on a member cluster.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default)]
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+impl Taint {
+    pub fn validate(&self, field_prefix: &str) -> Result<(), FieldError> {
+        validate_label_key(&self.key, &format!("{field_prefix}.key"))
+    }
+}
+
+/// How a toleration compares its value with a taint's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum TolerationOperator {
+    /// The taint's value must equal the toleration's value.
+    #[default]
+    Equal,
+    /// Any value; with an empty key, any taint at all.
+    Exists,
+}
+
+/// A toleration of a federated object, with the semantics of a Kubernetes pod toleration.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Toleration {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub operator: TolerationOperator,
+    #[serde(default)]
+    pub value: String,
+    /// None tolerates both effects.
+    #[serde(default)]
+    pub effect: Option<TaintEffect>,
+}
+
+impl Toleration {
+    /// Kubernetes rules: the effect must match unless unset; an empty key with `Exists` matches
+    /// every key; `Exists` ignores the value, `Equal` compares it.
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if let Some(effect) = self.effect {
+            if effect != taint.effect {
+                return false;
+            }
+        }
+        if self.key.is_empty() {
+            return self.operator == TolerationOperator::Exists;
+        }
+        if self.key != taint.key {
+            return false;
+        }
+        match self.operator {
+            TolerationOperator::Exists => true,
+            TolerationOperator::Equal => self.value == taint.value,
+        }
+    }
+
+    pub fn validate(&self, field_prefix: &str) -> Result<(), FieldError> {
+        if self.key.is_empty() {
+            if self.operator != TolerationOperator::Exists {
+                return Err(FieldError::new(
+                    format!("{field_prefix}.operator"),
+                    "an empty key requires operator Exists",
+                ));
+            }
+        } else {
+            validate_label_key(&self.key, &format!("{field_prefix}.key"))?;
+        }
+        if self.operator == TolerationOperator::Exists && !self.value.is_empty() {
+            return Err(FieldError::new(
+                format!("{field_prefix}.value"),
+                "must be empty with operator Exists",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// True when some toleration tolerates the taint.
+pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
+    tolerations.iter().any(|t| t.tolerates(taint))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Label selectors.
+
+/// A set-based label requirement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SelectorOperator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabelSelectorRequirement {
+    pub key: String,
+    pub operator: SelectorOperator,
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+impl LabelSelectorRequirement {
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        let value = labels.get(&self.key);
+        match self.operator {
+            SelectorOperator::In => value.is_some_and(|v| self.values.iter().any(|x| x == v)),
+            // Kubernetes: NotIn matches a missing key too.
+            SelectorOperator::NotIn => value.is_none_or(|v| self.values.iter().all(|x| x != v)),
+            SelectorOperator::Exists => value.is_some(),
+            SelectorOperator::DoesNotExist => value.is_none(),
+        }
+    }
+}
+
+/// A Kubernetes label selector over cluster labels. An empty selector matches every cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabelSelector {
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+impl LabelSelector {
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_expressions.iter().all(|r| r.matches(labels))
+    }
+
+    pub fn validate(&self, field_prefix: &str) -> Result<(), FieldError> {
+        for (key, value) in &self.match_labels {
+            let field = format!("{field_prefix}.matchLabels.{key}");
+            validate_label_key(key, &field)?;
+            validate_label_value(value, &field)?;
+        }
+        for (i, req) in self.match_expressions.iter().enumerate() {
+            let field = format!("{field_prefix}.matchExpressions[{i}]");
+            validate_label_key(&req.key, &format!("{field}.key"))?;
+            let needs_values =
+                matches!(req.operator, SelectorOperator::In | SelectorOperator::NotIn);
+            if needs_values && req.values.is_empty() {
+                return Err(FieldError::new(
+                    format!("{field}.values"),
+                    "must not be empty for operator In or NotIn",
+                ));
+            }
+            if !needs_values && !req.values.is_empty() {
+                return Err(FieldError::new(
+                    format!("{field}.values"),
+                    "must be empty for operator Exists or DoesNotExist",
+                ));
+            }
+            for (j, v) in req.values.iter().enumerate() {
+                validate_label_value(v, &format!("{field}.values[{j}]"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Placement.
+
+/// Where a federated object may run and how its replicas are divided.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Placement {
+    /// Explicit cluster names; None = no restriction by name.
+    #[serde(default)]
+    pub clusters: Option<Vec<String>>,
+    /// None = no restriction by label. Combined with `clusters` by AND.
+    #[serde(default)]
+    pub cluster_selector: Option<LabelSelector>,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    /// Applied in order; each narrows the clusters the previous left.
+    #[serde(default)]
+    pub spread_constraints: Vec<SpreadConstraint>,
+    #[serde(default)]
+    pub replicas: ReplicaPolicy,
+    #[serde(default)]
+    pub failover: FailoverPolicy,
+}
+
+/// Use between `min_groups` and `max_groups` distinct values of the cluster label `label_key`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SpreadConstraint {
+    pub label_key: String,
+    #[serde(default = "one")]
+    pub min_groups: u32,
+    pub max_groups: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ReplicaMode {
+    /// Every selected cluster runs the template's full replica count.
+    Duplicated,
+    /// The template's replica count is divided among the selected clusters.
+    #[default]
+    Divided,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReplicaPolicy {
+    #[serde(default)]
+    pub mode: ReplicaMode,
+    /// Only with `Divided`; None divides equally (Webster over weight 1 each).
+    #[serde(default)]
+    pub division: Option<Division>,
+}
+
+/// How a `Divided` object's replicas are shared out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Division {
+    /// Per-cluster preferences (cluster name or `"*"`). With any min/max set, KubeFed
+    /// ReplicaSchedulingPreference planner semantics; plain weights use Webster apportionment.
+    #[serde(rename_all = "camelCase")]
+    StaticWeights {
+        weights: BTreeMap<String, ClusterPreference>,
+        #[serde(default)]
+        rebalance: bool,
+    },
+    /// Weights are the replicas each cluster can still hold, from its reported capacity.
+    #[serde(rename_all = "camelCase")]
+    DynamicByCapacity {
+        #[serde(default)]
+        rebalance: bool,
+    },
+}
+
+impl Division {
+    pub fn rebalance(&self) -> bool {
+        match self {
+            Division::StaticWeights { rebalance, .. }
+            | Division::DynamicByCapacity { rebalance } => *rebalance,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterPreference {
+    #[serde(default)]
+    pub weight: u64,
+    #[serde(default)]
+    pub min_replicas: u32,
+    #[serde(default)]
+    pub max_replicas: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FailoverPolicy {
+    /// Re-place replicas of a cluster NotReady/Unknown for longer than the grace period.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default = "sixty")]
+    pub grace_period_seconds: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn sixty() -> u64 {
+    60
+}
+
+impl Default for FailoverPolicy {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            grace_period_seconds: 60,
+        }
+    }
+}
+
+impl FailoverPolicy {
+    pub fn grace_period_ms(&self) -> u64 {
+        self.grace_period_seconds.saturating_mul(1000)
+    }
+}
+
+impl Placement {
+    pub fn validate(&self, field_prefix: &str) -> Result<(), FieldError> {
+        if let Some(clusters) = &self.clusters {
+            for (i, name) in clusters.iter().enumerate() {
+                validate_dns_label(name, &format!("{field_prefix}.clusters[{i}]"))?;
+            }
+        }
+        if let Some(sel) = &self.cluster_selector {
+            sel.validate(&format!("{field_prefix}.clusterSelector"))?;
+        }
+        for (i, t) in self.tolerations.iter().enumerate() {
+            t.validate(&format!("{field_prefix}.tolerations[{i}]"))?;
+        }
+        for (i, s) in self.spread_constraints.iter().enumerate() {
+            let field = format!("{field_prefix}.spreadConstraints[{i}]");
+            validate_label_key(&s.label_key, &format!("{field}.labelKey"))?;
+            if s.max_groups == 0 {
+                return Err(FieldError::new(
+                    format!("{field}.maxGroups"),
+                    "must be at least 1",
+                ));
+            }
+            if s.min_groups > s.max_groups {
+                return Err(FieldError::new(
+                    format!("{field}.minGroups"),
+                    format!(
+                        "{} is greater than maxGroups {}",
+                        s.min_groups, s.max_groups
+                    ),
+                ));
+            }
+        }
+        let rp = format!("{field_prefix}.replicas");
+        if let Some(division) = &self.replicas.division {
+            if self.replicas.mode == ReplicaMode::Duplicated {
+                return Err(FieldError::new(
+                    format!("{rp}.division"),
+                    "only valid with mode Divided",
+                ));
+            }
+            if let Division::StaticWeights { weights, .. } = division {
+                if weights.is_empty() {
+                    return Err(FieldError::new(
+                        format!("{rp}.division.weights"),
+                        "must name at least one cluster or \"*\"",
+                    ));
+                }
+                for (name, pref) in weights {
+                    let field = format!("{rp}.division.weights.{name}");
+                    if name != DEFAULT_PREFERENCE_KEY {
+                        validate_dns_label(name, &field)?;
+                    }
+                    if pref.weight > MAX_WEIGHT {
+                        return Err(FieldError::new(
+                            format!("{field}.weight"),
+                            format!("{} exceeds the limit {MAX_WEIGHT}", pref.weight),
+                        ));
+                    }
+                    if let Some(max) = pref.max_replicas {
+                        if pref.min_replicas > max {
+                            return Err(FieldError::new(
+                                format!("{field}.minReplicas"),
+                                format!("{} is greater than maxReplicas {max}", pref.min_replicas),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        if self.failover.grace_period_seconds > MAX_GRACE_PERIOD_SECONDS {
+            return Err(FieldError::new(
+                format!("{field_prefix}.failover.gracePeriodSeconds"),
+                format!("exceeds the limit {MAX_GRACE_PERIOD_SECONDS}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resources.
+
+/// An amount of compute: CPU in millicores, memory in bytes, pod slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Resources {
+    #[serde(default)]
+    pub cpu_millis: u64,
+    #[serde(default)]
+    pub memory_bytes: u64,
+    #[serde(default)]
+    pub pods: u64,
+}
+
+impl Resources {
+    pub const ZERO: Resources = Resources {
+        cpu_millis: 0,
+        memory_bytes: 0,
+        pods: 0,
+    };
+
+    pub fn saturating_add(&self, other: &Resources) -> Resources {
+        Resources {
+            cpu_millis: self.cpu_millis.saturating_add(other.cpu_millis),
+            memory_bytes: self.memory_bytes.saturating_add(other.memory_bytes),
+            pods: self.pods.saturating_add(other.pods),
+        }
+    }
+
+    pub fn saturating_sub(&self, other: &Resources) -> Resources {
+        Resources {
+            cpu_millis: self.cpu_millis.saturating_sub(other.cpu_millis),
+            memory_bytes: self.memory_bytes.saturating_sub(other.memory_bytes),
+            pods: self.pods.saturating_sub(other.pods),
+        }
+    }
+
+    /// `self` taken `n` times, saturating.
+    pub fn saturating_mul(&self, n: u64) -> Resources {
+        Resources {
+            cpu_millis: self.cpu_millis.saturating_mul(n),
+            memory_bytes: self.memory_bytes.saturating_mul(n),
+            pods: self.pods.saturating_mul(n),
+        }
+    }
+
+    pub fn is_zero(&self) -> bool {
+        *self == Resources::ZERO
+    }
+
+    /// How many times `per` fits in `self`: the minimum over the dimensions `per` requests. A
+    /// dimension `per` does not request does not limit; if it requests nothing, `u64::MAX`.
+    pub fn fits_times(&self, per: &Resources) -> u64 {
+        let dim = |have: u64, need: u64| have.checked_div(need).unwrap_or(u64::MAX);
+        dim(self.cpu_millis, per.cpu_millis)
+            .min(dim(self.memory_bytes, per.memory_bytes))
+            .min(dim(self.pods, per.pods))
+    }
+}

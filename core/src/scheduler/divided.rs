@@ -1,0 +1,255 @@
+//! Turns filter results into replica counts and assembles the `Decision`.
+//!
+//! Frozen clusters keep what they run (trimmed only if the total shrank below it); the rest of
+//! the total goes to candidates. Duplicated: every candidate runs the full count. Divided: the
+//! KubeFed planner when any static preference sets minReplicas or maxReplicas; otherwise
+//! Webster over the weights (1 each without a division, static weights, or replicas that fit
+//! for DynamicByCapacity), with capacity as a cap. Without rebalance, Webster starts from the
+//! current counts and only adds or removes the difference, so the fewest replicas move.
+//! Must not: filter clusters (that is `filter` and `spread`).
+
+use std::collections::BTreeMap;
+
+use super::decision::{diff, Decision, DroppedCluster, Shortfall};
+use super::filter::{Class, Classes};
+use super::static_weights::{plan_entries, preference_for, Entry};
+use super::webster::{apportion, Seat};
+use super::{dynamic, ClusterView, ScheduleRequest};
+use crate::policy::{ClusterPreference, Division, ReplicaMode};
+
+/// The weight a candidate gets under the object's division.
+pub(crate) fn candidate_weight(req: &ScheduleRequest<'_>, name: &str, cap: Option<u64>) -> u64 {
+    match (
+        &req.placement.replicas.mode,
+        &req.placement.replicas.division,
+    ) {
+        (ReplicaMode::Duplicated, _) | (ReplicaMode::Divided, None) => 1,
+        (ReplicaMode::Divided, Some(Division::StaticWeights { weights, .. })) => {
+            preference_for(weights, name).map_or(0, |p| p.weight)
+        }
+        (ReplicaMode::Divided, Some(Division::DynamicByCapacity { .. })) => dynamic::weight(cap),
+    }
+}
+
+pub(crate) fn decide(
+    req: &ScheduleRequest<'_>,
+    clusters: &[ClusterView<'_>],
+    classes: Classes,
+) -> Decision {
+    let cur = current_by_index(req.current, clusters);
+    let mut counts = vec![0u64; clusters.len()];
+    let mut dropped = Vec::new();
+    let mut cand: Vec<usize> = Vec::with_capacity(clusters.len());
+    for (i, class) in classes.class.iter().enumerate() {
+        match class {
+            Class::Candidate => cand.push(i),
+            Class::Frozen(r) | Class::Evicted(r) => dropped.push(DroppedCluster {
+                cluster: clusters[i].name.to_string(),
+                reason: r.clone(),
+            }),
+        }
+    }
+    let total = u64::from(req.total_replicas);
+    let mut budget = total;
+    // Frozen clusters keep their replicas (no new ones), in name order if the total shrank.
+    for (i, class) in classes.class.iter().enumerate() {
+        if let Class::Frozen(_) = class {
+            let keep = cur[i].min(budget);
+            counts[i] = keep;
+            if req.placement.replicas.mode == ReplicaMode::Divided {
+                budget -= keep;
+            }
+        }
+    }
+
+    let mut weights = BTreeMap::new();
+    let mut shortfall: Option<Shortfall> = None;
+    match req.placement.replicas.mode {
+        ReplicaMode::Duplicated => {
+            for &i in &cand {
+                counts[i] = total;
+            }
+            if total > 0 && cand.is_empty() && counts.iter().all(|&c| c == 0) {
+                shortfall = Some(Shortfall {
+                    replicas: req.total_replicas,
+                    message: format!("no eligible cluster ({} dropped)", dropped.len()),
+                });
+            }
+        }
+        ReplicaMode::Divided => {
+            weights = cand
+                .iter()
+                .map(|&i| {
+                    (
+                        clusters[i].name.to_string(),
+                        candidate_weight(req, clusters[i].name, classes.cap[i]),
+                    )
+                })
+                .collect();
+            let placed = divide(req, clusters, &classes, &cand, &cur, budget, &mut counts);
+            if placed < budget {
+                let missing = budget - placed;
+                let message = if cand.is_empty() {
+                    format!("no eligible cluster ({} dropped)", dropped.len())
+                } else {
+                    format!(
+                        "{} candidate clusters hold only {placed} of the {budget} replicas to place",
+                        cand.len()
+                    )
+                };
+                shortfall = Some(Shortfall {
+                    replicas: clamp_u32(missing),
+                    message,
+                });
+            }
+        }
+    }
+    if let Some(err) = &classes.spread_error {
+        match &mut shortfall {
+            Some(s) => s.message = format!("{}; {err}", s.message),
+            None => {
+                shortfall = Some(Shortfall {
+                    replicas: 0,
+                    message: err.clone(),
+                })
+            }
+        }
+    }
+
+    let placement: BTreeMap<String, u32> = counts
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(i, &c)| (clusters[i].name.to_string(), clamp_u32(c)))
+        .collect();
+    let moved = diff(req.current, &placement);
+    Decision {
+        candidates: cand.iter().map(|&i| clusters[i].name.to_string()).collect(),
+        placement,
+        dropped,
+        weights,
+        unschedulable: shortfall,
+        moved,
+    }
+}
+
+/// Places `budget` replicas among the candidates; returns how many were placed.
+fn divide(
+    req: &ScheduleRequest<'_>,
+    clusters: &[ClusterView<'_>],
+    classes: &Classes,
+    cand: &[usize],
+    cur_of: &[u64],
+    budget: u64,
+    counts: &mut [u64],
+) -> u64 {
+    let division = req.placement.replicas.division.as_ref();
+    let rebalance = division.is_some_and(|d| d.rebalance());
+
+    if let Some(Division::StaticWeights { weights, rebalance }) = division {
+        if weights
+            .values()
+            .any(|p| p.min_replicas > 0 || p.max_replicas.is_some())
+        {
+            // Spread's "at least one here" becomes a raised minimum.
+            let raised: Vec<Option<ClusterPreference>> = cand
+                .iter()
+                .map(|&i| {
+                    let p = preference_for(weights, clusters[i].name)?;
+                    classes.need_one[i].then(|| ClusterPreference {
+                        min_replicas: p.min_replicas.max(1),
+                        ..p.clone()
+                    })
+                })
+                .collect();
+            let entries: Vec<Entry<'_>> = cand
+                .iter()
+                .zip(&raised)
+                .map(|(&i, r)| Entry {
+                    name: clusters[i].name,
+                    pref: r
+                        .as_ref()
+                        .or_else(|| preference_for(weights, clusters[i].name)),
+                    current: (cur_of[i] > 0).then_some(cur_of[i]),
+                    capacity: classes.cap[i],
+                })
+                .collect();
+            let (plan, _overflow) = plan_entries(budget, &entries, *rebalance, req.object_key);
+            for (k, &i) in cand.iter().enumerate() {
+                counts[i] = plan[k];
+            }
+            return plan.iter().sum();
+        }
+    }
+
+    let dynamic = matches!(division, Some(Division::DynamicByCapacity { .. }));
+    let mut seats: Vec<Seat> = cand
+        .iter()
+        .map(|&i| {
+            let mut s = if dynamic {
+                dynamic::seat(classes.cap[i].unwrap_or(0))
+            } else {
+                Seat {
+                    weight: candidate_weight(req, clusters[i].name, classes.cap[i]),
+                    lo: 0,
+                    hi: classes.cap[i].unwrap_or(u64::MAX),
+                }
+            };
+            if classes.need_one[i] {
+                s.lo = 1.min(s.hi);
+            }
+            s
+        })
+        .collect();
+    if !rebalance {
+        // Stability: start from what runs now, bounded as before.
+        let cur: Vec<u64> = cand
+            .iter()
+            .zip(&seats)
+            .map(|(&i, s)| {
+                if s.weight == 0 {
+                    0
+                } else {
+                    cur_of[i].min(s.hi)
+                }
+            })
+            .collect();
+        let sum_cur: u64 = cur.iter().sum();
+        if sum_cur > 0 {
+            for (s, &c) in seats.iter_mut().zip(&cur) {
+                if sum_cur <= budget {
+                    s.lo = s.lo.max(c);
+                } else {
+                    s.hi = c.max(s.lo);
+                }
+            }
+        }
+    }
+    let got = apportion(budget, &seats);
+    for (k, &i) in cand.iter().enumerate() {
+        counts[i] = got[k];
+    }
+    got.iter().sum()
+}
+
+/// The current count of each cluster, by one merge walk of two name-sorted sequences instead of
+/// a map lookup per cluster.
+fn current_by_index(current: &BTreeMap<String, u32>, clusters: &[ClusterView<'_>]) -> Vec<u64> {
+    let mut out = vec![0u64; clusters.len()];
+    let mut it = current.iter().peekable();
+    for (i, c) in clusters.iter().enumerate() {
+        while it.peek().is_some_and(|(k, _)| k.as_str() < c.name) {
+            it.next();
+        }
+        match it.peek() {
+            Some((k, &n)) if k.as_str() == c.name => out[i] = u64::from(n),
+            Some(_) => {}
+            None => break,
+        }
+    }
+    out
+}
+
+fn clamp_u32(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}

@@ -1,0 +1,133 @@
+//! Filters: sorts each cluster into candidate, frozen or evicted, with the first reason that
+//! stopped it.
+//!
+//! Order of checks (first failing one is the recorded reason): tenant slices, cluster list,
+//! selector, NoExecute taints, health vs grace period, cordon, NoSchedule taints, and for
+//! DynamicByCapacity the reported capacity. Must not: decide replica counts.
+
+use super::decision::DropReason;
+use super::{ClusterView, HealthView, ScheduleRequest};
+use crate::policy::{tolerated, Division, TaintEffect};
+
+/// What the filters made of one cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// May receive new replicas.
+    Candidate,
+    /// Keeps the replicas it has (never more), e.g. cordoned or NotReady within grace.
+    Frozen(DropReason),
+    /// Its replicas are re-placed elsewhere.
+    Evicted(DropReason),
+}
+
+/// Per-cluster filter results, parallel to the sorted cluster slice.
+#[derive(Debug, Clone)]
+pub(crate) struct Classes {
+    pub class: Vec<Class>,
+    /// The most replicas of this object the cluster may hold; None = no capacity limit.
+    pub cap: Vec<Option<u64>>,
+    /// Spread constraints ask for at least one replica here (to reach minGroups).
+    pub need_one: Vec<bool>,
+    /// Why the spread constraints cannot be met, if they cannot.
+    pub spread_error: Option<String>,
+}
+
+impl Classes {
+    fn drop(&mut self, i: usize, reason: DropReason) {
+        self.class[i] = if reason.keeps_existing() {
+            Class::Frozen(reason)
+        } else {
+            Class::Evicted(reason)
+        };
+    }
+}
+
+pub(crate) fn classify(req: &ScheduleRequest<'_>, clusters: &[ClusterView<'_>]) -> Classes {
+    let n = clusters.len();
+    let mut out = Classes {
+        class: vec![Class::Candidate; n],
+        cap: vec![None; n],
+        need_one: vec![false; n],
+        spread_error: None,
+    };
+    let dynamic = matches!(
+        req.placement.replicas.division,
+        Some(Division::DynamicByCapacity { .. })
+    );
+    for (i, c) in clusters.iter().enumerate() {
+        let fits = c.available.map(|a| a.fits_times(&req.per_replica));
+        out.cap[i] = if dynamic {
+            Some(fits.unwrap_or(0))
+        } else {
+            fits.filter(|&f| f != u64::MAX)
+        };
+        if let Some(reason) = first_reason(req, c, dynamic, fits) {
+            out.drop(i, reason);
+        }
+    }
+    out
+}
+
+fn first_reason(
+    req: &ScheduleRequest<'_>,
+    c: &ClusterView<'_>,
+    dynamic: bool,
+    fits: Option<u64>,
+) -> Option<DropReason> {
+    let p = req.placement;
+    if let Some(allowed) = req.allowed {
+        if !allowed.contains(c.name) {
+            return Some(DropReason::NotInTenantSlices);
+        }
+    }
+    if let Some(list) = &p.clusters {
+        if !list.iter().any(|n| n == c.name) {
+            return Some(DropReason::NotInClusterList);
+        }
+    }
+    if let Some(sel) = &p.cluster_selector {
+        if !sel.matches(c.labels) {
+            return Some(DropReason::SelectorMismatch);
+        }
+    }
+    let untolerated = |effect: TaintEffect| {
+        c.taints
+            .iter()
+            .find(|t| t.effect == effect && !tolerated(&p.tolerations, t))
+            .map(|t| DropReason::UntoleratedTaint {
+                key: t.key.clone(),
+                effect,
+            })
+    };
+    if let Some(r) = untolerated(TaintEffect::NoExecute) {
+        return Some(r);
+    }
+    match c.health {
+        HealthView::Ready => {}
+        HealthView::NotReady { since_ms } | HealthView::Unknown { since_ms } => {
+            let expired = p.failover.enabled
+                && req.now_ms.saturating_sub(since_ms) > p.failover.grace_period_ms();
+            return Some(if expired {
+                DropReason::FailedOver { since_ms }
+            } else if matches!(c.health, HealthView::NotReady { .. }) {
+                DropReason::NotReady { since_ms }
+            } else {
+                DropReason::Unknown { since_ms }
+            });
+        }
+    }
+    if c.cordoned {
+        return Some(DropReason::Cordoned);
+    }
+    if let Some(r) = untolerated(TaintEffect::NoSchedule) {
+        return Some(r);
+    }
+    if dynamic {
+        match fits {
+            None => return Some(DropReason::CapacityNotReported),
+            Some(0) => return Some(DropReason::NoCapacity),
+            Some(_) => {}
+        }
+    }
+    None
+}

@@ -1,0 +1,93 @@
+//! The scheduler: a pure function from (placement spec, cluster views, current placement) to a
+//! `Decision`.
+//!
+//! Start at [`schedule`]. The pipeline is: `filter` sorts every cluster into candidates (may
+//! receive new replicas), frozen (keep what they have, get nothing new) and evicted; then the
+//! replica mode decides the counts: Duplicated (every candidate runs the full count) or Divided
+//! via `static_weights` (KubeFed planner, when any min/max is set), `webster` (plain weights) or
+//! `dynamic` (weights from capacity); `spread` narrows candidates to label groups first.
+//! `slices` places a tenant's quota slices for two-level scheduling.
+//!
+//! Must not: read clocks, iterate hash maps into results, use floating point, or look at other
+//! objects: the cost is O(clusters) per decision (plus a sort when the caller's cluster list is
+//! not already sorted) and independent of how many objects exist.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::policy::{Placement, Resources, Taint};
+
+pub mod decision;
+mod divided;
+mod dynamic;
+mod filter;
+mod slices;
+mod spread;
+pub mod static_weights;
+pub mod webster;
+
+pub use decision::{diff, Decision, DropReason, DroppedCluster, ReplicaMove, Shortfall};
+pub use slices::place_slices;
+
+/// A cluster's health as the scheduler sees it; times are log time in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthView {
+    Ready,
+    NotReady { since_ms: u64 },
+    Unknown { since_ms: u64 },
+}
+
+/// What the scheduler needs to know about one registered cluster.
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterView<'a> {
+    pub name: &'a str,
+    pub labels: &'a BTreeMap<String, String>,
+    pub taints: &'a [Taint],
+    pub cordoned: bool,
+    pub health: HealthView,
+    /// Free capacity for this object: reported available minus what fedraft's OTHER placements
+    /// booked. None = never reported. DynamicByCapacity treats `available.fits_times(per_replica)`
+    /// as the most replicas of this object the cluster may hold in total (its current replicas
+    /// included), so the caller must not subtract this object's own booking.
+    pub available: Option<Resources>,
+}
+
+/// Everything one scheduling run looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduleRequest<'a> {
+    /// The object's `namespace/name`. It salts the static-weights planner's tie-breaking hash, as
+    /// KubeFed's object key does, so that equal-weight one-replica objects spread over clusters
+    /// instead of all landing on the same one.
+    pub object_key: &'a str,
+    pub placement: &'a Placement,
+    /// The template's spec.replicas (1 when absent).
+    pub total_replicas: u32,
+    /// The template's per-replica resource requests.
+    pub per_replica: Resources,
+    /// Every registered cluster, sorted by name (any order works; sorted skips a sort).
+    pub clusters: &'a [ClusterView<'a>],
+    /// The object's current placement.
+    pub current: &'a BTreeMap<String, u32>,
+    /// Clusters holding the tenant's slices (two-level scheduling); None = all.
+    pub allowed: Option<&'a BTreeSet<String>>,
+    /// Log time of the entry being applied.
+    pub now_ms: u64,
+}
+
+/// Decides the placement of one federated object. Deterministic: the same request gives the same
+/// decision regardless of the order of `clusters`.
+pub fn schedule(req: &ScheduleRequest<'_>) -> Decision {
+    let sorted: Vec<ClusterView<'_>>;
+    let clusters: &[ClusterView<'_>] = if req.clusters.is_sorted_by(|a, b| a.name <= b.name) {
+        req.clusters
+    } else {
+        sorted = {
+            let mut v = req.clusters.to_vec();
+            v.sort_by(|a, b| a.name.cmp(b.name));
+            v
+        };
+        &sorted
+    };
+    let mut classes = filter::classify(req, clusters);
+    spread::apply(req, clusters, &mut classes);
+    divided::decide(req, clusters, classes)
+}

@@ -1,0 +1,138 @@
+//! Spread constraints: use between `minGroups` and `maxGroups` distinct values of a cluster label.
+//!
+//! For each constraint in order: candidates without the label are dropped; groups holding
+//! frozen replicas are chosen first (those replicas stay anyway), then, without rebalance,
+//! groups by replicas they already run, then by total candidate weight, then by label value.
+//! Candidates outside the chosen groups are dropped. In Divided mode the best candidate of each
+//! of the first `minGroups` chosen groups must get a replica. When fewer groups than
+//! `minGroups` are usable, or fewer replicas than `minGroups` exist, the constraint cannot be
+//! met and `spread_error` says why. Frozen groups beyond `maxGroups` are kept (their replicas
+//! are not new) and count towards the limit. Must not: compute replica counts.
+
+use std::collections::BTreeMap;
+
+use super::divided::candidate_weight;
+use super::filter::{Class, Classes};
+use super::{ClusterView, ScheduleRequest};
+use crate::policy::ReplicaMode;
+use crate::scheduler::decision::DropReason;
+
+#[derive(Default)]
+struct Group {
+    members: Vec<usize>,
+    frozen_replicas: u64,
+    current: u64,
+    weight: u128,
+    usable: bool,
+}
+
+pub(crate) fn apply(
+    req: &ScheduleRequest<'_>,
+    clusters: &[ClusterView<'_>],
+    classes: &mut Classes,
+) {
+    let rebalance = req
+        .placement
+        .replicas
+        .division
+        .as_ref()
+        .is_some_and(|d| d.rebalance());
+    let divided = req.placement.replicas.mode == ReplicaMode::Divided;
+    for sc in &req.placement.spread_constraints {
+        let mut groups: BTreeMap<&str, Group> = BTreeMap::new();
+        for (i, c) in clusters.iter().enumerate() {
+            let current = u64::from(req.current.get(c.name).copied().unwrap_or(0));
+            match (&classes.class[i], c.labels.get(&sc.label_key)) {
+                (Class::Evicted(_), _) => {}
+                (Class::Candidate, None) => {
+                    classes.class[i] = Class::Evicted(DropReason::MissingSpreadLabel {
+                        label_key: sc.label_key.clone(),
+                    });
+                }
+                (Class::Frozen(_), None) => {}
+                (Class::Frozen(_), Some(v)) => {
+                    let g = groups.entry(v.as_str()).or_default();
+                    g.frozen_replicas += current;
+                    g.current += current;
+                }
+                (Class::Candidate, Some(v)) => {
+                    let w = candidate_weight(req, c.name, classes.cap[i]);
+                    let g = groups.entry(v.as_str()).or_default();
+                    g.members.push(i);
+                    g.current += current;
+                    g.weight += u128::from(w);
+                    g.usable |= w > 0 && classes.cap[i] != Some(0);
+                }
+            }
+        }
+        let mut ranked: Vec<(&str, &Group)> = groups
+            .iter()
+            .filter(|(_, g)| g.frozen_replicas > 0 || g.usable)
+            .map(|(k, g)| (*k, g))
+            .collect();
+        ranked.sort_by(|(na, a), (nb, b)| {
+            (b.frozen_replicas > 0)
+                .cmp(&(a.frozen_replicas > 0))
+                .then(if rebalance {
+                    std::cmp::Ordering::Equal
+                } else {
+                    b.current.cmp(&a.current)
+                })
+                .then(b.weight.cmp(&a.weight))
+                .then(na.cmp(nb))
+        });
+        let forced = ranked.iter().filter(|(_, g)| g.frozen_replicas > 0).count();
+        let take = forced.max((sc.max_groups as usize).min(ranked.len()));
+        let chosen: Vec<&str> = ranked[..take].iter().map(|(k, _)| *k).collect();
+
+        if (chosen.len() as u64) < u64::from(sc.min_groups) {
+            classes.spread_error.get_or_insert_with(|| {
+                format!(
+                    "spread over {}: {} usable groups, minGroups is {}",
+                    sc.label_key,
+                    chosen.len(),
+                    sc.min_groups
+                )
+            });
+        } else if divided && u64::from(req.total_replicas) < u64::from(sc.min_groups) {
+            classes.spread_error.get_or_insert_with(|| {
+                format!(
+                    "spread over {}: {} replicas cannot cover minGroups {}",
+                    sc.label_key, req.total_replicas, sc.min_groups
+                )
+            });
+        }
+        for (value, g) in &groups {
+            if chosen.contains(value) {
+                continue;
+            }
+            for &i in &g.members {
+                classes.class[i] = Class::Evicted(DropReason::SpreadConstraint {
+                    label_key: sc.label_key.clone(),
+                    group: (*value).to_string(),
+                });
+            }
+        }
+        if divided {
+            for value in chosen.iter().take(sc.min_groups as usize) {
+                let g = &groups[value];
+                if g.frozen_replicas > 0 {
+                    continue;
+                }
+                let best = g
+                    .members
+                    .iter()
+                    .copied()
+                    .filter(|&i| classes.class[i] == Class::Candidate)
+                    .max_by(|&a, &b| {
+                        let wa = candidate_weight(req, clusters[a].name, classes.cap[a]);
+                        let wb = candidate_weight(req, clusters[b].name, classes.cap[b]);
+                        wa.cmp(&wb).then(clusters[b].name.cmp(clusters[a].name))
+                    });
+                if let Some(i) = best {
+                    classes.need_one[i] = true;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Log time and cluster health: heartbeats, unreachable hints, and deadline expiry.
+//!
+//! Health follows heartbeats in log time, with hysteresis:
+//! - registered -> Unknown; the first heartbeat -> Ready;
+//! - Ready with no heartbeat for more than `failureThresholdSeconds` -> NotReady, dated at the
+//!   deadline (not at the entry that noticed it, so replay and live agree);
+//! - NotReady -> Ready only after an uninterrupted run of heartbeats (no gap longer than the
+//!   failure threshold) lasting `successThresholdSeconds`;
+//! - `ClusterUnreachable` is a hint only: it does not shortcut the failure threshold (a probe
+//!   can fail for reasons on the prober's side), it only breaks a recovery run.
+//!
+//! Cost: a heartbeat that changes no health is one cluster lookup and a few stores: the health
+//! alarm is not moved (see `Index::alarms`); an alarm that rings early is re-armed at the real
+//! deadline. A tick pops only alarms that rang, so it is O(expired).
+//! Heartbeats update capacity and last-seen silently (no resource version bump, no watch
+//! event): those change every few seconds and nothing user-visible depends on them.
+
+use super::index::health_deadline;
+use super::{
+    validate, ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State, MAX_BATCH_ITEMS,
+};
+use crate::command::Heartbeat;
+use crate::model::{Capacity, Health};
+
+/// How a heartbeat moved a cluster's health.
+enum Transition {
+    None,
+    BecameReady,
+}
+
+impl State {
+    /// Advances log time to `ctx.now_ms` and processes what expired: health deadlines first
+    /// (they may start failover timers), then failover timers.
+    pub(crate) fn advance_time(&mut self, ctx: &mut Ctx) {
+        debug_assert!(
+            ctx.now_ms >= self.d.log_time_ms,
+            "log time must not go backwards"
+        );
+        self.d.log_time_ms = ctx.now_ms;
+        let mut expired = Vec::new();
+        while let Some((at, _)) = self.ix.alarms.first() {
+            // A gap of exactly the threshold is still fine; only a longer one breaks the run.
+            if *at >= ctx.now_ms {
+                break;
+            }
+            let Some((_, name)) = self.ix.alarms.pop_first() else {
+                break;
+            };
+            self.ix.armed.remove(&name);
+            match self.d.clusters.get(&name).and_then(health_deadline) {
+                // Heartbeats arrived since the alarm was set: ring again at the real deadline.
+                Some(d) if d >= ctx.now_ms => self.ix.rearm(&name, Some(d)),
+                Some(d) => expired.push((d, name)),
+                None => {}
+            }
+        }
+        // Alarms may ring early, so their order is not the deadlines' order: sort, so that a
+        // restored node (exact alarms) expires clusters in the same order as this one.
+        expired.sort();
+        for (d, name) in expired {
+            self.expire(&name, d, ctx);
+        }
+        self.fire_failover_timers(ctx);
+    }
+
+    fn expire(&mut self, name: &str, deadline: u64, ctx: &mut Ctx) {
+        let Some(c) = self.d.clusters.get_mut(name) else {
+            return;
+        };
+        match c.status.health {
+            Health::Ready => {
+                c.status.health = Health::NotReady;
+                c.status.health_since_ms = deadline;
+                c.status.recovering_since_ms = None;
+                if c.resource_version != ctx.index {
+                    ctx.change(ChangeKind::Cluster, name, ChangeOp::Modified);
+                }
+                c.resource_version = ctx.index;
+                self.cluster_unhealthy(name, ctx);
+            }
+            // A recovery run broken by silence starts again at the next heartbeat.
+            Health::NotReady | Health::Unknown => c.status.recovering_since_ms = None,
+        }
+    }
+
+    pub(crate) fn on_heartbeats(&mut self, batch: &[Heartbeat], ctx: &mut Ctx) -> HandlerResult {
+        if batch.len() > MAX_BATCH_ITEMS {
+            return Err(Rejection::from(crate::error::FieldError::new(
+                "heartbeats",
+                format!(
+                    "{} items exceed the batch limit of {MAX_BATCH_ITEMS}",
+                    batch.len()
+                ),
+            )));
+        }
+        for (i, hb) in batch.iter().enumerate() {
+            // The field path is only formatted on error: this loop is on the hot path.
+            validate::dns_label(&hb.cluster, "").map_err(|e| {
+                crate::error::FieldError::new(format!("heartbeats[{i}].cluster"), e.message)
+            })?;
+        }
+        for hb in batch {
+            self.heartbeat(&hb.cluster, hb.capacity, ctx);
+        }
+        Ok(None)
+    }
+
+    /// One heartbeat. Unknown clusters are skipped: the executor may have raced a deregister.
+    fn heartbeat(&mut self, name: &str, capacity: Option<Capacity>, ctx: &mut Ctx) {
+        let now = ctx.now_ms;
+        let Some(c) = self.d.clusters.get_mut(name) else {
+            return;
+        };
+        let before = health_deadline(c);
+        c.status.last_heartbeat_ms = Some(now);
+        let mut grew = false;
+        if let Some(cap) = capacity {
+            let old = c.status.capacity.map(|o| o.available).unwrap_or_default();
+            grew = cap.available.cpu_millis > old.cpu_millis
+                || cap.available.memory_bytes > old.memory_bytes
+                || cap.available.pods > old.pods;
+            c.status.capacity = Some(cap);
+            c.status.capacity_reported_ms = Some(now);
+        }
+        let transition = match c.status.health {
+            Health::Ready => Transition::None,
+            Health::Unknown => Transition::BecameReady,
+            Health::NotReady => {
+                let start = *c.status.recovering_since_ms.get_or_insert(now);
+                let needed = c.spec.success_threshold_seconds.saturating_mul(1000);
+                if now.saturating_sub(start) >= needed {
+                    Transition::BecameReady
+                } else {
+                    Transition::None
+                }
+            }
+        };
+        if let Transition::BecameReady = transition {
+            c.status.health = Health::Ready;
+            c.status.health_since_ms = now;
+            c.status.recovering_since_ms = None;
+            if c.resource_version != ctx.index {
+                ctx.change(ChangeKind::Cluster, name, ChangeOp::Modified);
+            }
+            c.resource_version = ctx.index;
+        }
+        let after = health_deadline(c);
+        // Still watched: the alarm stays where it is and is re-armed when it rings.
+        if before.is_none() || after.is_none() {
+            self.ix.rearm(name, after);
+        }
+        if let Transition::BecameReady = transition {
+            self.cluster_gained(name, ctx);
+        } else if grew {
+            self.capacity_grew(name);
+        }
+    }
+
+    pub(crate) fn on_cluster_unreachable(&mut self, cluster: &str, ctx: &mut Ctx) -> HandlerResult {
+        validate::dns_label(cluster, "cluster")?;
+        let Some(c) = self.d.clusters.get_mut(cluster) else {
+            return Err(Rejection::not_found(
+                "cluster",
+                format!("cluster {cluster:?}"),
+            ));
+        };
+        let before = health_deadline(c);
+        c.status.last_unreachable_ms = Some(ctx.now_ms);
+        c.status.recovering_since_ms = None;
+        let after = health_deadline(c);
+        if before != after {
+            self.ix.rearm(cluster, after);
+        }
+        Ok(None)
+    }
+}

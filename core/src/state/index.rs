@@ -1,0 +1,201 @@
+//! Derived lookup structures that keep every entry's cost proportional to what it affects.
+//!
+//! Nothing here is replicated or hashed: `Index::rebuild` recomputes it all from `Data` on
+//! restore, and the handlers keep it in step incrementally. If the two ever disagreed, two nodes
+//! would still hold the same `Data`, but their future decisions could differ; tests compare a
+//! restored state's behaviour with the original's to catch that.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Data;
+use crate::model::{Cluster, FederatedObject, Health, ObjectKey};
+use crate::policy::{ReplicaMode, Resources};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Index {
+    /// Health alarms: (log time, cluster), one per cluster that is Ready or recovering, at or
+    /// before its `health_deadline`. A heartbeat leaves the alarm where it is (so a heartbeat
+    /// costs no index update); when an alarm rings early, it is re-armed at the real deadline.
+    pub alarms: BTreeSet<(u64, String)>,
+    /// cluster -> its alarm time in `alarms`.
+    pub armed: BTreeMap<String, u64>,
+    /// cluster -> objects with replicas there.
+    pub placed_on: BTreeMap<String, BTreeSet<ObjectKey>>,
+    /// cluster -> requests booked there (one entry per registered cluster).
+    pub booked: BTreeMap<String, Resources>,
+    /// Objects without an explicit cluster list: any new cluster may concern them.
+    pub wide: BTreeSet<ObjectKey>,
+    /// cluster name -> objects whose explicit cluster list names it.
+    pub named: BTreeMap<String, BTreeSet<ObjectKey>>,
+    /// Objects that may want a cluster that becomes usable: Duplicated, rebalancing, or short of
+    /// replicas. Others are stable by design and ignore new clusters.
+    pub hungry: BTreeSet<ObjectKey>,
+    /// Objects with unplaced replicas: new capacity anywhere may help them.
+    pub short: BTreeSet<ObjectKey>,
+    /// namespace -> owning tenant.
+    pub ns_owner: BTreeMap<String, String>,
+    /// Membership of `Data::pending`, to enqueue each object once.
+    pub pending_set: BTreeSet<ObjectKey>,
+}
+
+/// When a cluster's current heartbeat run breaks without another heartbeat: Ready clusters turn
+/// NotReady then, recovering clusters restart their run. None for other clusters.
+pub(crate) fn health_deadline(c: &Cluster) -> Option<u64> {
+    let last = c.status.last_heartbeat_ms?;
+    let watched = c.status.health == Health::Ready || c.status.recovering_since_ms.is_some();
+    watched.then(|| last.saturating_add(c.spec.failure_threshold_seconds.saturating_mul(1000)))
+}
+
+impl Index {
+    pub fn rebuild(d: &Data) -> Index {
+        let mut ix = Index::default();
+        for (name, c) in &d.clusters {
+            ix.booked.insert(name.clone(), Resources::ZERO);
+            ix.rearm(name, health_deadline(c));
+        }
+        for obj in d.objects.iter() {
+            ix.add_object(obj);
+        }
+        for t in d.tenants.values() {
+            for ns in &t.spec.namespaces {
+                ix.ns_owner.insert(ns.clone(), t.spec.name.clone());
+            }
+        }
+        ix.pending_set = d.pending.iter().cloned().collect();
+        ix
+    }
+
+    /// Sets (or clears) a cluster's health alarm.
+    pub fn rearm(&mut self, cluster: &str, at: Option<u64>) {
+        if let Some(old) = self.armed.remove(cluster) {
+            self.alarms.remove(&(old, cluster.to_string()));
+        }
+        if let Some(at) = at {
+            self.alarms.insert((at, cluster.to_string()));
+            self.armed.insert(cluster.to_string(), at);
+        }
+    }
+
+    /// Equality with a rebuilt index, except that alarms may ring earlier than the deadline.
+    pub fn matches_rebuild(&self, rebuilt: &Index) -> Result<(), String> {
+        let mut a = self.clone();
+        if a.armed.len() != a.alarms.len() || rebuilt.armed.keys().ne(a.armed.keys()) {
+            return Err(format!(
+                "armed clusters {:?}, expected {:?}",
+                a.armed, rebuilt.armed
+            ));
+        }
+        for (name, at) in &a.armed {
+            let exact = rebuilt.armed[name];
+            if *at > exact || !a.alarms.contains(&(*at, name.clone())) {
+                return Err(format!("alarm of {name} at {at}, deadline {exact}"));
+            }
+        }
+        a.alarms = rebuilt.alarms.clone();
+        a.armed = rebuilt.armed.clone();
+        if a == *rebuilt {
+            Ok(())
+        } else {
+            Err(format!(
+                "derived indexes drifted from the data:\n kept:    {a:?}\n rebuilt: {rebuilt:?}"
+            ))
+        }
+    }
+
+    /// Records an object's spec and placement in every index.
+    pub fn add_object(&mut self, obj: &FederatedObject) {
+        let key = obj.key();
+        self.add_placement(obj, &key);
+        match &obj.spec.placement.clusters {
+            None => {
+                self.wide.insert(key.clone());
+            }
+            Some(names) => {
+                for n in names {
+                    self.named.entry(n.clone()).or_default().insert(key.clone());
+                }
+            }
+        }
+        if is_hungry(obj) {
+            self.hungry.insert(key.clone());
+        }
+        if obj.status.shortfall.is_some() {
+            self.short.insert(key);
+        }
+    }
+
+    pub fn remove_object(&mut self, obj: &FederatedObject) {
+        let key = obj.key();
+        self.remove_placement(obj, &key);
+        match &obj.spec.placement.clusters {
+            None => {
+                self.wide.remove(&key);
+            }
+            Some(names) => {
+                for n in names {
+                    if let Some(set) = self.named.get_mut(n) {
+                        set.remove(&key);
+                        if set.is_empty() {
+                            self.named.remove(n);
+                        }
+                    }
+                }
+            }
+        }
+        self.hungry.remove(&key);
+        self.short.remove(&key);
+    }
+
+    /// Books the object's replicas and indexes where they run.
+    pub fn add_placement(&mut self, obj: &FederatedObject, key: &ObjectKey) {
+        for pc in &obj.status.clusters {
+            let need = obj
+                .template_info
+                .per_replica
+                .saturating_mul(u64::from(pc.replicas));
+            let booked = self.booked.entry(pc.cluster.clone()).or_default();
+            *booked = booked.saturating_add(&need);
+            self.placed_on
+                .entry(pc.cluster.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+    }
+
+    pub fn remove_placement(&mut self, obj: &FederatedObject, key: &ObjectKey) {
+        for pc in &obj.status.clusters {
+            let need = obj
+                .template_info
+                .per_replica
+                .saturating_mul(u64::from(pc.replicas));
+            if let Some(booked) = self.booked.get_mut(&pc.cluster) {
+                *booked = booked.saturating_sub(&need);
+            }
+            if let Some(set) = self.placed_on.get_mut(&pc.cluster) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.placed_on.remove(&pc.cluster);
+                }
+            }
+        }
+    }
+
+    /// Objects interested in cluster `name` becoming usable, among `set`.
+    pub fn interested_in<'a>(
+        &'a self,
+        set: &'a BTreeSet<ObjectKey>,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a ObjectKey> + 'a {
+        let named = self.named.get(name);
+        set.iter()
+            .filter(move |k| self.wide.contains(*k) || named.is_some_and(|n| n.contains(*k)))
+    }
+}
+
+/// Whether a newly usable cluster can change this object's placement without a revoke.
+pub(crate) fn is_hungry(obj: &FederatedObject) -> bool {
+    let r = &obj.spec.placement.replicas;
+    r.mode == ReplicaMode::Duplicated
+        || r.division.as_ref().is_some_and(|d| d.rebalance())
+        || obj.status.shortfall.is_some()
+}

@@ -1,0 +1,341 @@
+//! The deterministic state machine: applies committed log entries to fedraft's state.
+//!
+//! Start at [`State::apply`]: it stamps log time, answers retried request ids from the memo,
+//! expires health deadlines and failover timers, dispatches the command to exactly one `on_*`
+//! handler (one `match`), then re-places a bounded number of queued objects. Each handler
+//! validates its command completely against the current state before it changes anything, so a
+//! rejected command changes nothing; the entry still advances the applied index, its request id
+//! remembers the refusal (a retry gets the same answer), and the log time it carries still
+//! passes (expiries due by then happen and queued re-placements proceed: they belong to the
+//! log, not to the command).
+//!
+//! Layout: `clusters` (register/update/deregister/cordon/drain), `health` (heartbeats, log
+//! time, hysteresis), `objects` (put/delete/revoke/status), `tenants` (quota, slices),
+//! `placement` (calling the scheduler, booking capacity, the reschedule queue), `index` (derived
+//! lookup structures, rebuilt on restore), `table` (objects by namespace and name), `dedupe`
+//! (request-id memo), `validate` (input checks).
+//!
+//! Must not: do I/O, read clocks, or let anything but the entries decide the state. Hash and
+//! snapshot cover `Data`; `Index` is derived, rebuilt on restore, and `check_consistency`
+//! (run by the property tests after every entry) compares the incremental one with a rebuild.
+
+mod clusters;
+mod dedupe;
+mod health;
+mod index;
+mod objects;
+mod outcome;
+mod placement;
+mod table;
+mod tenants;
+pub mod validate;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub use dedupe::{DEDUPE_MAX_ENTRIES, DEDUPE_RETENTION_MS};
+pub use outcome::{Applied, Change, ChangeKind, ChangeOp, Outcome, RejectCode, Rejection};
+pub use placement::{DesiredObject, RESCHEDULE_OBJECTS_PER_ENTRY};
+
+use crate::command::{decode_exact, Command, LogEntry};
+use crate::error::CodecError;
+use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
+use crate::scheduler::Decision;
+use dedupe::{Dedupe, Memo};
+use index::Index;
+use table::ObjectTable;
+
+/// Snapshot format this binary writes and reads.
+pub const SNAPSHOT_VERSION: u16 = 1;
+/// Most items in one heartbeat or status batch; executors split larger batches.
+pub const MAX_BATCH_ITEMS: usize = 10_000;
+
+/// The replicated part of the state: everything the snapshot carries and the hash covers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Data {
+    /// Never decreases: max of every accepted entry's timestamp.
+    pub log_time_ms: u64,
+    pub clusters: BTreeMap<String, Cluster>,
+    /// namespace -> name -> object (see `table` for why it is not a plain B-tree).
+    pub objects: ObjectTable,
+    pub tenants: BTreeMap<String, Tenant>,
+    pub dedupe: Dedupe,
+    /// (log time at which to re-place, object): failover after a cluster's grace period.
+    pub failover_timers: BTreeSet<(u64, ObjectKey)>,
+    /// Objects waiting to be re-placed, oldest first; drained at a bounded rate per entry.
+    pub pending: VecDeque<ObjectKey>,
+}
+
+/// What one `apply` accumulates for its caller.
+pub(crate) struct Ctx {
+    pub index: u64,
+    pub now_ms: u64,
+    pub changes: Vec<Change>,
+    pub decisions: Vec<(ObjectKey, Decision)>,
+}
+
+impl Ctx {
+    pub fn change(&mut self, kind: ChangeKind, key: impl Into<String>, op: ChangeOp) {
+        self.changes.push(Change {
+            kind,
+            key: key.into(),
+            op,
+        });
+    }
+}
+
+/// Result of a command handler: the target's resource version (None for events) or a refusal.
+pub(crate) type HandlerResult = Result<Option<u64>, Rejection>;
+
+/// fedraft's whole replicated state plus derived indexes.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    applied_index: u64,
+    pub(crate) d: Data,
+    pub(crate) ix: Index,
+}
+
+#[derive(Serialize)]
+struct SnapshotRef<'a> {
+    version: u16,
+    applied_index: u64,
+    data: &'a Data,
+}
+
+#[derive(Deserialize)]
+struct SnapshotOwned {
+    /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+}
+
+impl State {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies the committed entry at `index`. Never fails: a refused command is an outcome.
+    /// Indexes at or below the applied index are answered with a refusal and change nothing
+    /// (a caller re-delivering an entry must not apply it twice).
+    pub fn apply(&mut self, index: u64, entry: &LogEntry) -> Applied {
+        if index <= self.applied_index {
+            let rejection = Rejection::new(
+                RejectCode::FailedPrecondition,
+                None,
+                format!(
+                    "entry {index} is not after the applied index {}",
+                    self.applied_index
+                ),
+            );
+            return Applied {
+                index,
+                outcome: Outcome::Rejected(rejection),
+                changes: Vec::new(),
+                decisions: Vec::new(),
+                duplicate_of: None,
+            };
+        }
+        self.applied_index = index;
+        let now_ms = self.d.log_time_ms.max(entry.timestamp_ms);
+        if let Some(memo) = self.d.dedupe.lookup(&entry.request_id, now_ms) {
+            return Applied {
+                index,
+                outcome: memo.outcome.clone(),
+                changes: Vec::new(),
+                decisions: Vec::new(),
+                duplicate_of: Some(memo.index),
+            };
+        }
+        let mut ctx = Ctx {
+            index,
+            now_ms,
+            changes: Vec::new(),
+            decisions: Vec::new(),
+        };
+        // Time passes whatever the command turns out to be: log time belongs to the log.
+        self.advance_time(&mut ctx);
+        let result = self.dispatch(&entry.command, &mut ctx);
+        self.drain_pending(&mut ctx);
+        let outcome = match result {
+            Ok(resource_version) => Outcome::Accepted { resource_version },
+            Err(rejection) => Outcome::Rejected(rejection),
+        };
+        self.d.dedupe.remember(
+            &entry.request_id,
+            Memo {
+                index,
+                time_ms: now_ms,
+                outcome: outcome.clone(),
+            },
+        );
+        Applied {
+            index,
+            outcome,
+            changes: ctx.changes,
+            decisions: ctx.decisions,
+            duplicate_of: None,
+        }
+    }
+
+    /// The one place every command is routed; each arm hands off to its handler.
+    fn dispatch(&mut self, command: &Command, ctx: &mut Ctx) -> HandlerResult {
+        match command {
+            Command::RegisterCluster(spec) => self.on_register_cluster(spec, ctx),
+            Command::UpdateCluster {
+                spec,
+                expected_version,
+            } => self.on_update_cluster(spec, *expected_version, ctx),
+            Command::DeregisterCluster {
+                name,
+                expected_version,
+            } => self.on_deregister_cluster(name, *expected_version, ctx),
+            Command::Cordon { name } => self.on_cordon(name, ctx),
+            Command::Uncordon { name } => self.on_uncordon(name, ctx),
+            Command::Drain { name } => self.on_drain(name, ctx),
+            Command::PutObject {
+                namespace,
+                name,
+                spec,
+                expected_version,
+            } => self.on_put_object(namespace, name, spec, *expected_version, ctx),
+            Command::DeleteObject {
+                namespace,
+                name,
+                expected_version,
+            } => self.on_delete_object(namespace, name, *expected_version, ctx),
+            Command::RevokePlacement { namespace, name } => {
+                self.on_revoke_placement(namespace, name, ctx)
+            }
+            Command::PutTenant(spec) => self.on_put_tenant(spec, ctx),
+            Command::DeleteTenant {
+                name,
+                expected_version,
+            } => self.on_delete_tenant(name, *expected_version, ctx),
+            Command::Heartbeats(batch) => self.on_heartbeats(batch, ctx),
+            Command::ClusterUnreachable { cluster } => self.on_cluster_unreachable(cluster, ctx),
+            Command::StatusReports(batch) => self.on_status_reports(batch, ctx),
+            Command::Tick => Ok(None),
+        }
+    }
+
+    // ---- snapshot and hash ----
+
+    /// The whole replicated state, bincode-encoded (derived indexes are rebuilt on restore).
+    pub fn to_snapshot(&self) -> Vec<u8> {
+        let snap = SnapshotRef {
+            version: SNAPSHOT_VERSION,
+            applied_index: self.applied_index,
+            data: &self.d,
+        };
+        // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
+        bincode::serde::encode_to_vec(&snap, bincode::config::standard())
+            .unwrap_or_else(|e| unreachable!("snapshot encoding failed: {e}"))
+    }
+
+    pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
+        let (version, _): (u16, usize) =
+            bincode::decode_from_slice(bytes, bincode::config::standard())
+                .map_err(|e| CodecError::Decode(e.to_string()))?;
+        if version > SNAPSHOT_VERSION {
+            return Err(CodecError::UnsupportedVersion {
+                found: version,
+                supported: SNAPSHOT_VERSION,
+            });
+        }
+        let snap: SnapshotOwned = decode_exact(bytes)?;
+        let ix = Index::rebuild(&snap.data);
+        Ok(State {
+            applied_index: snap.applied_index,
+            d: snap.data,
+            ix,
+        })
+    }
+
+    /// SHA-256 over the canonical encoding of the replicated state. The applied index is left
+    /// out so a refused entry (which changes nothing else) leaves the hash alone; resource
+    /// versions inside the state still tie it to the log.
+    pub fn state_hash(&self) -> [u8; 32] {
+        let bytes = bincode::serde::encode_to_vec(&self.d, bincode::config::standard())
+            .unwrap_or_else(|e| unreachable!("state encoding failed: {e}"));
+        Sha256::digest(&bytes).into()
+    }
+
+    pub fn state_hash_hex(&self) -> String {
+        hex::encode(self.state_hash())
+    }
+
+    // ---- read accessors ----
+
+    pub fn applied_index(&self) -> u64 {
+        self.applied_index
+    }
+
+    pub fn log_time_ms(&self) -> u64 {
+        self.d.log_time_ms
+    }
+
+    pub fn clusters(&self) -> impl Iterator<Item = &Cluster> {
+        self.d.clusters.values()
+    }
+
+    pub fn cluster(&self, name: &str) -> Option<&Cluster> {
+        self.d.clusters.get(name)
+    }
+
+    /// Every object, ordered by namespace then name.
+    pub fn objects(&self) -> impl Iterator<Item = &FederatedObject> {
+        self.d.objects.iter()
+    }
+
+    pub fn objects_in(&self, namespace: &str) -> impl Iterator<Item = &FederatedObject> {
+        self.d.objects.iter_ns(namespace)
+    }
+
+    pub fn object(&self, namespace: &str, name: &str) -> Option<&FederatedObject> {
+        self.d.objects.get(namespace, name)
+    }
+
+    pub fn object_count(&self) -> usize {
+        self.d.objects.len()
+    }
+
+    pub fn tenants(&self) -> impl Iterator<Item = &Tenant> {
+        self.d.tenants.values()
+    }
+
+    pub fn tenant(&self, name: &str) -> Option<&Tenant> {
+        self.d.tenants.get(name)
+    }
+
+    /// The tenant owning `namespace`, if any.
+    pub fn tenant_of_namespace(&self, namespace: &str) -> Option<&Tenant> {
+        self.ix
+            .ns_owner
+            .get(namespace)
+            .and_then(|t| self.d.tenants.get(t))
+    }
+
+    /// Objects waiting for a bounded-rate reschedule (failover, drain, new capacity).
+    pub fn pending_reschedules(&self) -> usize {
+        self.d.pending.len()
+    }
+
+    /// Request ids currently remembered for retries.
+    pub fn remembered_requests(&self) -> usize {
+        self.d.dedupe.len()
+    }
+
+    /// Compares the incrementally maintained indexes with a rebuild from the replicated data.
+    /// For tests and debug checks: O(state).
+    pub fn check_consistency(&self) -> Result<(), String> {
+        self.ix.matches_rebuild(&Index::rebuild(&self.d))
+    }
+
+    /// Requests booked on a cluster by fedraft's placements (replicas x per-replica requests).
+    pub fn booked(&self, cluster: &str) -> Option<crate::policy::Resources> {
+        self.ix.booked.get(cluster).copied()
+    }
+}

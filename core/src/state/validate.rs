@@ -1,0 +1,196 @@
+//! Input checks shared by the command handlers: names, labels, taints and templates.
+//!
+//! Pure functions over one input at a time; they never look at the state (checks against the
+//! state, like "already exists" or quota, live with their command).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::error::FieldError;
+use crate::model::TemplateInfo;
+use crate::policy::{validate_dns_label, validate_label_key, validate_label_value, Taint};
+use crate::render;
+
+/// Largest template accepted, in bytes of JSON text (Kubernetes' own object limit is ~1.5 MiB
+/// in etcd; one MiB leaves room for fedraft's labels and overrides).
+pub const MAX_TEMPLATE_BYTES: usize = 1024 * 1024;
+/// Largest DNS-1123 subdomain (object names).
+const MAX_SUBDOMAIN_BYTES: usize = 253;
+
+/// A DNS-1123 subdomain: dot-separated labels, at most 253 characters (Kubernetes object names).
+pub fn dns_subdomain(name: &str, field: &str) -> Result<(), FieldError> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_SUBDOMAIN_BYTES
+        && name
+            .split('.')
+            .all(|part| validate_dns_label(part, field).is_ok());
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            format!("{name:?} is not a DNS-1123 subdomain"),
+        ))
+    }
+}
+
+pub fn dns_label(name: &str, field: &str) -> Result<(), FieldError> {
+    validate_dns_label(name, field)
+}
+
+pub fn labels(labels: &BTreeMap<String, String>, field: &str) -> Result<(), FieldError> {
+    for (k, v) in labels {
+        let f = format!("{field}.{k}");
+        validate_label_key(k, &f)?;
+        validate_label_value(v, &f)?;
+    }
+    Ok(())
+}
+
+pub fn taints(taints: &[Taint], field: &str) -> Result<(), FieldError> {
+    for (i, t) in taints.iter().enumerate() {
+        let f = format!("{field}[{i}]");
+        t.validate(&f)?;
+        validate_label_value(&t.value, &format!("{f}.value"))?;
+        if taints[..i]
+            .iter()
+            .any(|o| o.key == t.key && o.effect == t.effect)
+        {
+            return Err(FieldError::new(
+                format!("{f}.key"),
+                format!(
+                    "duplicate taint {:?} with effect {}",
+                    t.key,
+                    t.effect.as_str()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Parses and checks a template: a JSON object of at most `MAX_TEMPLATE_BYTES` with non-empty
+/// string `apiVersion`, `kind` and `metadata.name`. Returns the fields scheduling needs.
+pub fn template(text: &str, field: &str) -> Result<TemplateInfo, FieldError> {
+    if text.len() > MAX_TEMPLATE_BYTES {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "{} bytes exceeds the limit of {MAX_TEMPLATE_BYTES} bytes",
+                text.len()
+            ),
+        ));
+    }
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| FieldError::new(field, format!("not valid JSON: {e}")))?;
+    let Some(obj) = value.as_object() else {
+        return Err(FieldError::new(
+            field,
+            "must be a JSON object (a Kubernetes manifest)",
+        ));
+    };
+    for key in ["apiVersion", "kind"] {
+        match obj.get(key) {
+            Some(Value::String(s)) if !s.is_empty() => {}
+            _ => {
+                return Err(FieldError::new(
+                    format!("{field}.{key}"),
+                    "required: a non-empty string",
+                ))
+            }
+        }
+    }
+    let name_field = format!("{field}.metadata.name");
+    match obj.get("metadata") {
+        Some(Value::Object(meta)) => match meta.get("name") {
+            Some(Value::String(s)) if !s.is_empty() => {}
+            _ => return Err(FieldError::new(name_field, "required: a non-empty string")),
+        },
+        _ => {
+            return Err(FieldError::new(
+                format!("{field}.metadata"),
+                "required: an object",
+            ))
+        }
+    }
+    let per_replica = render::try_template_requests(&value)
+        .map_err(|e| FieldError::new(field, format!("resource requests: {e}")))?;
+    Ok(TemplateInfo {
+        replicas: render::template_replicas(&value),
+        per_replica,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subdomains() {
+        assert!(dns_subdomain("web.v1", "f").is_ok());
+        assert!(dns_subdomain("Web", "f").is_err());
+        assert!(dns_subdomain("a..b", "f").is_err());
+        assert!(dns_subdomain(&"a".repeat(254), "f").is_err());
+    }
+
+    #[test]
+    fn template_fields_are_named() {
+        let err = |t: &str| template(t, "spec.template").unwrap_err().field;
+        assert_eq!(err("[1]"), "spec.template");
+        assert_eq!(err("{"), "spec.template");
+        assert_eq!(
+            err(r#"{"kind":"A","metadata":{"name":"x"}}"#),
+            "spec.template.apiVersion"
+        );
+        assert_eq!(
+            err(r#"{"apiVersion":"v1","metadata":{"name":"x"}}"#),
+            "spec.template.kind"
+        );
+        assert_eq!(
+            err(r#"{"apiVersion":"v1","kind":"A"}"#),
+            "spec.template.metadata"
+        );
+        assert_eq!(
+            err(r#"{"apiVersion":"v1","kind":"A","metadata":{"name":7}}"#),
+            "spec.template.metadata.name"
+        );
+        let big = format!(
+            r#"{{"apiVersion":"v1","kind":"A","metadata":{{"name":"x"}},"p":"{}"}}"#,
+            "x".repeat(MAX_TEMPLATE_BYTES)
+        );
+        assert!(template(&big, "spec.template")
+            .unwrap_err()
+            .message
+            .contains("exceeds"));
+    }
+
+    #[test]
+    fn taints_checked() {
+        use crate::policy::TaintEffect;
+        let t = |k: &str, v: &str| Taint {
+            key: k.into(),
+            value: v.into(),
+            effect: TaintEffect::NoSchedule,
+        };
+        assert!(taints(&[t("a", "b")], "spec.taints").is_ok());
+        assert_eq!(
+            taints(&[t("bad key", "")], "spec.taints")
+                .unwrap_err()
+                .field,
+            "spec.taints[0].key"
+        );
+        assert_eq!(
+            taints(&[t("a", "bad value")], "spec.taints")
+                .unwrap_err()
+                .field,
+            "spec.taints[0].value"
+        );
+        assert_eq!(
+            taints(&[t("a", ""), t("a", "x")], "spec.taints")
+                .unwrap_err()
+                .field,
+            "spec.taints[1].key"
+        );
+    }
+}

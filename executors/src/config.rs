@@ -1,0 +1,51 @@
+//! Settings of the executors: probe and scan cadence, resync, retry bounds, batching limits.
+//!
+//! Defaults follow the Clusterless design's "scan, do not watch every node event": a health
+//! probe every 5 s with a 3 s timeout and a capacity scan every 10 s. Tests shorten them.
+
+use std::time::Duration;
+
+/// How the executors of one fedraft node behave.
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    /// Name this node's executors use as the actor of the events they propose.
+    pub actor: String,
+    /// Health probe (`GET /readyz`) period per member cluster.
+    pub probe_interval: Duration,
+    /// A probe with no answer within this is a failure.
+    pub probe_timeout: Duration,
+    /// Capacity scan (nodes, and pods fedraft does not manage) period per member cluster.
+    pub capacity_interval: Duration,
+    /// Full reconcile of every cluster even without any change (watches can miss events).
+    pub resync_period: Duration,
+    /// How often the leadership is checked; keep well below the election timeout so executors
+    /// start or stop within 2x of it after a leadership change.
+    pub leadership_poll: Duration,
+    /// Retry bounds for member-API errors, per object.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+    /// Member API requests in flight at once per cluster (applies and deletes).
+    pub apply_concurrency: usize,
+    /// Status reports are flushed at most this often (one entry for all clusters).
+    pub status_flush_interval: Duration,
+    /// Bound on a single member-API request other than watches.
+    pub request_timeout: Duration,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            actor: "system:executor".to_string(),
+            probe_interval: Duration::from_secs(5),
+            probe_timeout: Duration::from_secs(3),
+            capacity_interval: Duration::from_secs(10),
+            resync_period: Duration::from_secs(60),
+            leadership_poll: Duration::from_millis(100),
+            backoff_min: Duration::from_millis(200),
+            backoff_max: Duration::from_secs(30),
+            apply_concurrency: 16,
+            status_flush_interval: Duration::from_millis(500),
+            request_timeout: Duration::from_secs(10),
+        }
+    }
+}

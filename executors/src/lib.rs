@@ -1,0 +1,36 @@
+//! fedraft-executors: per-member-cluster reconcilers and probes over kube-rs. Executors converge
+//! member clusters to the placement the state machine derived and report what they observe back
+//! into the log; they never decide placement or health themselves.
+//!
+//! Start reading at [`set`] (who runs executors: the leader only, one task pair per cluster),
+//! then [`reconciler`] (one converge pass), [`plan`] and [`compare`] (the pure decisions: what to
+//! write, what to delete, when a write is unnecessary), [`probe`] and [`capacity`] (observing a
+//! cluster), and [`report`] (batching observations into log entries).
+//!
+//! Architecture invariants:
+//! - A write happens only when the live object differs from the rendered manifest; applying the
+//!   same desired state twice writes nothing.
+//! - Only objects carrying `fedraft.io/managed-by=fedraft` are ever deleted; namespaces are
+//!   created (labelled) where something is placed and never deleted.
+//! - Every observation reaches the state as a batched event; the state machine decides.
+
+pub mod backoff;
+pub mod capacity;
+pub mod client;
+pub mod compare;
+pub mod config;
+pub mod error;
+pub mod fednode;
+pub mod live;
+pub mod node;
+pub mod plan;
+pub mod probe;
+pub mod reconciler;
+pub mod report;
+pub mod resolve;
+pub mod set;
+
+pub use config::ExecutorConfig;
+pub use error::ExecError;
+pub use node::ControlPlane;
+pub use set::ExecutorSet;

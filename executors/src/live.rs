@@ -1,0 +1,217 @@
+//! The managed objects of one member cluster as its watches see them.
+//!
+//! One kube-rs watcher per resource type, filtered by fedraft's ownership label, keeps a map of
+//! live objects; every event wakes the cluster's reconciler, which is how drift is noticed
+//! within a second or so instead of at the next resync. A type counts as ready once its first
+//! list completed; until then the reconciler neither skips writes nor deletes for that type.
+//! The watcher relists on its own after a 410 and retries with kube's default backoff while the
+//! cluster is unreachable (the map keeps its last view meanwhile).
+//!
+//! Must not: write to the cluster, or hold objects without the ownership label.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Client;
+use serde_json::Value;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+use crate::plan::{LiveId, LiveObject};
+use crate::resolve::Resolved;
+
+type Objects = Arc<Mutex<BTreeMap<LiveId, LiveObject>>>;
+
+struct Watched {
+    objects: Objects,
+    ready: watch::Receiver<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Watches of one cluster, keyed by (apiVersion, kind).
+pub struct LiveCache {
+    client: Client,
+    cluster: String,
+    wake: Arc<Notify>,
+    types: Mutex<HashMap<(String, String), Watched>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave a map half-updated in a way that matters: the
+    // next relist replaces it. Keep going rather than poisoning every later pass.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl LiveCache {
+    pub fn new(client: Client, cluster: String, wake: Arc<Notify>) -> Self {
+        LiveCache {
+            client,
+            cluster,
+            wake,
+            types: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Starts watching `r` unless already watched.
+    pub fn ensure(&self, r: &Resolved) {
+        let key = (r.resource.api_version.clone(), r.resource.kind.clone());
+        let mut types = lock(&self.types);
+        if types.contains_key(&key) {
+            return;
+        }
+        let objects: Objects = Arc::default();
+        let (ready_tx, ready) = watch::channel(false);
+        let task = tokio::spawn(run_watch(
+            self.client.clone(),
+            self.cluster.clone(),
+            r.clone(),
+            objects.clone(),
+            ready_tx,
+            self.wake.clone(),
+        ));
+        types.insert(
+            key,
+            Watched {
+                objects,
+                ready,
+                task,
+            },
+        );
+    }
+
+    /// Whether the type's first list has completed.
+    pub fn is_ready(&self, api_version: &str, kind: &str) -> bool {
+        lock(&self.types)
+            .get(&(api_version.to_string(), kind.to_string()))
+            .is_some_and(|w| *w.ready.borrow())
+    }
+
+    /// Waits until every listed type is ready or `timeout` passes; returns whether all are.
+    pub async fn wait_ready(
+        &self,
+        keys: &[(String, String)],
+        timeout: std::time::Duration,
+    ) -> bool {
+        let receivers: Vec<watch::Receiver<bool>> = {
+            let types = lock(&self.types);
+            keys.iter()
+                .filter_map(|k| types.get(k).map(|w| w.ready.clone()))
+                .collect()
+        };
+        let all = async {
+            for mut rx in receivers {
+                if rx.wait_for(|r| *r).await.is_err() {
+                    return false;
+                }
+            }
+            true
+        };
+        tokio::time::timeout(timeout, all).await.unwrap_or(false)
+    }
+
+    /// The types being watched.
+    pub fn watched(&self) -> Vec<(String, String)> {
+        lock(&self.types).keys().cloned().collect()
+    }
+
+    /// Copy of the live objects of every ready type (type key -> objects).
+    pub fn snapshot(&self) -> BTreeMap<(String, String), BTreeMap<LiveId, LiveObject>> {
+        lock(&self.types)
+            .iter()
+            .filter(|(_, w)| *w.ready.borrow())
+            .map(|(k, w)| (k.clone(), lock(&w.objects).clone()))
+            .collect()
+    }
+
+    /// (namespace, name) of every managed object, any type: what the capacity scan excludes.
+    pub fn managed_names(&self) -> std::collections::BTreeSet<(String, String)> {
+        lock(&self.types)
+            .values()
+            .flat_map(|w| {
+                lock(&w.objects)
+                    .keys()
+                    .map(|id| (id.namespace.clone(), id.name.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
+fn to_live(r: &Resolved, obj: DynamicObject) -> Option<(LiveId, LiveObject)> {
+    let mut value = serde_json::to_value(&obj).ok()?;
+    // List items may omit apiVersion/kind; the comparison with manifests needs them.
+    if let Value::Object(map) = &mut value {
+        map.insert(
+            "apiVersion".into(),
+            Value::from(r.resource.api_version.clone()),
+        );
+        map.insert("kind".into(), Value::from(r.resource.kind.clone()));
+    }
+    let id = LiveId {
+        api_version: r.resource.api_version.clone(),
+        kind: r.resource.kind.clone(),
+        namespace: if r.namespaced {
+            obj.metadata.namespace.clone().unwrap_or_default()
+        } else {
+            String::new()
+        },
+        name: obj.metadata.name.clone()?,
+    };
+    Some((id, LiveObject::from_value(value)))
+}
+
+async fn run_watch(
+    client: Client,
+    cluster: String,
+    r: Resolved,
+    objects: Objects,
+    ready: watch::Sender<bool>,
+    wake: Arc<Notify>,
+) {
+    let api: Api<DynamicObject> = Api::all_with(client, &r.resource);
+    let config =
+        watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut relist: BTreeMap<LiveId, LiveObject> = BTreeMap::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Init) => relist.clear(),
+            Ok(Event::InitApply(o)) => {
+                if let Some((id, live)) = to_live(&r, o) {
+                    relist.insert(id, live);
+                }
+            }
+            Ok(Event::InitDone) => {
+                *lock(&objects) = std::mem::take(&mut relist);
+                ready.send_replace(true);
+                wake.notify_one();
+            }
+            Ok(Event::Apply(o)) => {
+                if let Some((id, live)) = to_live(&r, o) {
+                    lock(&objects).insert(id, live);
+                    wake.notify_one();
+                }
+            }
+            Ok(Event::Delete(o)) => {
+                if let Some((id, _)) = to_live(&r, o) {
+                    lock(&objects).remove(&id);
+                    wake.notify_one();
+                }
+            }
+            Err(e) => {
+                tracing::debug!(%cluster, kind = %r.resource.kind, error = %e, "watch interrupted; retrying");
+            }
+        }
+    }
+}

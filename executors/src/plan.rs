@@ -1,0 +1,373 @@
+//! Planning one reconcile pass of one cluster, purely: which desired objects need a write, and
+//! which managed live objects must go.
+//!
+//! Inputs are the rendered desired objects (already resolved to a resource and stamped with
+//! their hash), the live managed objects seen by the watches, and the memo of what this
+//! executor applied itself. Output is a verdict per desired object and the list to delete.
+//! The skip rule (see [`verdict`]) is what makes applying the same desired state twice write
+//! nothing, on this node or on a new leader.
+//!
+//! Must not: perform requests, or choose to delete anything that lacks fedraft's ownership label
+//! (the watches only ever see labelled objects, and [`prunable`] checks the label again).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OBJECT_ANNOTATION};
+use serde_json::Value;
+
+use crate::compare::{covers, APPLIED_HASH_ANNOTATION};
+
+/// Where an object lives in a member cluster: its type and its name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LiveId {
+    /// `group/version` or `version` for the core group.
+    pub api_version: String,
+    pub kind: String,
+    /// Empty for cluster-scoped kinds.
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for LiveId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}/{} {}", self.api_version, self.kind, self.name)
+        } else {
+            write!(
+                f,
+                "{}/{} {}/{}",
+                self.api_version, self.kind, self.namespace, self.name
+            )
+        }
+    }
+}
+
+/// A live object as the watch last delivered it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveObject {
+    pub resource_version: Option<String>,
+    /// The whole object as JSON.
+    pub object: Value,
+}
+
+impl LiveObject {
+    pub fn from_value(object: Value) -> Self {
+        let resource_version = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        LiveObject {
+            resource_version,
+            object,
+        }
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_str)
+    }
+
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.object
+            .pointer("/metadata/labels")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_str)
+    }
+
+    pub fn is_managed(&self) -> bool {
+        self.label(MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
+    }
+}
+
+/// What this executor last wrote for an object: the manifest's hash and the resourceVersion
+/// the member cluster answered with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Memo {
+    pub hash: String,
+    pub resource_version: Option<String>,
+}
+
+/// Why an object needs a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyReason {
+    /// Not in the member cluster.
+    Missing,
+    /// The desired manifest is not the one the live object was applied from.
+    Changed,
+    /// Applied from the same manifest, but a field fedraft sets was edited since.
+    Drifted,
+}
+
+/// The decision for one desired object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    UpToDate,
+    Apply(ApplyReason),
+}
+
+/// Decides whether `desired` (a manifest carrying its hash annotation, `hash`) must be applied.
+///
+/// - absent live object: apply;
+/// - this executor applied `hash` and the live resourceVersion is the one it got back, or an
+///   older one the watch has not caught up from: nothing can have changed, skip without
+///   comparing;
+/// - otherwise the live object must carry `hash` in its annotation (it came from this manifest)
+///   and still hold every field the manifest sets (no drift).
+pub fn verdict(
+    desired: &Value,
+    hash: &str,
+    live: Option<&LiveObject>,
+    memo: Option<&Memo>,
+) -> Verdict {
+    let Some(live) = live else {
+        return Verdict::Apply(ApplyReason::Missing);
+    };
+    if let Some(m) = memo.filter(|m| m.hash == hash) {
+        if let (Some(ours), Some(seen)) = (&m.resource_version, &live.resource_version) {
+            if ours == seen || version_older(seen, ours) {
+                return Verdict::UpToDate;
+            }
+        }
+    }
+    if live.annotation(APPLIED_HASH_ANNOTATION) != Some(hash) {
+        return Verdict::Apply(ApplyReason::Changed);
+    }
+    if covers(desired, &live.object) {
+        Verdict::UpToDate
+    } else {
+        Verdict::Apply(ApplyReason::Drifted)
+    }
+}
+
+/// resourceVersions are opaque in general; when both are integers (etcd revisions, and the
+/// simulator's counter) a smaller one is an older view of the object.
+fn version_older(seen: &str, ours: &str) -> bool {
+    match (seen.parse::<u64>(), ours.parse::<u64>()) {
+        (Ok(a), Ok(b)) => a < b,
+        _ => false,
+    }
+}
+
+/// The managed live objects to delete: labelled as fedraft's, not desired any more, and not
+/// belonging to an object whose manifest failed to render this time (its identity is unknown,
+/// so what runs stays until the manifest is fixed or the object is removed).
+pub fn prunable<'a>(
+    live: impl IntoIterator<Item = (&'a LiveId, &'a LiveObject)>,
+    desired: &BTreeSet<LiveId>,
+    unrendered: &BTreeSet<String>,
+) -> Vec<LiveId> {
+    live.into_iter()
+        .filter(|(id, obj)| obj.is_managed() && !desired.contains(*id))
+        .filter(|(_, obj)| {
+            obj.annotation(OBJECT_ANNOTATION)
+                .is_none_or(|k| !unrendered.contains(k))
+        })
+        .filter(|(_, obj)| obj.object.pointer("/metadata/deletionTimestamp").is_none())
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// Namespaces the desired objects live in, in order.
+pub fn namespaces_needed<'a>(ids: impl IntoIterator<Item = &'a LiveId>) -> BTreeSet<String> {
+    ids.into_iter()
+        .filter(|id| !id.namespace.is_empty())
+        .map(|id| id.namespace.clone())
+        .collect()
+}
+
+/// Ready replicas an object reports, read from its live status. Kinds without a notion of
+/// readiness (ConfigMap, Service, ...) count as ready with the replicas placed once applied.
+pub fn ready_replicas(kind: &str, live: Option<&Value>, placed: u32) -> u32 {
+    let field = match kind {
+        "Deployment" | "StatefulSet" | "ReplicaSet" | "ReplicationController" => {
+            "/status/readyReplicas"
+        }
+        "DaemonSet" => "/status/numberReady",
+        "Job" => "/status/ready",
+        _ => return if live.is_some() { placed } else { 0 },
+    };
+    live.and_then(|v| v.pointer(field))
+        .and_then(Value::as_u64)
+        .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+        .unwrap_or(0)
+}
+
+/// Splits `apiVersion` into (group, version); the core group is "".
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    api_version.rsplit_once('/').unwrap_or(("", api_version))
+}
+
+/// Reads the identity parts of a rendered manifest.
+pub fn manifest_identity(manifest: &Value) -> Result<(String, String, String, String), String> {
+    let s = |p: &str| {
+        manifest
+            .pointer(p)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let api_version = s("/apiVersion").ok_or("apiVersion is missing")?;
+    let kind = s("/kind").ok_or("kind is missing")?;
+    let name = s("/metadata/name").ok_or("metadata.name is missing")?;
+    let namespace = s("/metadata/namespace").unwrap_or("");
+    Ok((
+        api_version.to_string(),
+        kind.to_string(),
+        namespace.to_string(),
+        name.to_string(),
+    ))
+}
+
+/// Groups ids by their type, for per-type bookkeeping.
+pub fn by_type(ids: &BTreeSet<LiveId>) -> BTreeMap<(String, String), Vec<&LiveId>> {
+    let mut out: BTreeMap<(String, String), Vec<&LiveId>> = BTreeMap::new();
+    for id in ids {
+        out.entry((id.api_version.clone(), id.kind.clone()))
+            .or_default()
+            .push(id);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::manifest_hash;
+    use serde_json::json;
+
+    fn id(name: &str) -> LiveId {
+        LiveId {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: "web".into(),
+            name: name.into(),
+        }
+    }
+
+    fn desired(replicas: u32) -> (Value, String) {
+        let mut m = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "a", "namespace": "web", "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
+            "spec": {"replicas": replicas},
+        });
+        let h = manifest_hash(&m);
+        m["metadata"]["annotations"] = json!({ APPLIED_HASH_ANNOTATION: h });
+        (m, h)
+    }
+
+    fn live_from(m: &Value, rv: &str, extra: Value) -> LiveObject {
+        let mut o = m.clone();
+        o["metadata"]["resourceVersion"] = json!(rv);
+        o["status"] = extra;
+        LiveObject::from_value(o)
+    }
+
+    #[test]
+    fn verdicts() {
+        let (m, h) = desired(3);
+        let live = live_from(&m, "10", json!({"readyReplicas": 3}));
+        assert_eq!(
+            verdict(&m, &h, None, None),
+            Verdict::Apply(ApplyReason::Missing)
+        );
+        assert_eq!(
+            verdict(&m, &h, Some(&live), None),
+            Verdict::UpToDate,
+            "fresh executor, same manifest"
+        );
+        let (m4, h4) = desired(4);
+        assert_eq!(
+            verdict(&m4, &h4, Some(&live), None),
+            Verdict::Apply(ApplyReason::Changed)
+        );
+
+        let mut drifted = live.clone();
+        drifted.object["spec"]["replicas"] = json!(7);
+        drifted.resource_version = Some("11".into());
+        assert_eq!(
+            verdict(&m, &h, Some(&drifted), None),
+            Verdict::Apply(ApplyReason::Drifted)
+        );
+        let memo = Memo {
+            hash: h.clone(),
+            resource_version: Some("10".into()),
+        };
+        assert_eq!(
+            verdict(&m, &h, Some(&drifted), Some(&memo)),
+            Verdict::Apply(ApplyReason::Drifted),
+            "a newer version than ours is compared"
+        );
+
+        // The watch has not delivered our write yet: the cache is older than the memo.
+        let memo = Memo {
+            hash: h.clone(),
+            resource_version: Some("12".into()),
+        };
+        let stale = live_from(&desired(1).0, "9", json!({}));
+        assert_eq!(
+            verdict(&m, &h, Some(&stale), Some(&memo)),
+            Verdict::UpToDate
+        );
+        // A memo for another manifest does not count.
+        assert_eq!(
+            verdict(&m4, &h4, Some(&stale), Some(&memo)),
+            Verdict::Apply(ApplyReason::Changed)
+        );
+    }
+
+    #[test]
+    fn prune_only_managed_undesired() {
+        let (m, _) = desired(1);
+        let managed = LiveObject::from_value(m.clone());
+        let mut foreign = m.clone();
+        foreign["metadata"]["labels"] = json!({"app": "x"});
+        let foreign = LiveObject::from_value(foreign);
+        let mut broken = m.clone();
+        broken["metadata"]["annotations"] = json!({ OBJECT_ANNOTATION: "web/broken" });
+        let broken = LiveObject::from_value(broken);
+        let mut going = m.clone();
+        going["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let going = LiveObject::from_value(going);
+        let live = [
+            (id("keep"), managed.clone()),
+            (id("gone"), managed),
+            (id("foreign"), foreign),
+            (id("broken"), broken),
+            (id("going"), going),
+        ];
+        let want: BTreeSet<LiveId> = [id("keep")].into_iter().collect();
+        let unrendered: BTreeSet<String> = ["web/broken".to_string()].into_iter().collect();
+        let got = prunable(live.iter().map(|(i, o)| (i, o)), &want, &unrendered);
+        assert_eq!(got, vec![id("gone")]);
+    }
+
+    #[test]
+    fn ready_replicas_by_kind() {
+        let st = json!({"status": {"readyReplicas": 2, "numberReady": 5}});
+        assert_eq!(ready_replicas("Deployment", Some(&st), 3), 2);
+        assert_eq!(ready_replicas("DaemonSet", Some(&st), 3), 5);
+        assert_eq!(ready_replicas("Deployment", Some(&json!({})), 3), 0);
+        assert_eq!(ready_replicas("ConfigMap", Some(&json!({})), 1), 1);
+        assert_eq!(ready_replicas("ConfigMap", None, 1), 0);
+    }
+
+    #[test]
+    fn identity() {
+        let (m, _) = desired(1);
+        assert_eq!(
+            manifest_identity(&m).unwrap(),
+            (
+                "apps/v1".into(),
+                "Deployment".into(),
+                "web".into(),
+                "a".into()
+            )
+        );
+        assert!(manifest_identity(&json!({"kind": "X"}))
+            .unwrap_err()
+            .contains("apiVersion"));
+        assert_eq!(split_api_version("apps/v1"), ("apps", "v1"));
+        assert_eq!(split_api_version("v1"), ("", "v1"));
+    }
+}

@@ -1,0 +1,514 @@
+//! One member cluster's reconciler: converges the cluster to the state's desired objects.
+//!
+//! Shape (as kube-runtime controllers): [`reconcile`] handles one desired object and is
+//! idempotent; [`error_policy`] picks when a failed object is retried (exponential backoff with
+//! jitter, per object, so one broken manifest never slows the rest); the loop always requeues
+//! (a full pass at least every resync period, and whenever the log applies an entry or a watch
+//! sees a managed object change).
+//!
+//! A pass: read the desired objects for this cluster from the local state, resolve their kinds,
+//! make sure their types are watched, decide per object with [`crate::plan::verdict`] (nothing
+//! is written when the live object already matches), create missing namespaces (labelled as
+//! fedraft's), apply what differs with server-side apply (field manager `fedraft`, force), delete
+//! managed objects no longer desired, and publish the per-object status for the reporter.
+//!
+//! Must not: decide placement, touch objects without the ownership label, or block other
+//! clusters (each reconciler is its own task with its own client).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fedraft_core::command::ObjectStatusReport;
+use fedraft_core::model::ObjectKey;
+use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use fedraft_core::state::DesiredObject;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::Client;
+use serde_json::{json, Value};
+use tokio::sync::{Mutex, Notify};
+use tokio::time::Instant;
+
+use crate::backoff::Backoff;
+use crate::compare::{manifest_hash, APPLIED_HASH_ANNOTATION};
+use crate::config::ExecutorConfig;
+use crate::error::ExecError;
+use crate::live::LiveCache;
+use crate::node::ControlPlane;
+use crate::plan::{self, ApplyReason, LiveId, LiveObject, Memo, Verdict};
+use crate::report::{short_message, Observations};
+use crate::resolve::{Resolved, Resolver};
+
+/// Field manager of every fedraft write.
+pub const FIELD_MANAGER: &str = "fedraft";
+
+/// Kinds watched even when nothing of theirs is desired, so that objects fedraft placed earlier
+/// (possibly under another leader) are found and removed once no longer desired.
+pub const DEFAULT_WATCHED_KINDS: &[(&str, &str)] = &[
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
+    ("v1", "ServiceAccount"),
+    ("batch/v1", "Job"),
+    ("batch/v1", "CronJob"),
+    ("networking.k8s.io/v1", "Ingress"),
+];
+
+/// What a cluster's reconciler and probe share.
+pub struct ClusterCtx {
+    pub cluster: String,
+    pub client: Client,
+    pub resolver: Resolver,
+    pub live: LiveCache,
+    pub cfg: ExecutorConfig,
+    known_namespaces: Mutex<BTreeSet<String>>,
+}
+
+impl ClusterCtx {
+    pub fn new(cluster: String, client: Client, cfg: ExecutorConfig, wake: Arc<Notify>) -> Self {
+        ClusterCtx {
+            resolver: Resolver::new(client.clone(), cfg.request_timeout),
+            live: LiveCache::new(client.clone(), cluster.clone(), wake),
+            cluster,
+            client,
+            cfg,
+            known_namespaces: Mutex::new(BTreeSet::new()),
+        }
+    }
+}
+
+/// A desired object ready to be applied: resolved kind, body with its hash annotation.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub key: ObjectKey,
+    pub id: LiveId,
+    pub resolved: Resolved,
+    pub body: Value,
+    pub hash: String,
+    pub replicas: u32,
+}
+
+/// What [`reconcile`] did.
+#[derive(Debug)]
+pub enum Action {
+    /// Nothing to write; `live` is the object as the watch sees it.
+    UpToDate,
+    /// Written; the member cluster answered with this object.
+    Applied { reason: ApplyReason, object: Value },
+}
+
+async fn bounded<T>(
+    limit: Duration,
+    action: impl Fn() -> String,
+    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, ExecError> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r.map_err(|e| ExecError::kube(action(), e)),
+        Err(_) => Err(ExecError::Timeout {
+            action: action(),
+            waited_ms: limit.as_millis() as u64,
+        }),
+    }
+}
+
+fn api_for(ctx: &ClusterCtx, r: &Resolved, namespace: &str) -> Api<DynamicObject> {
+    if r.namespaced {
+        Api::namespaced_with(ctx.client.clone(), namespace, &r.resource)
+    } else {
+        Api::all_with(ctx.client.clone(), &r.resource)
+    }
+}
+
+/// Resolves and stamps one rendered desired object.
+pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, ExecError> {
+    let manifest = d
+        .manifest
+        .as_ref()
+        .map_err(|e| ExecError::Manifest(e.to_string()))?;
+    let (api_version, kind, namespace, name) =
+        plan::manifest_identity(manifest).map_err(ExecError::Manifest)?;
+    let resolved = ctx.resolver.resolve(&api_version, &kind).await?;
+    let mut body = manifest.clone();
+    if !resolved.namespaced {
+        if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("namespace");
+        }
+    }
+    let hash = manifest_hash(&body);
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(
+                APPLIED_HASH_ANNOTATION.to_string(),
+                Value::from(hash.clone()),
+            );
+        }
+    }
+    let id = LiveId {
+        api_version,
+        kind,
+        namespace: if resolved.namespaced {
+            namespace
+        } else {
+            String::new()
+        },
+        name,
+    };
+    Ok(Prepared {
+        key: d.key.clone(),
+        id,
+        resolved,
+        body,
+        hash,
+        replicas: d.replicas,
+    })
+}
+
+/// Converges one object: applies it unless the live object already matches.
+pub async fn reconcile(
+    p: &Prepared,
+    live: Option<&LiveObject>,
+    memo: Option<&Memo>,
+    ctx: &ClusterCtx,
+) -> Result<Action, ExecError> {
+    let reason = match plan::verdict(&p.body, &p.hash, live, memo) {
+        Verdict::UpToDate => return Ok(Action::UpToDate),
+        Verdict::Apply(reason) => reason,
+    };
+    if p.resolved.namespaced {
+        ensure_namespace(ctx, &p.id.namespace).await?;
+    }
+    let api = api_for(ctx, &p.resolved, &p.id.namespace);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let applied = bounded(
+        ctx.cfg.request_timeout,
+        || format!("applying {}", p.id),
+        async { api.patch(&p.id.name, &params, &Patch::Apply(&p.body)).await },
+    )
+    .await;
+    if let Err(ExecError::Kube {
+        source: kube::Error::Api(s),
+        ..
+    }) = &applied
+    {
+        if s.code == 404 {
+            // The namespace went away under us: look it up again on the retry.
+            ctx.known_namespaces.lock().await.remove(&p.id.namespace);
+        }
+    }
+    let object = serde_json::to_value(applied?).unwrap_or(Value::Null);
+    tracing::debug!(cluster = %ctx.cluster, id = %p.id, ?reason, "applied");
+    Ok(Action::Applied { reason, object })
+}
+
+/// The delay before the next attempt of an object that failed `attempt` times in a row.
+pub fn error_policy(err: &ExecError, attempt: u32, cfg: &ExecutorConfig) -> Duration {
+    let backoff = Backoff::new(cfg.backoff_min, cfg.backoff_max);
+    // Errors the manifest causes will not heal by hammering: start them further up the curve.
+    let attempt = if err.is_transient() {
+        attempt
+    } else {
+        attempt.saturating_add(3)
+    };
+    backoff.delay_random(attempt)
+}
+
+/// Creates `namespace`, labelled as fedraft's, unless it exists. Existing namespaces are left
+/// exactly as they are.
+async fn ensure_namespace(ctx: &ClusterCtx, namespace: &str) -> Result<(), ExecError> {
+    if ctx.known_namespaces.lock().await.contains(namespace) {
+        return Ok(());
+    }
+    let api: Api<Namespace> = Api::all(ctx.client.clone());
+    let limit = ctx.cfg.request_timeout;
+    let found = bounded(
+        limit,
+        || format!("reading namespace {namespace}"),
+        api.get_opt(namespace),
+    )
+    .await?;
+    if found.is_none() {
+        let body = json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": { "name": namespace, "labels": { MANAGED_BY_LABEL: MANAGED_BY_VALUE } },
+        });
+        let params = PatchParams::apply(FIELD_MANAGER);
+        bounded(limit, || format!("creating namespace {namespace}"), async {
+            api.patch(namespace, &params, &Patch::Apply(&body)).await
+        })
+        .await?;
+        tracing::info!(cluster = %ctx.cluster, %namespace, "created namespace");
+    }
+    ctx.known_namespaces
+        .lock()
+        .await
+        .insert(namespace.to_string());
+    Ok(())
+}
+
+async fn delete(ctx: &ClusterCtx, id: &LiveId) -> Result<(), ExecError> {
+    let r = ctx.resolver.resolve(&id.api_version, &id.kind).await?;
+    let api = api_for(ctx, &r, &id.namespace);
+    let res = bounded(
+        ctx.cfg.request_timeout,
+        || format!("deleting {id}"),
+        async { api.delete(&id.name, &DeleteParams::background()).await },
+    )
+    .await;
+    match res {
+        Ok(_) => Ok(()),
+        Err(ExecError::Kube {
+            source: kube::Error::Api(s),
+            ..
+        }) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+struct Retry {
+    attempt: u32,
+    next_at: Instant,
+    /// The manifest hash that failed; a changed manifest is tried at once.
+    hash: String,
+    message: String,
+}
+
+/// The per-cluster reconcile loop's memory. Lost on restart (and on a leadership change) by
+/// design: the skip rule works without it, it only saves comparisons.
+pub struct Reconciler<C: ControlPlane> {
+    ctrl: C,
+    ctx: Arc<ClusterCtx>,
+    obs: Arc<Observations>,
+    wake: Arc<Notify>,
+    memo: HashMap<LiveId, Memo>,
+    retries: HashMap<LiveId, Retry>,
+    unserved_defaults: BTreeSet<(String, String)>,
+}
+
+fn report(
+    key: &ObjectKey,
+    cluster: &str,
+    applied: bool,
+    ready: u32,
+    message: Option<String>,
+) -> ObjectStatusReport {
+    ObjectStatusReport {
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        cluster: cluster.to_string(),
+        applied,
+        ready_replicas: ready,
+        message: message.map(|m| short_message(&m)),
+    }
+}
+
+impl<C: ControlPlane> Reconciler<C> {
+    pub fn new(ctrl: C, ctx: Arc<ClusterCtx>, obs: Arc<Observations>, wake: Arc<Notify>) -> Self {
+        Reconciler {
+            ctrl,
+            ctx,
+            obs,
+            wake,
+            memo: HashMap::new(),
+            retries: HashMap::new(),
+            unserved_defaults: BTreeSet::new(),
+        }
+    }
+
+    /// Runs passes forever: after every wake-up, and at the latest when a retry or the resync
+    /// is due.
+    pub async fn run(mut self) {
+        loop {
+            let next = self.pass().await;
+            tokio::select! {
+                _ = self.wake.notified() => {
+                    // Let a burst of wake-ups (an applied batch, our own writes echoing back
+                    // through the watch) collapse into one pass.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                _ = tokio::time::sleep_until(next) => {}
+            }
+        }
+    }
+
+    /// One full pass; returns when the next one is due at the latest.
+    pub async fn pass(&mut self) -> Instant {
+        let ctx = self.ctx.clone();
+        let cluster = ctx.cluster.clone();
+        let now = Instant::now();
+        let mut next = now + ctx.cfg.resync_period;
+        let desired = self.ctrl.read_state(|s| s.desired_for_cluster(&cluster));
+
+        let mut statuses = Vec::with_capacity(desired.len());
+        let mut unresolved: BTreeSet<String> = BTreeSet::new();
+        let mut prepared = Vec::with_capacity(desired.len());
+        for d in &desired {
+            match prepare(&ctx, d).await {
+                Ok(p) => prepared.push(p),
+                Err(e) => {
+                    unresolved.insert(d.key.to_string());
+                    statuses.push(report(&d.key, &cluster, false, 0, Some(e.to_string())));
+                }
+            }
+        }
+
+        // Watch every type in use, plus the defaults, before trusting the cache.
+        let mut types: BTreeSet<(String, String)> = ctx.live.watched().into_iter().collect();
+        for p in &prepared {
+            ctx.live.ensure(&p.resolved);
+            types.insert((p.id.api_version.clone(), p.id.kind.clone()));
+        }
+        for (av, kind) in DEFAULT_WATCHED_KINDS {
+            let key = (av.to_string(), kind.to_string());
+            if types.contains(&key) || self.unserved_defaults.contains(&key) {
+                continue;
+            }
+            match ctx.resolver.resolve(av, kind).await {
+                Ok(r) => {
+                    ctx.live.ensure(&r);
+                    types.insert(key);
+                }
+                Err(ExecError::UnknownKind { .. }) => {
+                    self.unserved_defaults.insert(key);
+                }
+                Err(e) => tracing::debug!(%cluster, error = %e, "cannot watch a default kind yet"),
+            }
+        }
+        let types: Vec<(String, String)> = types.into_iter().collect();
+        ctx.live.wait_ready(&types, ctx.cfg.request_timeout).await;
+        let snapshot = ctx.live.snapshot();
+
+        // Decide per object; collect the writes.
+        let mut work = Vec::new();
+        for p in prepared.iter() {
+            let type_key = (p.id.api_version.clone(), p.id.kind.clone());
+            let Some(objects) = snapshot.get(&type_key) else {
+                let e = ExecError::CacheNotReady {
+                    resource: format!("{}/{}", p.id.api_version, p.id.kind),
+                };
+                statuses.push(report(&p.key, &cluster, false, 0, Some(e.to_string())));
+                next = next.min(now + ctx.cfg.backoff_min);
+                continue;
+            };
+            if let Some(r) = self
+                .retries
+                .get(&p.id)
+                .filter(|r| r.hash == p.hash && r.next_at > now)
+            {
+                statuses.push(report(&p.key, &cluster, false, 0, Some(r.message.clone())));
+                next = next.min(r.next_at);
+                continue;
+            }
+            let live = objects.get(&p.id).cloned();
+            let memo = self.memo.get(&p.id).cloned();
+            work.push((p.clone(), live, memo));
+        }
+        // Owned inputs: the futures run concurrently and must not borrow the pass's locals.
+        let results: Vec<(Prepared, Option<LiveObject>, Result<Action, ExecError>)> =
+            futures::stream::iter(work.into_iter().map(|(p, live, memo)| {
+                let ctx = ctx.clone();
+                async move {
+                    let r = reconcile(&p, live.as_ref(), memo.as_ref(), &ctx).await;
+                    (p, live, r)
+                }
+            }))
+            .buffer_unordered(ctx.cfg.apply_concurrency.max(1))
+            .collect()
+            .await;
+        for (p, live, result) in results {
+            match result {
+                Ok(action) => {
+                    self.retries.remove(&p.id);
+                    let object = match action {
+                        Action::UpToDate => live.map(|l| l.object),
+                        Action::Applied { object, .. } => {
+                            let rv = object
+                                .pointer("/metadata/resourceVersion")
+                                .and_then(Value::as_str);
+                            self.memo.insert(
+                                p.id.clone(),
+                                Memo {
+                                    hash: p.hash.clone(),
+                                    resource_version: rv.map(str::to_string),
+                                },
+                            );
+                            Some(object)
+                        }
+                    };
+                    let ready = plan::ready_replicas(&p.id.kind, object.as_ref(), p.replicas);
+                    statuses.push(report(&p.key, &cluster, true, ready, None));
+                }
+                Err(e) => {
+                    let at = self.fail(&p.id, &p.hash, &e, now);
+                    next = next.min(at);
+                    tracing::warn!(%cluster, id = %p.id, error = %e, "apply failed");
+                    statuses.push(report(&p.key, &cluster, false, 0, Some(e.to_string())));
+                }
+            }
+        }
+
+        // Remove what fedraft placed here and no longer wants.
+        let desired_ids: BTreeSet<LiveId> = prepared.iter().map(|p| p.id.clone()).collect();
+        let mut doomed = Vec::new();
+        for objects in snapshot.values() {
+            for id in plan::prunable(objects.iter(), &desired_ids, &unresolved) {
+                match self.retries.get(&id) {
+                    Some(r) if r.next_at > now => next = next.min(r.next_at),
+                    _ => doomed.push(id),
+                }
+            }
+        }
+        let deleted: Vec<(LiveId, Result<(), ExecError>)> =
+            futures::stream::iter(doomed.into_iter().map(|id| {
+                let ctx = ctx.clone();
+                async move {
+                    let r = delete(&ctx, &id).await;
+                    (id, r)
+                }
+            }))
+            .buffer_unordered(ctx.cfg.apply_concurrency.max(1))
+            .collect()
+            .await;
+        for (id, r) in deleted {
+            match r {
+                Ok(()) => {
+                    tracing::info!(%cluster, %id, "deleted object no longer desired");
+                    self.memo.remove(&id);
+                    self.retries.remove(&id);
+                }
+                Err(e) => {
+                    tracing::warn!(%cluster, %id, error = %e, "delete failed");
+                    let at = self.fail(&id, "", &e, now);
+                    next = next.min(at);
+                }
+            }
+        }
+        self.memo.retain(|id, _| desired_ids.contains(id));
+        self.obs.set_statuses(&cluster, statuses);
+        next
+    }
+
+    fn fail(&mut self, id: &LiveId, hash: &str, e: &ExecError, now: Instant) -> Instant {
+        let attempt = self
+            .retries
+            .get(id)
+            .filter(|r| r.hash == hash)
+            .map_or(1, |r| r.attempt.saturating_add(1));
+        let at = now + error_policy(e, attempt, &self.ctx.cfg);
+        self.retries.insert(
+            id.clone(),
+            Retry {
+                attempt,
+                next_at: at,
+                hash: hash.to_string(),
+                message: e.to_string(),
+            },
+        );
+        at
+    }
+}

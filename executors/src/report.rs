@@ -1,0 +1,348 @@
+//! Turning what the executors observe into few, batched log entries.
+//!
+//! Probes and reconcile passes write their latest observations into [`Observations`]; the
+//! reporter task (one per leading node) flushes them:
+//! - every probe interval, one `Heartbeats` entry for all clusters whose latest probe succeeded
+//!   recently. A heartbeat carries capacity only when a scan produced a value the state does not
+//!   hold yet; otherwise `capacity: None`. These heartbeats are the only entries sent when
+//!   nothing changed: the state machine needs them to keep a cluster Ready.
+//! - on a probe turning from success (or no result) to failure, one `ClusterUnreachable` for that
+//!   cluster, then nothing more until it answers again.
+//! - every status flush interval, one `StatusReports` entry with the per-object observations that
+//!   differ from what the state holds. A report already proposed is not sent again until
+//!   `RESEND_AFTER` passes without the state reflecting it (lost or refused proposals heal).
+//!
+//! Diffing against the state rather than a private memory means a new leader sends nothing for
+//! what the old one already reported. The state machine decides health and failover from these
+//! events; nothing here does.
+//!
+//! Must not: propose more than one entry of each kind per flush, or talk to member clusters.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use fedraft_core::command::{Command, Heartbeat, ObjectStatusReport};
+use fedraft_core::model::Capacity;
+use fedraft_core::state::{State, MAX_BATCH_ITEMS};
+
+use crate::config::ExecutorConfig;
+use crate::node::ControlPlane;
+
+/// A proposed observation not reflected by the state after this long is proposed again.
+const RESEND_AFTER: Duration = Duration::from_secs(5);
+
+/// Messages longer than this are cut (at a char boundary) before they are proposed; core keeps
+/// at most 1 KiB and a cut on our side keeps the comparison with the state exact.
+pub const MAX_MESSAGE_BYTES: usize = 512;
+
+/// Cuts `message` to [`MAX_MESSAGE_BYTES`].
+pub fn short_message(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message.to_string();
+    }
+    let mut end = MAX_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message[..end].to_string()
+}
+
+#[derive(Debug, Default, Clone)]
+struct ProbeState {
+    /// Outcome of the latest probe; None before the first.
+    last_ok: Option<bool>,
+    last_success_at: Option<Instant>,
+    /// Latest capacity scan result.
+    capacity: Option<Capacity>,
+    unreachable_pending: bool,
+}
+
+#[derive(Default)]
+struct Inner {
+    probes: BTreeMap<String, ProbeState>,
+    statuses: BTreeMap<String, Vec<ObjectStatusReport>>,
+}
+
+/// Latest observations per cluster, shared by the per-cluster tasks and the reporter.
+#[derive(Default)]
+pub struct Observations {
+    inner: Mutex<Inner>,
+}
+
+impl Observations {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The cluster answered its probe; `capacity` is Some when a scan ran.
+    pub fn probe_ok(&self, cluster: &str, capacity: Option<Capacity>) {
+        let mut g = self.lock();
+        let p = g.probes.entry(cluster.to_string()).or_default();
+        p.last_ok = Some(true);
+        p.last_success_at = Some(Instant::now());
+        p.unreachable_pending = false;
+        if capacity.is_some() {
+            p.capacity = capacity;
+        }
+    }
+
+    pub fn probe_failed(&self, cluster: &str) {
+        let mut g = self.lock();
+        let p = g.probes.entry(cluster.to_string()).or_default();
+        if p.last_ok != Some(false) {
+            p.unreachable_pending = true;
+        }
+        p.last_ok = Some(false);
+    }
+
+    /// Replaces the cluster's per-object observations with those of the latest pass.
+    pub fn set_statuses(&self, cluster: &str, reports: Vec<ObjectStatusReport>) {
+        self.lock().statuses.insert(cluster.to_string(), reports);
+    }
+
+    pub fn forget(&self, cluster: &str) {
+        let mut g = self.lock();
+        g.probes.remove(cluster);
+        g.statuses.remove(cluster);
+    }
+}
+
+/// What one flush decided to propose.
+#[derive(Debug, Default, PartialEq)]
+pub struct Flush {
+    pub heartbeats: Vec<Heartbeat>,
+    pub unreachable: Vec<String>,
+}
+
+/// Remembers what was proposed, to avoid re-sending while an entry is in flight.
+#[derive(Default)]
+pub struct Sent {
+    capacity: HashMap<String, (Capacity, Instant)>,
+    statuses: HashMap<(String, String, String), (ObjectStatusReport, Instant)>,
+}
+
+impl Observations {
+    /// Heartbeats and unreachable hints due now. `fresh` bounds the age of a successful probe
+    /// that still counts as the cluster being up.
+    pub fn take_health(
+        &self,
+        state: &State,
+        sent: &mut Sent,
+        fresh: Duration,
+        now: Instant,
+    ) -> Flush {
+        let mut g = self.lock();
+        let mut out = Flush::default();
+        for (cluster, p) in g.probes.iter_mut() {
+            if std::mem::take(&mut p.unreachable_pending) {
+                out.unreachable.push(cluster.clone());
+            }
+            let up = p.last_ok == Some(true)
+                && p.last_success_at
+                    .is_some_and(|t| now.saturating_duration_since(t) <= fresh);
+            if !up {
+                continue;
+            }
+            let recorded = state.cluster(cluster).and_then(|c| c.status.capacity);
+            let capacity = p.capacity.filter(|cap| {
+                let in_flight = sent.capacity.get(cluster).is_some_and(|(c, t)| {
+                    c == cap && now.saturating_duration_since(*t) < RESEND_AFTER
+                });
+                recorded.as_ref() != Some(cap) && !in_flight
+            });
+            if let Some(cap) = capacity {
+                sent.capacity.insert(cluster.clone(), (cap, now));
+            }
+            out.heartbeats.push(Heartbeat {
+                cluster: cluster.clone(),
+                capacity,
+            });
+        }
+        out
+    }
+
+    /// Per-object reports that differ from the state, at most [`MAX_BATCH_ITEMS`].
+    pub fn take_statuses(
+        &self,
+        state: &State,
+        sent: &mut Sent,
+        now: Instant,
+    ) -> Vec<ObjectStatusReport> {
+        let g = self.lock();
+        let mut out = Vec::new();
+        for reports in g.statuses.values() {
+            for r in reports {
+                let key = (r.namespace.clone(), r.name.clone(), r.cluster.clone());
+                let Some(placed) = state
+                    .object(&r.namespace, &r.name)
+                    .and_then(|o| o.status.clusters.iter().find(|c| c.cluster == r.cluster))
+                else {
+                    continue; // not placed there (any more): core would ignore it
+                };
+                if placed.applied == r.applied
+                    && placed.ready_replicas == r.ready_replicas
+                    && placed.message == r.message
+                {
+                    sent.statuses.remove(&key);
+                    continue;
+                }
+                if sent.statuses.get(&key).is_some_and(|(s, t)| {
+                    s == r && now.saturating_duration_since(*t) < RESEND_AFTER
+                }) {
+                    continue;
+                }
+                sent.statuses.insert(key, (r.clone(), now));
+                out.push(r.clone());
+                if out.len() == MAX_BATCH_ITEMS {
+                    return out;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The reporter loop: flushes health every probe interval and statuses every status interval.
+pub async fn run_reporter<C: ControlPlane>(ctrl: C, obs: Arc<Observations>, cfg: ExecutorConfig) {
+    let mut sent = Sent::default();
+    let fresh = cfg.probe_interval + cfg.probe_timeout;
+    let mut health = tokio::time::interval(cfg.probe_interval);
+    let mut statuses = tokio::time::interval(cfg.status_flush_interval);
+    health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    statuses.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut seq: u64 = 0;
+    let tag: u64 = rand::random();
+    let mut next_id = move || {
+        seq += 1;
+        format!("executor-{tag:016x}-{seq}")
+    };
+    loop {
+        tokio::select! {
+            _ = health.tick() => {
+                let flush = ctrl.read_state(|s| obs.take_health(s, &mut sent, fresh, Instant::now()));
+                for cluster in flush.unreachable {
+                    propose(&ctrl, next_id(), &cfg.actor, Command::ClusterUnreachable { cluster }).await;
+                }
+                if !flush.heartbeats.is_empty() {
+                    propose(&ctrl, next_id(), &cfg.actor, Command::Heartbeats(flush.heartbeats)).await;
+                }
+            }
+            _ = statuses.tick() => {
+                let batch = ctrl.read_state(|s| obs.take_statuses(s, &mut sent, Instant::now()));
+                if !batch.is_empty() {
+                    propose(&ctrl, next_id(), &cfg.actor, Command::StatusReports(batch)).await;
+                }
+            }
+        }
+    }
+}
+
+async fn propose<C: ControlPlane>(ctrl: &C, request_id: String, actor: &str, command: Command) {
+    let kind = command.kind();
+    if let Err(e) = ctrl.propose(request_id, actor.to_string(), command).await {
+        // The next flush sends fresh observations; nothing is lost by dropping this one.
+        tracing::warn!(command = kind, error = %e, "proposing executor events failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fedraft_core::command::LogEntry;
+    use fedraft_core::model::ClusterSpec;
+    use fedraft_core::policy::Resources;
+
+    fn state_with(clusters: &[&str]) -> State {
+        let mut s = State::new();
+        let mut i = 0;
+        for c in clusters {
+            i += 1;
+            let cmd = Command::RegisterCluster(ClusterSpec::new(*c, format!("http://{c}:1")));
+            s.apply(i, &LogEntry::new(format!("r{i}"), "admin", 1000, cmd));
+        }
+        s
+    }
+
+    fn cap(cpu: u64) -> Capacity {
+        let r = Resources {
+            cpu_millis: cpu,
+            memory_bytes: 1,
+            pods: 1,
+        };
+        Capacity {
+            allocatable: r,
+            available: r,
+        }
+    }
+
+    #[test]
+    fn heartbeats_carry_capacity_only_when_new() {
+        let mut s = state_with(&["dc1", "dc2", "dc3"]);
+        let obs = Observations::default();
+        let mut sent = Sent::default();
+        let t0 = Instant::now();
+        let fresh = Duration::from_secs(8);
+        obs.probe_ok("dc1", Some(cap(1000)));
+        obs.probe_ok("dc2", None);
+        obs.probe_failed("dc3");
+        let f = obs.take_health(&s, &mut sent, fresh, t0);
+        assert_eq!(
+            f.heartbeats,
+            vec![
+                Heartbeat {
+                    cluster: "dc1".into(),
+                    capacity: Some(cap(1000))
+                },
+                Heartbeat {
+                    cluster: "dc2".into(),
+                    capacity: None
+                },
+            ]
+        );
+        assert_eq!(f.unreachable, vec!["dc3".to_string()]);
+
+        // In flight: not repeated; the dark cluster is not hinted again.
+        obs.probe_failed("dc3");
+        let f = obs.take_health(&s, &mut sent, fresh, t0 + Duration::from_secs(1));
+        assert_eq!(f.heartbeats[0].capacity, None);
+        assert!(f.unreachable.is_empty());
+
+        // Once the state holds it, an unchanged scan is not sent either, even after the resend
+        // window.
+        let hb = Command::Heartbeats(vec![Heartbeat {
+            cluster: "dc1".into(),
+            capacity: Some(cap(1000)),
+        }]);
+        s.apply(10, &LogEntry::new("hb", "x", 2000, hb));
+        obs.probe_ok("dc1", Some(cap(1000)));
+        let f = obs.take_health(&s, &mut sent, fresh, t0 + Duration::from_secs(2));
+        assert_eq!(f.heartbeats[0].capacity, None);
+        // A changed scan is.
+        obs.probe_ok("dc1", Some(cap(500)));
+        let f = obs.take_health(&s, &mut sent, fresh, t0 + Duration::from_secs(3));
+        assert_eq!(f.heartbeats[0].capacity, Some(cap(500)));
+
+        // A stale success is no heartbeat.
+        let f = obs.take_health(
+            &s,
+            &mut sent,
+            fresh,
+            Instant::now() + Duration::from_secs(60),
+        );
+        assert!(f.heartbeats.is_empty());
+        // Recovering then failing again hints again.
+        obs.probe_ok("dc3", None);
+        obs.probe_failed("dc3");
+        let f = obs.take_health(&s, &mut sent, fresh, Instant::now());
+        assert_eq!(f.unreachable, vec!["dc3".to_string()]);
+    }
+
+    #[test]
+    fn short_messages() {
+        assert_eq!(short_message("abc"), "abc");
+        let long = "é".repeat(400);
+        let cut = short_message(&long);
+        assert!(cut.len() <= MAX_MESSAGE_BYTES && long.starts_with(&cut));
+    }
+}

@@ -1,0 +1,174 @@
+//! The node configuration file (`fedraft server --config node.toml`).
+//!
+//! Every field is documented here with its default; `examples/node.toml` is a commented example.
+//! Parsing only: turning it into a running node is `server.rs`'s job.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+
+/// One node's configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeFile {
+    /// This node's raft id; unique in the cluster, never reused. Required.
+    pub node_id: u64,
+    /// Identifies the cluster; written into the data dir at first start, and a data dir of another
+    /// cluster refuses to open. Default `"fedraft"`.
+    #[serde(default = "default_cluster_id")]
+    pub cluster_id: String,
+    /// Where the client API listens. Default `"127.0.0.1:8080"`.
+    #[serde(default = "default_api_listen")]
+    pub api_listen: SocketAddr,
+    /// Where the peer (raft) API listens. Default `"127.0.0.1:7001"`.
+    #[serde(default = "default_peer_listen")]
+    pub peer_listen: SocketAddr,
+    /// The peer address other nodes use to reach this one. Default: `peer_listen`.
+    #[serde(default)]
+    pub peer_advertise: Option<String>,
+    /// Every voter of the initial cluster, this node included: id -> advertised peer address.
+    /// The cluster is initialised with exactly these voters on first start (idempotent later).
+    /// Default: empty (join an existing cluster as a learner added by an admin).
+    #[serde(default)]
+    pub peers: BTreeMap<u64, String>,
+    /// The node's data directory (RocksDB). Required.
+    pub data_dir: PathBuf,
+    /// The secret every peer request carries; the same on all nodes. Either this or
+    /// `cluster_secret_file` is required. Never accepted by the client API.
+    #[serde(default)]
+    pub cluster_secret: Option<String>,
+    /// A file holding the cluster secret (trailing whitespace trimmed). Default: none.
+    #[serde(default)]
+    pub cluster_secret_file: Option<PathBuf>,
+    /// The API token file (`TOKEN NAME ROLE` per line; roles admin, operator, tenant:NAME). Required.
+    pub token_file: PathBuf,
+    /// Maximum request body size in bytes. Default 2097152 (2 MiB).
+    #[serde(default = "default_body_limit")]
+    pub body_limit_bytes: usize,
+    /// Watch events retained for resumption. Default 8192.
+    #[serde(default = "default_watch_history")]
+    pub watch_history_events: usize,
+    /// Raft timing; defaults suit three data centers at <= 50 ms round trip.
+    #[serde(default)]
+    pub raft: RaftTiming,
+    /// TLS for the API and peer listeners. Default: none (plain HTTP). Not supported yet: a node
+    /// with a `[tls]` section refuses to start rather than run without the TLS it was asked for.
+    #[serde(default)]
+    pub tls: Option<TlsFiles>,
+}
+
+/// Raft timing overrides; each absent field keeps fedraft-raft's default.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RaftTiming {
+    /// Leader heartbeat interval. Default: fedraft-raft's `NodeConfig::default()`.
+    pub heartbeat_interval_ms: Option<u64>,
+    /// Lower bound of the randomized election timeout.
+    pub election_timeout_min_ms: Option<u64>,
+    /// Upper bound of the randomized election timeout.
+    pub election_timeout_max_ms: Option<u64>,
+    /// How often the leader advances log time with a tick entry.
+    pub tick_interval_ms: Option<u64>,
+    /// Entries between state machine snapshots.
+    pub snapshot_every_entries: Option<u64>,
+    /// How long a proposal may wait for a quorum before failing with 503.
+    pub propose_timeout_ms: Option<u64>,
+}
+
+/// PEM files for TLS.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// Certificate chain (PEM).
+    pub cert_file: PathBuf,
+    /// Private key (PEM).
+    pub key_file: PathBuf,
+    /// CA bundle used to verify peers (mutual TLS on the peer port). Default: none.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+}
+
+fn default_cluster_id() -> String {
+    "fedraft".into()
+}
+fn default_api_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+fn default_peer_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 7001))
+}
+fn default_body_limit() -> usize {
+    2 * 1024 * 1024
+}
+fn default_watch_history() -> usize {
+    8192
+}
+
+impl NodeFile {
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let cfg: NodeFile = toml::from_str(text)?;
+        if cfg.cluster_secret.is_some() == cfg.cluster_secret_file.is_some() {
+            bail!("set exactly one of cluster_secret and cluster_secret_file");
+        }
+        if !cfg.peers.is_empty() && !cfg.peers.contains_key(&cfg.node_id) {
+            bail!("peers must include this node (node_id {})", cfg.node_id);
+        }
+        Ok(cfg)
+    }
+
+    /// The cluster secret, from the file or inline.
+    pub fn secret(&self) -> anyhow::Result<String> {
+        let secret = match (&self.cluster_secret, &self.cluster_secret_file) {
+            (Some(s), _) => s.clone(),
+            (None, Some(p)) => std::fs::read_to_string(p)
+                .with_context(|| format!("reading cluster secret file {}", p.display()))?
+                .trim_end()
+                .to_string(),
+            (None, None) => bail!("no cluster secret configured"),
+        };
+        if secret.len() < 16 {
+            bail!("the cluster secret must be at least 16 characters");
+        }
+        Ok(secret)
+    }
+
+    /// The address peers use for this node.
+    pub fn advertise(&self) -> String {
+        self.peer_advertise
+            .clone()
+            .unwrap_or_else(|| self.peer_listen.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_example_parses() {
+        let text = include_str!("../examples/node.toml");
+        let cfg = NodeFile::parse(text).unwrap();
+        assert_eq!(cfg.node_id, 1);
+        assert_eq!(cfg.peers.len(), 3);
+        assert_eq!(cfg.body_limit_bytes, 2 * 1024 * 1024);
+    }
+
+    #[test]
+    fn refuses_unknown_fields_and_missing_secret() {
+        assert!(
+            NodeFile::parse("node_id = 1\ndata_dir = \"d\"\ntoken_file = \"t\"\nbogus = 1\n")
+                .is_err()
+        );
+        assert!(NodeFile::parse("node_id = 1\ndata_dir = \"d\"\ntoken_file = \"t\"\n").is_err());
+    }
+}

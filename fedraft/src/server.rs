@@ -1,0 +1,197 @@
+//! `fedraft server`: runs one node (raft + API) from a config file, or a single-node development
+//! cluster with `--dev`.
+//!
+//! Owns listener setup, token loading, bootstrap and shutdown on SIGINT/SIGTERM. The client
+//! listener serves only the API router and the peer listener only the raft router, so a client
+//! token is never accepted on the peer port and the cluster secret never on the API.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use fedraft_apiserver::{Api, ApiConfig, Principal, Role, TokenStore};
+use fedraft_raft::{FedNode, NodeConfig};
+use tokio::net::TcpListener;
+
+use crate::config::NodeFile;
+
+#[derive(Debug, clap::Args)]
+pub struct ServerArgs {
+    /// Node configuration file (TOML); see examples/node.toml.
+    #[arg(long, conflicts_with_all = ["dev", "data_dir", "listen"])]
+    pub config: Option<PathBuf>,
+    /// Single-node development cluster; admin token from FEDRAFT_DEV_TOKEN or generated.
+    #[arg(long, requires_all = ["data_dir", "listen"])]
+    pub dev: bool,
+    /// Data directory for --dev.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// API listen address for --dev, e.g. 127.0.0.1:8080.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+}
+
+pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
+    init_tracing();
+    match (args.config, args.dev, args.data_dir, args.listen) {
+        (Some(path), false, None, None) => run_config(NodeFile::load(&path)?).await,
+        (None, true, Some(dir), Some(listen)) => run_dev(dir, listen).await,
+        _ => bail!("use `fedraft server --config node.toml` or `fedraft server --dev --data-dir D --listen ADDR`"),
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn random_hex(bytes: usize) -> String {
+    (0..bytes)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect()
+}
+
+async fn run_config(f: NodeFile) -> anyhow::Result<()> {
+    if let Some(tls) = &f.tls {
+        bail!(
+            "TLS is not supported yet (cert {}, key {}, ca {:?}): remove the [tls] section; this version serves plain HTTP only",
+            tls.cert_file.display(),
+            tls.key_file.display(),
+            tls.ca_file.as_ref().map(|p| p.display().to_string())
+        );
+    }
+    let secret = f.secret()?;
+    let tokens = TokenStore::load(&f.token_file, Some(secret.clone()))?;
+    let mut nc = NodeConfig {
+        node_id: f.node_id,
+        data_dir: f.data_dir.clone(),
+        advertise_peer_addr: f.advertise(),
+        cluster_secret: secret,
+        cluster_id: f.cluster_id.clone(),
+        ..NodeConfig::default()
+    };
+    let t = &f.raft;
+    let set = |slot: &mut u64, v: Option<u64>| {
+        if let Some(v) = v {
+            *slot = v;
+        }
+    };
+    set(&mut nc.heartbeat_interval_ms, t.heartbeat_interval_ms);
+    set(&mut nc.election_timeout_min_ms, t.election_timeout_min_ms);
+    set(&mut nc.election_timeout_max_ms, t.election_timeout_max_ms);
+    set(&mut nc.tick_interval_ms, t.tick_interval_ms);
+    set(&mut nc.snapshot_every_entries, t.snapshot_every_entries);
+    set(&mut nc.propose_timeout_ms, t.propose_timeout_ms);
+    let peer = TcpListener::bind(f.peer_listen)
+        .await
+        .with_context(|| format!("binding peer port {}", f.peer_listen))?;
+    let api = TcpListener::bind(f.api_listen)
+        .await
+        .with_context(|| format!("binding API port {}", f.api_listen))?;
+    let cfg = ApiConfig {
+        body_limit_bytes: f.body_limit_bytes,
+        watch_history_events: f.watch_history_events,
+        ..ApiConfig::default()
+    };
+    serve(nc, peer, api, tokens, cfg, f.peers.clone()).await
+}
+
+async fn run_dev(data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<()> {
+    let token = match std::env::var("FEDRAFT_DEV_TOKEN") {
+        Ok(t) if !t.is_empty() => {
+            println!("admin token: taken from FEDRAFT_DEV_TOKEN");
+            t
+        }
+        _ => {
+            let t = random_hex(16);
+            println!("admin token: {t}");
+            t
+        }
+    };
+    let secret = random_hex(32);
+    let principal = Principal {
+        name: "dev-admin".into(),
+        role: Role::Admin,
+    };
+    let tokens = TokenStore::new([(token, principal)], Some(secret.clone()))?;
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("creating {}", data_dir.display()))?;
+    let peer = TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("binding the peer port")?;
+    let advertise = peer.local_addr()?.to_string();
+    let api = TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let nc = NodeConfig {
+        node_id: 1,
+        data_dir,
+        advertise_peer_addr: advertise.clone(),
+        cluster_secret: secret,
+        cluster_id: "fedraft-dev".into(),
+        ..NodeConfig::default()
+    };
+    println!("fedraft dev server: API on http://{}", api.local_addr()?);
+    serve(
+        nc,
+        peer,
+        api,
+        tokens,
+        ApiConfig::default(),
+        BTreeMap::from([(1, advertise)]),
+    )
+    .await
+}
+
+async fn serve(
+    nc: NodeConfig,
+    peer: TcpListener,
+    api: TcpListener,
+    tokens: TokenStore,
+    cfg: ApiConfig,
+    members: BTreeMap<u64, String>,
+) -> anyhow::Result<()> {
+    let node = FedNode::open(nc).await.context("opening the raft node")?;
+    let peer_app = node.peer_router();
+    let peer_task = tokio::spawn(async move { axum::serve(peer, peer_app).await });
+    if !members.is_empty() {
+        node.bootstrap(members)
+            .await
+            .context("bootstrapping the cluster")?;
+    }
+    let router = Api::new(node.clone(), tokens, cfg).router();
+    tracing::info!(addr = %api.local_addr()?, "API listening");
+    let served = axum::serve(api, router)
+        .with_graceful_shutdown(shutdown_signal())
+        .await;
+    tracing::info!("shutting down");
+    peer_task.abort();
+    node.shutdown().await.context("stopping the raft node")?;
+    served.context("API server failed")
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

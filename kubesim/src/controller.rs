@@ -1,0 +1,586 @@
+//! What the simulated cluster does on its own: the nodes it starts with, the defaults it fills
+//! in on create, and the status controllers.
+//!
+//! Every `tick` the controller packs the pods of all deployments and statefulsets (oldest
+//! first, first-fit) onto Ready nodes by the pod template's cpu/memory requests and the nodes'
+//! allocatable cpu/memory/pods. Pods that fit are ready; the rest stay unready, so capacity
+//! pressure shows as `readyReplicas < replicas`. A workload's status converges to that packing
+//! once `status_delay` has passed since its generation last changed. LoadBalancer services get
+//! an ingress address after the same delay. Writes happen only when the status differs (so the
+//! controller does not churn resourceVersions) and are counted apart from client writes. This
+//! module must not serve HTTP.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::discovery::{find, ResourceDef};
+use crate::meta;
+use crate::store::{Change, Store};
+use crate::Shared;
+
+/// Parses a Kubernetes quantity ("500m", "2", "1.5Gi", "1e3") into thousandths of its unit.
+pub fn parse_quantity_milli(s: &str) -> Option<i128> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(s.len());
+    let (num, suffix) = s.split_at(split);
+    let value: f64 = num.parse().ok()?;
+    let factor: f64 = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        e if e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse::<i32>().ok()?),
+        _ => return None,
+    };
+    let milli = (value * factor * 1000.0).round();
+    (milli.is_finite() && milli >= 0.0).then_some(milli as i128)
+}
+
+/// Resources in thousandths (cpu in millicores, memory in milli-bytes) and a pod count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resources {
+    pub cpu_milli: i128,
+    pub memory_milli: i128,
+    pub pods: i128,
+}
+
+impl Resources {
+    fn fits(&self, used: &Resources, pod: &Resources) -> bool {
+        used.cpu_milli + pod.cpu_milli <= self.cpu_milli
+            && used.memory_milli + pod.memory_milli <= self.memory_milli
+            && used.pods < self.pods
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeUsage {
+    pub name: String,
+    pub ready: bool,
+    pub allocatable: Resources,
+    pub requested: Resources,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadUsage {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub desired: i64,
+    pub scheduled: i64,
+}
+
+/// The last packing the controller computed; served at `/_sim/capacity`.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityReport {
+    pub nodes: Vec<NodeUsage>,
+    pub workloads: Vec<WorkloadUsage>,
+}
+
+/// The node objects a cluster starts with.
+pub fn node_object(cluster: &str, index: u32, cpu: &str, memory: &str, pods: u32) -> Value {
+    let name = format!("{cluster}-node-{index}");
+    let now = meta::now_rfc3339();
+    let resources = json!({ "cpu": cpu, "memory": memory, "pods": pods.to_string() });
+    json!({
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "node.kubernetes.io/instance-type": "kubesim",
+                "topology.kubernetes.io/region": cluster,
+                "topology.kubernetes.io/zone": format!("{cluster}-{}", ["a", "b", "c"][(index % 3) as usize]),
+            },
+        },
+        "spec": {},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{
+                "type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            }],
+            "addresses": [
+                { "type": "InternalIP", "address": format!("192.168.{}.{}", index / 250, index % 250 + 1) },
+                { "type": "Hostname", "address": name },
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.32.0", "kubeProxyVersion": "v1.32.0",
+                "osImage": "fedraft-kubesim", "operatingSystem": "linux", "architecture": "amd64",
+                "containerRuntimeVersion": "kubesim://1", "kernelVersion": "6.0.0",
+                "machineID": "", "systemUUID": "", "bootID": "",
+            },
+        },
+    })
+}
+
+/// Server-side defaults filled in on create, as kube-apiserver's defaulting and the service
+/// IP allocator would.
+pub(crate) fn defaults_on_create(shared: &Shared, res: &ResourceDef, obj: &mut Value) {
+    match (res.group, res.plural) {
+        ("apps", "deployments" | "statefulsets") => {
+            if let Some(o) = obj.as_object_mut() {
+                let spec = meta::ensure_object(o.entry("spec").or_insert(Value::Null));
+                spec.entry("replicas").or_insert(json!(1));
+            }
+        }
+        ("", "services") => {
+            let n = shared.next_cluster_ip();
+            if let Some(o) = obj.as_object_mut() {
+                let spec = meta::ensure_object(o.entry("spec").or_insert(Value::Null));
+                spec.entry("type").or_insert(json!("ClusterIP"));
+                if !spec.contains_key("clusterIP") {
+                    let ip = format!("10.96.{}.{}", n / 250, n % 250 + 1);
+                    spec.insert("clusterIP".into(), json!(ip));
+                    spec.insert("clusterIPs".into(), json!([ip]));
+                }
+            }
+        }
+        ("", "namespaces") => {
+            if let Some(o) = obj.as_object_mut() {
+                o.insert("spec".into(), json!({ "finalizers": ["kubernetes"] }));
+                o.insert("status".into(), json!({ "phase": "Active" }));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn pod_requests(workload: &Value) -> Resources {
+    let mut r = Resources {
+        pods: 1,
+        ..Default::default()
+    };
+    let containers = workload
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array);
+    for c in containers.into_iter().flatten() {
+        let req = c.pointer("/resources/requests");
+        let q = |k: &str| {
+            req.and_then(|r| r.get(k))
+                .and_then(Value::as_str)
+                .and_then(parse_quantity_milli)
+                .unwrap_or(0)
+        };
+        r.cpu_milli += q("cpu");
+        r.memory_milli += q("memory");
+    }
+    r
+}
+
+fn node_allocatable(node: &Value) -> Resources {
+    let q = |k: &str| {
+        node.pointer(&format!("/status/allocatable/{k}"))
+            .and_then(|v| match v {
+                Value::String(s) => parse_quantity_milli(s),
+                Value::Number(n) => n.as_f64().map(|f| (f * 1000.0) as i128),
+                _ => None,
+            })
+            .unwrap_or(0)
+    };
+    Resources {
+        cpu_milli: q("cpu"),
+        memory_milli: q("memory"),
+        pods: q("pods") / 1000,
+    }
+}
+
+fn node_ready(node: &Value) -> bool {
+    let unschedulable = node.pointer("/spec/unschedulable") == Some(&json!(true));
+    let ready = node
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        });
+    ready && !unschedulable
+}
+
+fn replicas(workload: &Value) -> i64 {
+    workload
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+        .max(0)
+}
+
+/// First-fit packing of every workload's pods, oldest workload first.
+pub fn pack(nodes: &[Value], workloads: &[(&'static ResourceDef, Value)]) -> CapacityReport {
+    let mut usage: Vec<NodeUsage> = nodes
+        .iter()
+        .map(|n| NodeUsage {
+            name: meta::name(n).to_string(),
+            ready: node_ready(n),
+            allocatable: node_allocatable(n),
+            requested: Resources::default(),
+        })
+        .collect();
+    let mut order: Vec<&(&ResourceDef, Value)> = workloads.iter().collect();
+    order.sort_by_key(|(r, w)| {
+        (
+            meta::meta_str(w, "creationTimestamp")
+                .unwrap_or("")
+                .to_string(),
+            meta::meta_str(w, "namespace").unwrap_or("").to_string(),
+            meta::name(w).to_string(),
+            r.plural,
+        )
+    });
+    let mut report = Vec::new();
+    for (res, w) in order {
+        let pod = pod_requests(w);
+        let desired = replicas(w);
+        let mut scheduled = 0;
+        for _ in 0..desired {
+            let Some(n) = usage
+                .iter_mut()
+                .find(|n| n.ready && n.allocatable.fits(&n.requested, &pod))
+            else {
+                break;
+            };
+            n.requested.cpu_milli += pod.cpu_milli;
+            n.requested.memory_milli += pod.memory_milli;
+            n.requested.pods += 1;
+            scheduled += 1;
+        }
+        report.push(WorkloadUsage {
+            kind: res.kind.to_string(),
+            namespace: meta::meta_str(w, "namespace").unwrap_or("").to_string(),
+            name: meta::name(w).to_string(),
+            desired,
+            scheduled,
+        });
+    }
+    CapacityReport {
+        nodes: usage,
+        workloads: report,
+    }
+}
+
+fn condition(kind: &str, ok: bool, reason: &str, message: String, now: &str) -> Value {
+    json!({
+        "type": kind, "status": if ok { "True" } else { "False" }, "reason": reason,
+        "message": message, "lastUpdateTime": now, "lastTransitionTime": now,
+    })
+}
+
+/// Keeps the old timestamps of conditions that did not change, so an unchanged status compares
+/// equal and is not rewritten.
+fn keep_condition_times(new: &mut Value, old: &Value) {
+    let Some(conds) = new.get_mut("conditions").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let old_conds = old.get("conditions").and_then(Value::as_array);
+    for c in conds.iter_mut() {
+        let prev = old_conds.and_then(|o| o.iter().find(|p| p["type"] == c["type"]));
+        let Some(prev) = prev else { continue };
+        if prev["status"] == c["status"] {
+            c["lastTransitionTime"] = prev["lastTransitionTime"].clone();
+            if prev["reason"] == c["reason"] && prev["message"] == c["message"] {
+                c["lastUpdateTime"] = prev["lastUpdateTime"].clone();
+            }
+        }
+    }
+}
+
+fn set_count(status: &mut Value, key: &str, n: i64) {
+    // Kubernetes omits zero counts (omitempty); do the same.
+    if n > 0 {
+        status[key] = json!(n);
+    }
+}
+
+fn workload_status(res: &ResourceDef, w: &Value, scheduled: i64, now: &str) -> Value {
+    let desired = replicas(w);
+    let gen = meta::metadata(w)
+        .and_then(|m| m.get("generation"))
+        .cloned()
+        .unwrap_or(json!(1));
+    let mut st = json!({ "observedGeneration": gen });
+    set_count(&mut st, "replicas", desired);
+    set_count(&mut st, "updatedReplicas", desired);
+    set_count(&mut st, "readyReplicas", scheduled);
+    set_count(&mut st, "availableReplicas", scheduled);
+    let name = meta::name(w);
+    if res.plural == "statefulsets" {
+        set_count(&mut st, "currentReplicas", desired);
+        st["currentRevision"] = json!(format!("{name}-kubesim"));
+        st["updateRevision"] = json!(format!("{name}-kubesim"));
+        return st;
+    }
+    set_count(&mut st, "unavailableReplicas", desired - scheduled);
+    let max_unavailable = desired / 4; // the default maxUnavailable of 25%, rounded down
+    let available = scheduled >= desired - max_unavailable;
+    let (reason, msg) = if available {
+        (
+            "MinimumReplicasAvailable",
+            "Deployment has minimum availability.",
+        )
+    } else {
+        (
+            "MinimumReplicasUnavailable",
+            "Deployment does not have minimum availability.",
+        )
+    };
+    let progressing = if scheduled == desired {
+        condition(
+            "Progressing",
+            true,
+            "NewReplicaSetAvailable",
+            format!("ReplicaSet \"{name}-kubesim\" has successfully progressed."),
+            now,
+        )
+    } else {
+        condition(
+            "Progressing",
+            true,
+            "ReplicaSetUpdated",
+            format!(
+                "ReplicaSet \"{name}-kubesim\" is progressing; {} of {desired} pods do not fit \
+                 on any node (insufficient cpu, memory or pods).",
+                desired - scheduled
+            ),
+            now,
+        )
+    };
+    st["conditions"] = json!([
+        condition("Available", available, reason, msg.into(), now),
+        progressing
+    ]);
+    st
+}
+
+/// The controller's memory between ticks.
+pub(crate) struct Controller {
+    shared: Arc<Shared>,
+    /// (resource key, namespace, name) -> (generation, when first seen at that generation).
+    seen: HashMap<(String, String, String), (i64, Instant)>,
+    next_lb: u32,
+}
+
+impl Controller {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Controller {
+            shared,
+            seen: HashMap::new(),
+            next_lb: 0,
+        }
+    }
+
+    pub async fn run(mut self, tick: Duration, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        let mut interval = tokio::time::interval(tick);
+        loop {
+            tokio::select! {
+                _ = interval.tick() => self.tick(),
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// Whether `obj` has sat at its current generation for at least the configured delay.
+    fn due(&mut self, res: &ResourceDef, obj: &Value) -> bool {
+        let gen = meta::metadata(obj)
+            .and_then(|m| m.get("generation"))
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        let key = (
+            res.key(),
+            meta::meta_str(obj, "namespace").unwrap_or("").to_string(),
+            meta::name(obj).to_string(),
+        );
+        let entry = self.seen.entry(key).or_insert((gen, Instant::now()));
+        if entry.0 != gen {
+            *entry = (gen, Instant::now());
+        }
+        entry.1.elapsed() >= self.shared.config.status_delay
+    }
+
+    pub fn tick(&mut self) {
+        let shared = self.shared.clone();
+        let store: &Store = &shared.store;
+        let (Some(nodes_res), Some(deploy), Some(sts), Some(svc)) = (
+            find("", "v1", "nodes"),
+            find("apps", "v1", "deployments"),
+            find("apps", "v1", "statefulsets"),
+            find("", "v1", "services"),
+        ) else {
+            return;
+        };
+        let (nodes, _) = store.list(nodes_res, None);
+        let mut workloads = Vec::new();
+        for res in [deploy, sts] {
+            workloads.extend(store.list(res, None).0.into_iter().map(|w| (res, w)));
+        }
+        let report = pack(&nodes, &workloads);
+        let now = meta::now_rfc3339();
+        for ((res, w), usage) in workloads
+            .iter()
+            .map(|(r, w)| (*r, w))
+            .zip(sorted(&report, &workloads))
+        {
+            if !self.due(res, w) {
+                continue;
+            }
+            let mut status = workload_status(res, w, usage, &now);
+            let old = w.get("status").cloned().unwrap_or(Value::Null);
+            keep_condition_times(&mut status, &old);
+            if status != old {
+                self.write_status(res, w, status);
+            }
+        }
+        for s in store.list(svc, None).0 {
+            let wants_lb = s.pointer("/spec/type") == Some(&json!("LoadBalancer"));
+            let has_lb = s
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty());
+            if wants_lb && !has_lb && self.due(svc, &s) {
+                self.next_lb += 1;
+                let n = self.next_lb;
+                let ip = format!("{}.{}.{}", self.shared.lb_prefix, n / 250, n % 250);
+                let status =
+                    json!({ "loadBalancer": { "ingress": [{ "ip": ip, "ipMode": "VIP" }] } });
+                self.write_status(svc, &s, status);
+            }
+        }
+        // Forget objects that are gone so the map stays bounded by the live object count.
+        let live: std::collections::HashSet<(String, String, String)> = workloads
+            .iter()
+            .map(|(r, w)| {
+                (
+                    r.key(),
+                    meta::meta_str(w, "namespace").unwrap_or("").to_string(),
+                    meta::name(w).to_string(),
+                )
+            })
+            .collect();
+        self.seen
+            .retain(|k, _| k.0 == svc.key() || live.contains(k));
+        *self
+            .shared
+            .capacity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = report;
+    }
+
+    fn write_status(&self, res: &'static ResourceDef, obj: &Value, status: Value) {
+        let ns = meta::meta_str(obj, "namespace").unwrap_or("").to_string();
+        let name = meta::name(obj).to_string();
+        let seen_rv = meta::meta_str(obj, "resourceVersion").map(str::to_string);
+        let out = self.shared.store.write(res, &ns, &name, false, |cur| {
+            // Deleted since the list: a Delete of nothing makes the store answer NotFound.
+            let Some(cur) = cur else {
+                return Ok(Change::Delete);
+            };
+            // Another write landed since the list: skip, the next tick recomputes from it.
+            if meta::meta_str(cur, "resourceVersion").map(str::to_string) != seen_rv {
+                return Ok(Change::Replace(cur.clone()));
+            }
+            let mut next = cur.clone();
+            next["status"] = status;
+            Ok(Change::Replace(next))
+        });
+        match out {
+            Ok(o) if o.changed() => self.shared.stats.controller_write(),
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, %name, "status write skipped"),
+        }
+    }
+}
+
+/// The scheduled count for each workload, in the order of `workloads`.
+fn sorted(report: &CapacityReport, workloads: &[(&'static ResourceDef, Value)]) -> Vec<i64> {
+    workloads
+        .iter()
+        .map(|(r, w)| {
+            report
+                .workloads
+                .iter()
+                .find(|u| {
+                    u.kind == r.kind
+                        && u.name == meta::name(w)
+                        && u.namespace == meta::meta_str(w, "namespace").unwrap_or("")
+                })
+                .map_or(0, |u| u.scheduled)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities() {
+        let cases = [
+            ("500m", Some(500)),
+            ("2", Some(2000)),
+            ("0.5", Some(500)),
+            ("1Ki", Some(1_024_000)),
+            ("1Gi", Some(1_073_741_824_000)),
+            ("1e3", Some(1_000_000)),
+            ("1k", Some(1_000_000)),
+            ("abc", None),
+            ("1Qi", None),
+        ];
+        for (q, want) in cases {
+            assert_eq!(parse_quantity_milli(q), want, "{q}");
+        }
+    }
+
+    fn deployment(name: &str, created: &str, replicas: i64, cpu: &str) -> Value {
+        json!({
+            "metadata": {"name": name, "namespace": "a", "creationTimestamp": created},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [
+                {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}
+            ]}}}
+        })
+    }
+
+    #[test]
+    fn packing_respects_capacity_oldest_first() {
+        let nodes = vec![
+            node_object("c", 0, "2", "8Gi", 110),
+            node_object("c", 1, "2", "8Gi", 110),
+        ];
+        let d = find("apps", "v1", "deployments").unwrap();
+        let workloads = vec![
+            (d, deployment("new", "2026-01-02T00:00:00Z", 3, "1")),
+            (d, deployment("old", "2026-01-01T00:00:00Z", 3, "1")),
+        ];
+        let r = pack(&nodes, &workloads);
+        let old = r.workloads.iter().find(|w| w.name == "old").unwrap();
+        let new = r.workloads.iter().find(|w| w.name == "new").unwrap();
+        assert_eq!((old.scheduled, new.scheduled), (3, 1));
+        assert_eq!(r.nodes[0].requested.cpu_milli, 2000);
+        let st = workload_status(d, &workloads[0].1, 1, "t");
+        assert_eq!(st["readyReplicas"], 1);
+        assert_eq!(st["unavailableReplicas"], 2);
+        assert_eq!(st["conditions"][0]["status"], "False");
+    }
+}

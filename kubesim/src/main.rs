@@ -1,0 +1,116 @@
+//! `fedraft-kubesim`: runs one simulated member cluster until interrupted.
+//!
+//! Prints the API URL as the first line of stdout (and `admin <url>` next, with
+//! `--admin-listen`), so scripts can read the bound address when they ask for port 0.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use fedraft_kubesim::{DarkMode, FaultSettings, SimConfig, Simulator};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "fedraft-kubesim",
+    about = "A simulated Kubernetes member cluster for fedraft"
+)]
+struct Args {
+    /// API listen address (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Admin-only listen address (`/_sim`), still reachable while the API is dark.
+    #[arg(long)]
+    admin_listen: Option<SocketAddr>,
+    /// Cluster name (node names, load-balancer address range).
+    #[arg(long, default_value = "kubesim")]
+    name: String,
+    #[arg(long, default_value_t = 3)]
+    nodes: u32,
+    #[arg(long, default_value = "8")]
+    node_cpu: String,
+    #[arg(long, default_value = "32Gi")]
+    node_memory: String,
+    #[arg(long, default_value_t = 110)]
+    node_pods: u32,
+    /// Delay before workload status converges to spec, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    status_delay_ms: u64,
+    #[arg(long, default_value_t = 5000)]
+    bookmark_interval_ms: u64,
+    /// Watch events retained before older resourceVersions get 410.
+    #[arg(long, default_value_t = 10_000)]
+    watch_history: usize,
+    /// Require `Authorization: Bearer <token>` on API requests.
+    #[arg(long, env = "KUBESIM_TOKEN")]
+    token: Option<String>,
+    /// Added latency per API request, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    latency_ms: u64,
+    /// Fraction of API requests answered with --error-code.
+    #[arg(long, default_value_t = 0.0)]
+    error_rate: f64,
+    #[arg(long, default_value_t = 500)]
+    error_code: u16,
+    /// Start dark in this mode.
+    #[arg(long, value_enum)]
+    dark: Option<DarkMode>,
+    /// With --dark: come back after this many milliseconds.
+    #[arg(long)]
+    dark_for_ms: Option<u64>,
+    /// First two octets of load-balancer addresses, e.g. 10.7.
+    #[arg(long)]
+    lb_ip_prefix: Option<String>,
+    /// Seed for the error-rate dice.
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "fedraft_kubesim=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let a = Args::parse();
+    let config = SimConfig {
+        name: a.name,
+        listen: a.listen,
+        admin_listen: a.admin_listen,
+        nodes: a.nodes,
+        node_cpu: a.node_cpu,
+        node_memory: a.node_memory,
+        node_pods: a.node_pods,
+        status_delay: Duration::from_millis(a.status_delay_ms),
+        bookmark_interval: Duration::from_millis(a.bookmark_interval_ms.max(1)),
+        watch_history: a.watch_history,
+        token: a.token,
+        faults: FaultSettings {
+            latency_ms: a.latency_ms,
+            error_rate: a.error_rate,
+            error_code: a.error_code,
+        },
+        lb_ip_prefix: a.lb_ip_prefix,
+        seed: a.seed,
+    };
+    let sim = Simulator::start(config)
+        .await
+        .context("starting the simulator")?;
+    println!("{}", sim.url());
+    if let Some(admin) = sim.admin_addr() {
+        println!("admin http://{admin}");
+    }
+    match (a.dark, a.dark_for_ms) {
+        (Some(mode), Some(ms)) => sim.admin().go_dark_for(mode, Duration::from_millis(ms)),
+        (Some(mode), None) => sim.admin().go_dark(mode),
+        _ => {}
+    }
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for ctrl-c")?;
+    sim.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,531 @@
+//! The HTTP surface: the router, path parsing, query parameters, and the read verbs (get,
+//! list with paging, watch). Write verbs live in `writes`, admin endpoints in `admin`.
+//!
+//! Every Kubernetes resource path (`/api/v1/...`, `/apis/{group}/{version}/...`) lands in one
+//! handler that parses it into a [`Target`] and dispatches on the verb. Unknown paths (including
+//! `/openapi/v2`) get a 404 Status. `/openapi/v3` serves only what kubectl's `apply` needs to see
+//! that the server does field validation itself; without it kubectl refuses to apply.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::middleware::{from_fn_with_state, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use crate::discovery::{self, ResourceDef};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::stats::Verb;
+use crate::status::{ApiError, Subject};
+use crate::{admin, faults, meta, watch, writes, Shared};
+
+/// kube-apiserver's own request body limit is 3 MiB.
+const BODY_LIMIT_BYTES: usize = 3 * 1024 * 1024;
+/// Longest watch a client may ask for; kube-rs asks for 290 s.
+const MAX_WATCH_TIMEOUT_S: u64 = 1800;
+
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/version", get(version))
+        .route("/healthz", get(ok))
+        .route("/livez", get(ok))
+        .route("/readyz", get(ok))
+        .route("/api", get(api_versions))
+        .route("/apis", get(|| async { Json(discovery::group_list()) }))
+        .route("/api/v1", get(|| async { resource_list("", "v1") }))
+        .route("/apis/{group}", get(api_group))
+        .route(
+            "/apis/{group}/{version}",
+            get(|Path((g, v)): Path<(String, String)>| async move { resource_list(&g, &v) }),
+        )
+        .route(
+            "/openapi/v3",
+            get(|| async { Json(discovery::openapi_v3_root()) }),
+        )
+        .route(
+            "/openapi/v3/api/v1",
+            get(|| async { openapi_doc("", "v1") }),
+        )
+        .route(
+            "/openapi/v3/apis/{group}/{version}",
+            get(|Path((g, v)): Path<(String, String)>| async move { openapi_doc(&g, &v) }),
+        )
+        .route("/api/v1/{*rest}", any(core_resource))
+        .route("/apis/{group}/{version}/{*rest}", any(group_resource))
+        .nest("/_sim", admin::router())
+        .fallback(not_found)
+        .layer(from_fn_with_state(shared.clone(), faults::middleware))
+        .layer(from_fn_with_state(shared.clone(), auth))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
+        .with_state(shared)
+}
+
+/// Bearer-token check. Health and version stay open, as kube-apiserver's
+/// `system:public-info-viewer` role leaves them.
+async fn auth(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    if let Some(token) = &shared.config.token {
+        let public = matches!(
+            req.uri().path(),
+            "/healthz" | "/livez" | "/readyz" | "/version"
+        );
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !public && given != Some(token.as_str()) {
+            return ApiError::Unauthorized.into_response();
+        }
+    }
+    next.run(req).await
+}
+
+async fn ok() -> &'static str {
+    "ok"
+}
+
+async fn version(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    Json(discovery::version_doc(&format!(
+        "v1.32.0-kubesim+{}",
+        shared.config.name
+    )))
+}
+
+async fn api_versions(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    Json(discovery::core_versions(&shared.addr_string()))
+}
+
+async fn api_group(Path(group): Path<String>) -> Response {
+    match discovery::group(&group) {
+        Some(doc) => Json(doc).into_response(),
+        None => not_found_path(&format!("/apis/{group}")),
+    }
+}
+
+fn resource_list(group: &str, version: &str) -> Response {
+    match discovery::resource_list(group, version) {
+        Some(doc) => Json(doc).into_response(),
+        None => not_found_path(&format!("/apis/{group}/{version}")),
+    }
+}
+
+fn openapi_doc(group: &str, version: &str) -> Response {
+    match discovery::openapi_v3_group_version(group, version) {
+        Some(doc) => Json(doc).into_response(),
+        None => not_found_path(&format!("/openapi/v3/apis/{group}/{version}")),
+    }
+}
+
+async fn not_found(uri: Uri) -> Response {
+    not_found_path(uri.path())
+}
+
+fn not_found_path(path: &str) -> Response {
+    ApiError::NotFound {
+        subject: Subject::default(),
+        message: format!("the server could not find the requested resource ({path})"),
+    }
+    .into_response()
+}
+
+/// What a resource path names.
+#[derive(Debug)]
+pub struct Target {
+    pub res: &'static ResourceDef,
+    /// Namespace from the path; None for cluster-scoped kinds and all-namespace lists.
+    pub ns: Option<String>,
+    pub name: Option<String>,
+    /// Only "status" is served.
+    pub sub: Option<String>,
+}
+
+impl Target {
+    pub fn ns_str(&self) -> &str {
+        self.ns.as_deref().unwrap_or("")
+    }
+
+    pub fn subject(&self, name: &str) -> Subject {
+        Subject {
+            group: self.res.group.to_string(),
+            kind: self.res.plural.to_string(),
+            name: name.to_string(),
+        }
+    }
+}
+
+fn unknown_resource(group: &str, version: &str, rest: &str) -> ApiError {
+    ApiError::NotFound {
+        subject: Subject::default(),
+        message: format!(
+            "the server could not find the requested resource ({group}/{version}/{rest})"
+        ),
+    }
+}
+
+pub fn parse_target(group: &str, version: &str, rest: &str) -> Result<Target, ApiError> {
+    let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    let lookup = |plural: &str| {
+        discovery::find(group, version, plural)
+            .ok_or_else(|| unknown_resource(group, version, rest))
+    };
+    let owned = |s: &&str| s.to_string();
+    // namespaces/{ns}/{plural}... names a namespaced resource, unless {plural} is a
+    // subresource of the namespace itself.
+    let namespaced_path = segs.len() >= 3
+        && segs[0] == "namespaces"
+        && discovery::find(group, version, segs[2]).is_some_and(|r| r.namespaced);
+    let (res, ns, name, sub) = if namespaced_path {
+        (
+            lookup(segs[2])?,
+            segs.get(1).map(owned),
+            segs.get(3).map(owned),
+            segs.get(4).map(owned),
+        )
+    } else {
+        if segs.len() > 3 {
+            return Err(unknown_resource(group, version, rest));
+        }
+        let res = lookup(segs.first().copied().unwrap_or(""))?;
+        if res.namespaced && segs.len() > 1 {
+            // A namespaced kind addressed without its namespace.
+            return Err(unknown_resource(group, version, rest));
+        }
+        (res, None, segs.get(1).map(owned), segs.get(2).map(owned))
+    };
+    if segs.len() > 5 || (sub.is_some() && (sub.as_deref() != Some("status") || !res.has_status)) {
+        return Err(unknown_resource(group, version, rest));
+    }
+    Ok(Target { res, ns, name, sub })
+}
+
+/// Query parameters; repeated keys keep the last value.
+pub struct Params(HashMap<String, String>);
+
+impl Params {
+    fn from_uri(uri: &Uri) -> Result<Self, ApiError> {
+        let q = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri)
+            .map_err(|e| ApiError::BadRequest(format!("invalid query: {e}")))?;
+        Ok(Params(q.0.into_iter().collect()))
+    }
+
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0.get(k).map(String::as_str).filter(|v| !v.is_empty())
+    }
+
+    pub fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("true" | "1"))
+    }
+
+    pub fn dry_run(&self) -> bool {
+        self.get("dryRun") == Some("All")
+    }
+
+    fn u64(&self, k: &str) -> Result<Option<u64>, ApiError> {
+        self.get(k)
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| ApiError::BadRequest(format!("invalid {k}: {v:?}")))
+            })
+            .transpose()
+    }
+}
+
+/// Everything a resource handler needs from the request.
+pub struct Call {
+    pub shared: Arc<Shared>,
+    pub target: Target,
+    pub params: Params,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+async fn core_resource(
+    State(shared): State<Arc<Shared>>,
+    Path(rest): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    dispatch(shared, "", "v1", &rest, method, uri, headers, body).await
+}
+
+async fn group_resource(
+    State(shared): State<Arc<Shared>>,
+    Path((group, version, rest)): Path<(String, String, String)>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    dispatch(shared, &group, &version, &rest, method, uri, headers, body).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn dispatch(
+    shared: Arc<Shared>,
+    group: &str,
+    version: &str,
+    rest: &str,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let call = match (parse_target(group, version, rest), Params::from_uri(&uri)) {
+        (Ok(target), Ok(params)) => Call {
+            shared,
+            target,
+            params,
+            headers,
+            body,
+        },
+        (Err(e), _) | (_, Err(e)) => return e.into_response(),
+    };
+    let named = call.target.name.is_some();
+    let verb = match (&method, named) {
+        (&Method::GET, true) => Verb::Get,
+        (&Method::GET, false) if call.params.flag("watch") => Verb::Watch,
+        (&Method::GET, false) => Verb::List,
+        (&Method::POST, false) => Verb::Create,
+        (&Method::PUT, true) => Verb::Update,
+        (&Method::PATCH, true) if is_apply(&call.headers) => Verb::Apply,
+        (&Method::PATCH, true) => Verb::Patch,
+        (&Method::DELETE, true) => Verb::Delete,
+        (&Method::DELETE, false) => Verb::DeleteCollection,
+        _ => {
+            return ApiError::MethodNotAllowed(format!(
+                "the server does not allow this method on the requested resource ({method})"
+            ))
+            .into_response()
+        }
+    };
+    call.shared.stats.request(verb);
+    let result = match verb {
+        Verb::Get => get_one(&call),
+        Verb::List => list(&call),
+        Verb::Watch => return watch(&call),
+        Verb::Create => writes::create(&call),
+        Verb::Update => writes::update(&call),
+        Verb::Patch | Verb::Apply => writes::patch(&call),
+        Verb::Delete => writes::delete(&call),
+        Verb::DeleteCollection => writes::delete_collection(&call),
+    };
+    match result {
+        Ok((code, outcome_changed, v)) => {
+            if outcome_changed && !call.params.dry_run() {
+                call.shared.stats.changed(verb);
+            }
+            (code, Json(v)).into_response()
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+fn is_apply(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/apply-patch"))
+}
+
+/// A handler's reply: HTTP code, whether stored state changed, body.
+pub type Reply = Result<(StatusCode, bool, Value), ApiError>;
+
+fn get_one(call: &Call) -> Reply {
+    let t = &call.target;
+    let name = t.name.as_deref().unwrap_or("");
+    if t.res.namespaced && t.ns.is_none() {
+        return Err(ApiError::not_found(t.subject(name)));
+    }
+    match call.shared.store.get(t.res, t.ns_str(), name) {
+        Some(obj) => Ok((StatusCode::OK, false, obj)),
+        None => Err(ApiError::not_found(t.subject(name))),
+    }
+}
+
+fn selectors(params: &Params) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    Ok((
+        LabelSelector::parse(params.get("labelSelector").unwrap_or(""))?,
+        FieldSelector::parse(params.get("fieldSelector").unwrap_or(""))?,
+    ))
+}
+
+/// A continue token is `{list rv}/{namespace}/{name}` of the last item served.
+fn parse_continue(tok: &str) -> Result<(u64, String, String), ApiError> {
+    let bad = || ApiError::BadRequest(format!("invalid continue token {tok:?}"));
+    let mut parts = tok.splitn(3, '/');
+    let rv = parts.next().and_then(|r| r.parse().ok()).ok_or_else(bad)?;
+    let ns = parts.next().ok_or_else(bad)?.to_string();
+    let name = parts.next().ok_or_else(bad)?.to_string();
+    Ok((rv, ns, name))
+}
+
+fn list(call: &Call) -> Reply {
+    let t = &call.target;
+    let p = &call.params;
+    let (labels, fields) = selectors(p)?;
+    let store = &call.shared.store;
+    let (items, current_rv) = store.list(t.res, t.ns.as_deref());
+    let (list_rv, after) = match p.get("continue") {
+        Some(tok) => {
+            let (rv, ns, name) = parse_continue(tok)?;
+            // Pages are served from current state; a token from before the retained history
+            // is refused exactly as kube-apiserver refuses a compacted one.
+            if rv < store.floor_rv() {
+                return Err(ApiError::Expired(
+                    "The provided continue parameter is too old to display a consistent list \
+                     result. You can start a new list without the continue parameter."
+                        .into(),
+                ));
+            }
+            (rv, Some((ns, name)))
+        }
+        None => {
+            let asked = p.u64("resourceVersion")?;
+            if p.get("resourceVersionMatch") == Some("Exact")
+                && asked.is_some_and(|rv| rv != current_rv)
+            {
+                return Err(ApiError::Expired(format!(
+                    "too old resource version: {} ({current_rv})",
+                    asked.unwrap_or(0)
+                )));
+            }
+            (current_rv, None)
+        }
+    };
+    let limit = p.u64("limit")?.filter(|l| *l > 0).map(|l| l as usize);
+    let mut matching = items
+        .into_iter()
+        .filter(|o| labels.matches(o) && fields.matches(o));
+    let mut page: Vec<Value> = Vec::new();
+    let key = |o: &Value| {
+        (
+            meta::meta_str(o, "namespace").unwrap_or("").to_string(),
+            meta::name(o).to_string(),
+        )
+    };
+    for o in matching.by_ref() {
+        if after.as_ref().is_some_and(|a| key(&o) <= *a) {
+            continue;
+        }
+        page.push(o);
+        if limit.is_some_and(|l| page.len() >= l) {
+            break;
+        }
+    }
+    let remaining = matching.count();
+    let mut metadata = json!({ "resourceVersion": list_rv.to_string() });
+    if remaining > 0 {
+        if let Some(last) = page.last() {
+            let (ns, name) = key(last);
+            metadata["continue"] = json!(format!("{list_rv}/{ns}/{name}"));
+            metadata["remainingItemCount"] = json!(remaining);
+        }
+    }
+    Ok((
+        StatusCode::OK,
+        false,
+        json!({
+            "kind": format!("{}List", t.res.kind),
+            "apiVersion": t.res.api_version(),
+            "metadata": metadata,
+            "items": page,
+        }),
+    ))
+}
+
+fn watch(call: &Call) -> Response {
+    match start_watch(call) {
+        Ok(body) => Response::builder()
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()),
+        Err(e @ ApiError::Expired(_)) => {
+            // kube-apiserver answers 200 and sends the 410 as the first event; kube-rs's watcher
+            // relists only on that form.
+            let frame = format!("{}\n", json!({ "type": "ERROR", "object": e.to_status() }));
+            Response::builder()
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(frame))
+                .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+fn start_watch(call: &Call) -> Result<Body, ApiError> {
+    let p = &call.params;
+    let (labels, fields) = selectors(p)?;
+    let initial_events = p.flag("sendInitialEvents");
+    let from_rv = match p.u64("resourceVersion")? {
+        Some(0) | None => None,
+        Some(_) if initial_events => None,
+        Some(rv) => Some(rv),
+    };
+    let timeout_s = p.u64("timeoutSeconds")?.unwrap_or(MAX_WATCH_TIMEOUT_S);
+    let spec = watch::WatchSpec {
+        res: call.target.res,
+        ns: call.target.ns.clone(),
+        labels,
+        fields,
+        bookmarks: p.flag("allowWatchBookmarks"),
+        initial_events_end: initial_events,
+        timeout: Duration::from_secs(timeout_s.clamp(1, MAX_WATCH_TIMEOUT_S)),
+        bookmark_interval: call.shared.config.bookmark_interval,
+    };
+    let sub = call
+        .shared
+        .store
+        .subscribe(call.target.res, call.target.ns.as_deref(), from_rv)?;
+    Ok(Body::from_stream(watch::start(spec, sub)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        let t = parse_target("", "v1", "namespaces").unwrap();
+        assert_eq!((t.res.plural, t.name), ("namespaces", None));
+        let t = parse_target("", "v1", "namespaces/a").unwrap();
+        assert_eq!((t.res.plural, t.name.as_deref()), ("namespaces", Some("a")));
+        let t = parse_target("", "v1", "namespaces/a/status").unwrap();
+        assert_eq!(
+            (t.res.plural, t.sub.as_deref()),
+            ("namespaces", Some("status"))
+        );
+        let t = parse_target("", "v1", "namespaces/a/configmaps/c").unwrap();
+        assert_eq!(
+            (t.res.plural, t.ns.as_deref(), t.name.as_deref()),
+            ("configmaps", Some("a"), Some("c"))
+        );
+        let t = parse_target("apps", "v1", "namespaces/a/deployments/d/status").unwrap();
+        assert_eq!(
+            (t.res.plural, t.sub.as_deref()),
+            ("deployments", Some("status"))
+        );
+        let t = parse_target("apps", "v1", "deployments").unwrap();
+        assert!(t.ns.is_none() && t.name.is_none());
+        assert!(parse_target("apps", "v1", "widgets").is_err());
+        assert!(parse_target("", "v1", "namespaces/a/configmaps/c/scale").is_err());
+        assert!(parse_target("", "v1", "configmaps/c").is_err());
+    }
+
+    #[test]
+    fn continue_tokens() {
+        assert_eq!(
+            parse_continue("7/ns/n").unwrap(),
+            (7, "ns".into(), "n".into())
+        );
+        assert_eq!(parse_continue("7//n").unwrap(), (7, "".into(), "n".into()));
+        assert!(parse_continue("x/ns/n").is_err());
+    }
+}

@@ -1,0 +1,42 @@
+//! The one error type of fedraft-raft, shaped for callers: each variant says what to do next
+//! (retry later, go to the leader, give up).
+
+/// What can go wrong proposing, reading or managing the cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum RaftError {
+    /// No leader could commit (or confirm leadership) within the bounded wait. A proposal that
+    /// timed out may still commit later: its outcome is unknown, retry with the same request id.
+    #[error("no quorum: nothing committed within {waited_ms} ms")]
+    NoQuorum { waited_ms: u64 },
+    /// The operation must run on the leader and this node is not it.
+    #[error("not the leader (leader: {leader_id:?} at {leader_addr:?})")]
+    NotLeader {
+        leader_id: Option<u64>,
+        leader_addr: Option<String>,
+    },
+    /// Talking to the leader failed in a way that may or may not have delivered the request.
+    #[error("forwarding to the leader failed: {0}")]
+    Forward(String),
+    /// The node's data directory refused to open or a write failed.
+    #[error(transparent)]
+    Storage(#[from] fedraft_store::StoreError),
+    /// A log entry, snapshot or wire message could not be encoded or decoded.
+    #[error("codec: {0}")]
+    Codec(String),
+    /// The request was refused by the cluster (bad membership change, invalid configuration).
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// The node is shutting down or has stopped.
+    #[error("node is shut down")]
+    Shutdown,
+    /// Raft stopped on an unrecoverable error (storage failure, broken invariant).
+    #[error("fatal: {0}")]
+    Fatal(String),
+}
+
+pub(crate) fn fatal(f: openraft::error::Fatal<u64>) -> RaftError {
+    match f {
+        openraft::error::Fatal::Stopped => RaftError::Shutdown,
+        other => RaftError::Fatal(other.to_string()),
+    }
+}

@@ -1,0 +1,27 @@
+//! fedraft-raft: the openraft node. Log storage and state-machine adapters over `fedraft-store`,
+//! the node-to-node network, bootstrap and membership, propose-with-forwarding and linearizable
+//! reads. It holds no business logic: every decision is `fedraft-core`'s.
+//!
+//! Start at [`FedNode`] (`node.rs`). Storage adapters: `log_store.rs` (durable log and vote),
+//! `state_machine.rs` (core state, snapshots, audit records). Transport: `network/` (HTTP +
+//! bincode, cluster-secret auth). Timeouts and their reasoning: `config.rs`.
+
+// openraft's storage traits fix their error type (`StorageError`, ~224 bytes); helpers that feed
+// those traits return it as is rather than boxing and unboxing at every call.
+#![allow(clippy::result_large_err)]
+
+mod batcher;
+pub mod config;
+pub mod error;
+pub mod log_store;
+pub mod network;
+pub mod node;
+pub mod state_machine;
+pub mod types;
+pub mod wire;
+
+pub use config::NodeConfig;
+pub use error::RaftError;
+pub use network::client::{install_crypto_provider, PeerClient};
+pub use node::FedNode;
+pub use types::{AppliedEntry, NodeReport, NodeStatus, Proposal, TypeConfig};

@@ -1,0 +1,210 @@
+//! openraft's log storage (storage-v2 `RaftLogStorage`) over fedraft-store.
+//!
+//! Durability: `append` returns once the entries are readable and fires openraft's flush
+//! callback only when the store's syncer has fsynced the WAL holding them; `save_vote` returns
+//! after a synced write. Truncate, purge and the committed index are ordered behind earlier
+//! appends by the store's single writer. Reads run on the blocking pool.
+
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use fedraft_store::{Done, Store, StoreError};
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{AnyError, OptionalSend, RaftLogId, RaftLogReader, StorageIOError};
+
+use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
+use crate::wire;
+
+/// Awaits a queued store write.
+pub(crate) async fn store_op(f: impl FnOnce(Done)) -> Result<(), StoreError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    f(Box::new(move |r| {
+        let _ = tx.send(r);
+    }));
+    rx.await.unwrap_or(Err(StoreError::Closed))
+}
+
+/// Runs a blocking store read off the async runtime.
+pub(crate) async fn store_read<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or(Err(StoreError::Closed))
+}
+
+fn read_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::read_logs(AnyError::new(&e)).into()
+}
+
+fn write_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::write_logs(AnyError::new(&e)).into()
+}
+
+#[derive(Clone)]
+pub struct LogStore {
+    store: Store,
+    /// Last committed index openraft persisted, for `status()`.
+    committed: Arc<AtomicU64>,
+}
+
+impl LogStore {
+    pub fn new(store: Store, committed: Arc<AtomicU64>) -> Self {
+        LogStore { store, committed }
+    }
+
+    fn decode_opt<T: serde::de::DeserializeOwned>(
+        bytes: Option<Vec<u8>>,
+    ) -> Result<Option<T>, StorageError> {
+        bytes
+            .map(|b| wire::decode(&b))
+            .transpose()
+            .map_err(read_err)
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let start = match range.start_bound() {
+            Bound::Included(x) => *x,
+            Bound::Excluded(x) => x.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(x) => x.saturating_add(1),
+            Bound::Excluded(x) => *x,
+            Bound::Unbounded => u64::MAX,
+        };
+        let store = self.store.clone();
+        let raw = store_read(move || store.log_range(start, end))
+            .await
+            .map_err(read_err)?;
+        raw.iter()
+            .map(|(_, b)| wire::decode::<Entry>(b).map_err(read_err))
+            .collect()
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let store = self.store.clone();
+        let (purged, last) = store_read(move || Ok((store.last_purged()?, store.last_log()?)))
+            .await
+            .map_err(read_err)?;
+        let last_purged_log_id: Option<LogId> = Self::decode_opt(purged)?;
+        let last_log_id = match last {
+            Some((_, bytes)) => Some(
+                *wire::decode::<Entry>(&bytes)
+                    .map_err(read_err)?
+                    .get_log_id(),
+            ),
+            None => last_purged_log_id,
+        };
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
+        let bytes = wire::encode(vote)
+            .map_err(|e| StorageError::from(StorageIOError::write_vote(AnyError::new(&e))))?;
+        // Synced before returning: a forgotten vote could let this node vote twice in a term.
+        store_op(|d| self.store.save_vote(bytes, d))
+            .await
+            .map_err(|e| StorageIOError::write_vote(AnyError::new(&e)).into())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
+        let store = self.store.clone();
+        let v = store_read(move || store.vote())
+            .await
+            .map_err(|e| StorageError::from(StorageIOError::read_vote(AnyError::new(&e))))?;
+        Self::decode_opt(v)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        if let Some(c) = &committed {
+            self.committed.fetch_max(c.index, Ordering::Relaxed);
+        }
+        let bytes = wire::encode(&committed).map_err(write_err)?;
+        store_op(|d| self.store.save_committed(bytes, d))
+            .await
+            .map_err(write_err)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        let store = self.store.clone();
+        let c = store_read(move || store.committed())
+            .await
+            .map_err(read_err)?;
+        let c: Option<Option<LogId>> = Self::decode_opt(c)?;
+        let c = c.flatten();
+        if let Some(c) = &c {
+            self.committed.fetch_max(c.index, Ordering::Relaxed);
+        }
+        Ok(c)
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut batch = Vec::new();
+        for e in entries {
+            let bytes = wire::encode(&e).map_err(write_err)?;
+            batch.push((e.get_log_id().index, bytes));
+        }
+        tracing::trace!(
+            entries = batch.len(),
+            first = batch.first().map(|b| b.0),
+            "append"
+        );
+        if batch.is_empty() {
+            callback.log_io_completed(Ok(()));
+            return Ok(());
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.store.append(
+            batch,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+            // Fires on the syncer thread after the WAL fsync: only then may openraft count this
+            // node's copy towards a quorum.
+            Box::new(move |r| callback.log_io_completed(r.map_err(std::io::Error::other))),
+        );
+        rx.await
+            .unwrap_or(Err(StoreError::Closed))
+            .map_err(write_err)
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        store_op(|d| self.store.truncate(log_id.index, d))
+            .await
+            .map_err(write_err)
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let bytes = wire::encode(&log_id).map_err(write_err)?;
+        store_op(|d| self.store.purge(log_id.index, bytes, d))
+            .await
+            .map_err(write_err)
+    }
+}

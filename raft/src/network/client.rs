@@ -1,0 +1,278 @@
+//! Outbound peer calls over one pooled reqwest client: openraft's `RaftNetwork` (append, vote,
+//! snapshot chunks) and fedraft's own forwarding calls (propose, read-index, status).
+//!
+//! Error mapping matters for openraft's retry logic: a refused connection is `Unreachable`
+//! (back off), anything else that failed in transit is `Network` (retry), and an error the peer
+//! itself returned is `RemoteError`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError as OrRaftError, RemoteError,
+    Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::*;
+use crate::error::RaftError;
+use crate::types::{NodeId, Proposal, TypeConfig};
+use crate::wire::{self, ProposeReply, ReadIndexReply};
+
+/// Installs the process-wide rustls provider (ring) once; a second install is not an error.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Why a peer call failed in transit.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The request never reached the peer (connection refused, DNS): safe to retry anywhere.
+    #[error("peer unreachable: {0}")]
+    Unreachable(String),
+    /// The request may or may not have been processed (timeout, reset mid-request).
+    #[error("peer call failed: {0}")]
+    Transport(String),
+    /// The peer answered with a non-success HTTP status (401: wrong secret).
+    #[error("peer answered HTTP {0}")]
+    Status(u16),
+    #[error(transparent)]
+    Codec(#[from] RaftError),
+}
+
+/// A pooled HTTP client that authenticates with the cluster secret.
+#[derive(Clone)]
+pub struct PeerClient {
+    http: reqwest::Client,
+    bearer: Arc<str>,
+}
+
+impl PeerClient {
+    pub fn new(secret: &str) -> Result<PeerClient, RaftError> {
+        install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .pool_idle_timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(64)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| RaftError::Invalid(format!("http client: {e}")))?;
+        Ok(PeerClient {
+            http,
+            bearer: format!("Bearer {secret}").into(),
+        })
+    }
+
+    /// POSTs raw bytes to `http://{addr}{path}` and returns the response body.
+    pub async fn post(
+        &self,
+        addr: &str,
+        path: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+        extra: &[(&str, String)],
+    ) -> Result<Vec<u8>, CallError> {
+        let mut req = self
+            .http
+            .post(format!("http://{addr}{path}"))
+            .header(AUTH_HEADER, &*self.bearer)
+            .header("content-type", "application/octet-stream")
+            .timeout(timeout)
+            .body(body);
+        for (k, v) in extra {
+            req = req.header(*k, v);
+        }
+        let resp = req.send().await.map_err(classify)?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(CallError::Status(status.as_u16()));
+        }
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| CallError::Transport(e.to_string()))?;
+        Ok(bytes.to_vec())
+    }
+
+    async fn call<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        addr: &str,
+        path: &str,
+        req: &Req,
+        timeout: Duration,
+        extra: &[(&str, String)],
+    ) -> Result<Resp, CallError> {
+        let body = wire::encode(req)?;
+        let bytes = self.post(addr, path, body, timeout, extra).await?;
+        Ok(wire::decode(&bytes)?)
+    }
+
+    /// Asks `addr` to commit a proposal. `forwarded`: the receiver must not forward it again.
+    pub async fn propose(
+        &self,
+        addr: &str,
+        p: &Proposal,
+        timeout: Duration,
+        forwarded: bool,
+    ) -> Result<Result<fedraft_core::state::Applied, RaftError>, CallError> {
+        let mut extra = vec![(TIMEOUT_HEADER, timeout.as_millis().to_string())];
+        if forwarded {
+            extra.push((FORWARDED_HEADER, "1".to_string()));
+        }
+        // The HTTP deadline is a little longer than the leader's, so its NoQuorum answer arrives.
+        let reply: ProposeReply = self
+            .call(
+                addr,
+                PATH_PROPOSE,
+                p,
+                timeout + Duration::from_millis(500),
+                &extra,
+            )
+            .await?;
+        Ok(match reply {
+            Ok(bytes) => wire::decode_applied(&bytes),
+            Err(refusal) => Err(refusal.into()),
+        })
+    }
+
+    /// Asks the leader at `addr` for a read index.
+    pub async fn read_index(
+        &self,
+        addr: &str,
+        timeout: Duration,
+    ) -> Result<Result<u64, RaftError>, CallError> {
+        let extra = [(TIMEOUT_HEADER, timeout.as_millis().to_string())];
+        let reply: ReadIndexReply = self
+            .call(
+                addr,
+                PATH_READ_INDEX,
+                &(),
+                timeout + Duration::from_millis(500),
+                &extra,
+            )
+            .await?;
+        Ok(reply.map_err(RaftError::from))
+    }
+
+    /// Fetches a node's status report (JSON) from its peer router.
+    pub async fn status(
+        &self,
+        addr: &str,
+        timeout: Duration,
+    ) -> Result<crate::NodeReport, CallError> {
+        let resp = self
+            .http
+            .get(format!("http://{addr}{PATH_STATUS}"))
+            .header(AUTH_HEADER, &*self.bearer)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(classify)?;
+        if !resp.status().is_success() {
+            return Err(CallError::Status(resp.status().as_u16()));
+        }
+        resp.json()
+            .await
+            .map_err(|e| CallError::Transport(e.to_string()))
+    }
+}
+
+fn classify(e: reqwest::Error) -> CallError {
+    if e.is_connect() {
+        CallError::Unreachable(e.to_string())
+    } else {
+        CallError::Transport(e.to_string())
+    }
+}
+
+/// Builds a connection handle per target for openraft.
+pub struct NetworkFactory {
+    client: PeerClient,
+}
+
+impl NetworkFactory {
+    pub fn new(client: PeerClient) -> Self {
+        NetworkFactory { client }
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = PeerConn;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerConn {
+        PeerConn {
+            client: self.client.clone(),
+            target,
+            addr: node.addr.clone(),
+        }
+    }
+}
+
+/// openraft's view of one peer.
+pub struct PeerConn {
+    client: PeerClient,
+    target: NodeId,
+    addr: String,
+}
+
+type RpcResult<T, E = openraft::error::Infallible> =
+    Result<T, RPCError<NodeId, BasicNode, OrRaftError<NodeId, E>>>;
+
+impl PeerConn {
+    async fn rpc<Req, Resp, E>(
+        &self,
+        path: &str,
+        req: &Req,
+        timeout: Duration,
+    ) -> RpcResult<Resp, E>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let reply: Result<Resp, OrRaftError<NodeId, E>> = self
+            .client
+            .call(&self.addr, path, req, timeout, &[])
+            .await
+            .map_err(|e| match e {
+                CallError::Unreachable(_) | CallError::Status(_) => {
+                    RPCError::Unreachable(Unreachable::new(&e))
+                }
+                other => RPCError::Network(NetworkError::new(&other)),
+            })?;
+        reply.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for PeerConn {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+        self.rpc(PATH_APPEND, &rpc, option.hard_ttl()).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
+        self.rpc(PATH_SNAPSHOT, &rpc, option.hard_ttl()).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>> {
+        self.rpc(PATH_VOTE, &rpc, option.hard_ttl()).await
+    }
+}

@@ -1,0 +1,20 @@
+//! Node-to-node transport: HTTP POST with bincode bodies, every request authenticated by the
+//! cluster secret. `client` is the pooled outbound side (openraft's `RaftNetwork` plus the
+//! forwarding calls); `server` is the axum peer router that answers them.
+
+pub mod client;
+pub mod server;
+
+/// Header carrying the cluster secret: `authorization: Bearer <secret>`.
+pub const AUTH_HEADER: &str = "authorization";
+/// Set on proposals a follower forwards, so the receiver never forwards them again.
+pub const FORWARDED_HEADER: &str = "x-fedraft-forwarded";
+/// The forwarder's remaining wait, so the leader gives up when the caller does.
+pub const TIMEOUT_HEADER: &str = "x-fedraft-timeout-ms";
+
+pub const PATH_APPEND: &str = "/raft/append";
+pub const PATH_VOTE: &str = "/raft/vote";
+pub const PATH_SNAPSHOT: &str = "/raft/snapshot";
+pub const PATH_PROPOSE: &str = "/raft/propose";
+pub const PATH_READ_INDEX: &str = "/raft/read-index";
+pub const PATH_STATUS: &str = "/raft/status";

@@ -1,0 +1,513 @@
+//! [`FedNode`]: one fedraft raft member. Owns the openraft instance, the state machine's shared
+//! state, the peer client and the leader's ticker. Start at [`FedNode::open`], then
+//! [`FedNode::propose`] and [`FedNode::read`].
+//!
+//! Must not: interpret commands (core does), or wait without a bound: every propose and read
+//! gives up with `NoQuorum` after `propose_timeout_ms`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use fedraft_core::command::Command;
+use fedraft_core::state::{Applied, State};
+use fedraft_store::Store;
+use openraft::error::{
+    CheckIsLeaderError, ClientWriteError, InitializeError, RaftError as OrRaftError,
+};
+use openraft::{BasicNode, ServerState};
+use tokio::sync::broadcast;
+
+use crate::batcher::{run_batcher, BatchOutcome, Pending, BATCH_QUEUE_PROPOSALS};
+use crate::config::NodeConfig;
+use crate::error::{fatal, RaftError};
+use crate::log_store::{store_read, LogStore};
+use crate::network::client::{CallError, NetworkFactory, PeerClient};
+use crate::state_machine::{SmShared, StateMachine};
+use crate::types::{AppliedEntry, NodeId, NodeReport, NodeStatus, Proposal, Raft};
+
+/// Actor recorded on the leader's tick entries.
+pub const TICK_ACTOR: &str = "fedraft/ticker";
+/// Longest pause between retries while a leader is being elected.
+const MAX_RETRY_PAUSE_MS: u64 = 100;
+
+/// A handle to the node; cheap to clone.
+#[derive(Clone)]
+pub struct FedNode {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: NodeConfig,
+    raft: Raft,
+    sm: Arc<SmShared>,
+    client: PeerClient,
+    committed: Arc<AtomicU64>,
+    /// Proposals to pack into the next raft entry (leader only).
+    batcher: tokio::sync::mpsc::Sender<Pending>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+/// Who can take a leader-only request right now.
+enum Leader {
+    Me,
+    Other { id: NodeId, addr: String },
+    Unknown,
+}
+
+/// One attempt's verdict inside a bounded retry loop.
+enum Attempt<T> {
+    Done(Result<T, RaftError>),
+    Retry,
+}
+
+impl FedNode {
+    /// Opens the data directory, restores the state machine and starts raft. The node serves
+    /// nothing until the caller mounts [`FedNode::peer_router`] on `advertise_peer_addr`.
+    pub async fn open(cfg: NodeConfig) -> Result<FedNode, RaftError> {
+        let raft_config = Arc::new(cfg.openraft_config()?);
+        let (dir, cluster) = (cfg.data_dir.clone(), cfg.cluster_id.clone());
+        let store = store_read(move || Store::open(&dir, &cluster)).await?;
+        let committed = Arc::new(AtomicU64::new(0));
+        let log_store = LogStore::new(store.clone(), committed.clone());
+        let sm = StateMachine::open(store).await?;
+        let shared = sm.shared();
+        let client = PeerClient::new(&cfg.cluster_secret)?;
+        let raft = Raft::new(
+            cfg.node_id,
+            raft_config,
+            NetworkFactory::new(client.clone()),
+            log_store,
+            sm,
+        )
+        .await
+        .map_err(fatal)?;
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let (batcher, batch_rx) = tokio::sync::mpsc::channel(BATCH_QUEUE_PROPOSALS);
+        tokio::spawn(run_batcher(raft.clone(), shared.clone(), batch_rx));
+        let inner = Arc::new(Inner {
+            cfg,
+            raft,
+            sm: shared,
+            client,
+            committed,
+            batcher,
+            stop,
+        });
+        tokio::spawn(run_ticker(Arc::downgrade(&inner), stop_rx));
+        tracing::info!(node_id = inner.cfg.node_id, addr = %inner.cfg.advertise_peer_addr, "raft node started");
+        Ok(FedNode { inner })
+    }
+
+    pub fn config(&self) -> &NodeConfig {
+        &self.inner.cfg
+    }
+
+    /// The openraft handle, for the peer router and advanced callers.
+    pub fn raft(&self) -> &Raft {
+        &self.inner.raft
+    }
+
+    /// axum routes under `/raft/*` for the peer listener, authenticated by the cluster secret.
+    pub fn peer_router(&self) -> axum::Router {
+        crate::network::server::router(self.clone())
+    }
+
+    /// Initialises a new cluster with these voters (id -> advertised peer addr). A node that is
+    /// already initialised (restart, or another member bootstrapped first) returns Ok.
+    pub async fn bootstrap(&self, members: BTreeMap<NodeId, String>) -> Result<(), RaftError> {
+        let nodes: BTreeMap<NodeId, BasicNode> = members
+            .into_iter()
+            .map(|(id, a)| (id, BasicNode::new(a)))
+            .collect();
+        match self.inner.raft.initialize(nodes).await {
+            Ok(()) => Ok(()),
+            Err(OrRaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+            Err(OrRaftError::APIError(e)) => Err(RaftError::Invalid(e.to_string())),
+            Err(OrRaftError::Fatal(f)) => Err(fatal(f)),
+        }
+    }
+
+    /// Membership changes wait up to this long: a learner may need a whole snapshot first.
+    fn membership_timeout(&self) -> Duration {
+        Duration::from_millis(self.inner.cfg.propose_timeout_ms.saturating_mul(6))
+    }
+
+    /// Adds a non-voting member and waits until it has caught up. Leader only.
+    pub async fn add_learner(&self, id: NodeId, addr: String) -> Result<(), RaftError> {
+        let fut = self.inner.raft.add_learner(id, BasicNode::new(addr), true);
+        match tokio::time::timeout(self.membership_timeout(), fut).await {
+            Err(_) => Err(RaftError::NoQuorum {
+                waited_ms: self.membership_timeout().as_millis() as u64,
+            }),
+            Ok(r) => r.map(|_| ()).map_err(write_error),
+        }
+    }
+
+    /// Replaces the voter set (members not in it are removed). Leader only.
+    pub async fn change_membership(&self, voters: BTreeSet<NodeId>) -> Result<(), RaftError> {
+        let fut = self.inner.raft.change_membership(voters, false);
+        match tokio::time::timeout(self.membership_timeout(), fut).await {
+            Err(_) => Err(RaftError::NoQuorum {
+                waited_ms: self.membership_timeout().as_millis() as u64,
+            }),
+            Ok(r) => r.map(|_| ()).map_err(write_error),
+        }
+    }
+
+    /// Commits and applies a command, forwarding to the leader when called on a follower. The
+    /// leader stamps `timestamp_ms`. A request id seen again within core's retention window
+    /// returns the first outcome (`Applied::duplicate_of`) instead of applying twice.
+    pub async fn propose(&self, p: Proposal) -> Result<Applied, RaftError> {
+        self.propose_within(p, Duration::from_millis(self.inner.cfg.propose_timeout_ms))
+            .await
+    }
+
+    /// [`FedNode::propose`] with an explicit bound.
+    pub async fn propose_within(
+        &self,
+        p: Proposal,
+        timeout: Duration,
+    ) -> Result<Applied, RaftError> {
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(RaftError::NoQuorum {
+                    waited_ms: started.elapsed().as_millis() as u64,
+                });
+            }
+            let attempt = match self.leader() {
+                Leader::Me => self.try_propose_local(&p, remaining, started).await,
+                Leader::Other { addr, .. } => self.try_forward(&addr, &p, remaining, started).await,
+                Leader::Unknown => Attempt::Retry,
+            };
+            if let Attempt::Done(r) = attempt {
+                return r;
+            }
+            pause = self.pause(pause, deadline).await;
+        }
+    }
+
+    /// Leader-only propose for requests another node forwarded: never forwards again.
+    pub(crate) async fn propose_here(
+        &self,
+        p: Proposal,
+        timeout: Duration,
+    ) -> Result<Applied, RaftError> {
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(RaftError::NoQuorum {
+                    waited_ms: started.elapsed().as_millis() as u64,
+                });
+            }
+            match self.leader() {
+                Leader::Me => {
+                    if let Attempt::Done(r) = self.try_propose_local(&p, remaining, started).await {
+                        return r;
+                    }
+                }
+                Leader::Other { id, addr } => {
+                    return Err(RaftError::NotLeader {
+                        leader_id: Some(id),
+                        leader_addr: Some(addr),
+                    })
+                }
+                // Mid-election: wait for it to settle rather than bounce the caller.
+                Leader::Unknown => {}
+            }
+            pause = self.pause(pause, deadline).await;
+        }
+    }
+
+    async fn pause(&self, pause: Duration, deadline: Instant) -> Duration {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        tokio::time::sleep(pause.min(remaining)).await;
+        (pause * 2).min(Duration::from_millis(MAX_RETRY_PAUSE_MS))
+    }
+
+    async fn try_propose_local(
+        &self,
+        p: &Proposal,
+        remaining: Duration,
+        started: Instant,
+    ) -> Attempt<Applied> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let pending = Pending {
+            proposal: p.clone(),
+            reply,
+        };
+        let queued = async {
+            self.inner.batcher.send(pending).await.ok()?;
+            rx.await.ok()
+        };
+        match tokio::time::timeout(remaining, queued).await {
+            Err(_) => Attempt::Done(Err(RaftError::NoQuorum {
+                waited_ms: started.elapsed().as_millis() as u64,
+            })),
+            Ok(None) => Attempt::Done(Err(RaftError::Shutdown)),
+            Ok(Some(BatchOutcome::Applied(a))) => Attempt::Done(Ok(a)),
+            Ok(Some(BatchOutcome::NotLeader)) => Attempt::Retry,
+            Ok(Some(BatchOutcome::Failed(e))) => Attempt::Done(Err(e)),
+        }
+    }
+
+    async fn try_forward(
+        &self,
+        addr: &str,
+        p: &Proposal,
+        remaining: Duration,
+        started: Instant,
+    ) -> Attempt<Applied> {
+        match self.inner.client.propose(addr, p, remaining, true).await {
+            Ok(Ok(applied)) => Attempt::Done(Ok(applied)),
+            Ok(Err(RaftError::NotLeader { .. })) | Ok(Err(RaftError::Shutdown)) => Attempt::Retry,
+            Ok(Err(e)) => Attempt::Done(Err(e)),
+            // Never delivered: safe to retry whatever the request id.
+            Err(CallError::Unreachable(_)) => Attempt::Retry,
+            Err(e) => {
+                if started.elapsed() >= Duration::from_millis(self.inner.cfg.propose_timeout_ms) {
+                    Attempt::Done(Err(RaftError::NoQuorum {
+                        waited_ms: started.elapsed().as_millis() as u64,
+                    }))
+                } else if p.request_id.is_empty() {
+                    // Maybe applied, and nothing would stop a second copy: report, do not retry.
+                    Attempt::Done(Err(RaftError::Forward(e.to_string())))
+                } else {
+                    // Core dedupes by request id, so a retry cannot apply it twice.
+                    Attempt::Retry
+                }
+            }
+        }
+    }
+
+    fn leader(&self) -> Leader {
+        let m = self.inner.raft.metrics();
+        let m = m.borrow();
+        match m.current_leader {
+            Some(id) if id == self.inner.cfg.node_id => {
+                if m.state == ServerState::Leader {
+                    Leader::Me
+                } else {
+                    Leader::Unknown
+                }
+            }
+            Some(id) => match m.membership_config.membership().get_node(&id) {
+                Some(n) => Leader::Other {
+                    id,
+                    addr: n.addr.clone(),
+                },
+                None => Leader::Unknown,
+            },
+            None => Leader::Unknown,
+        }
+    }
+
+    /// Linearizable read: confirm the read index with a quorum (on the leader, or by asking it),
+    /// wait until this node has applied that far, then run `f` on local state.
+    pub async fn read<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&State) -> R + Send + 'static,
+    ) -> Result<R, RaftError> {
+        let started = Instant::now();
+        let timeout = Duration::from_millis(self.inner.cfg.propose_timeout_ms);
+        let deadline = started + timeout;
+        let mut pause = Duration::from_millis(10);
+        let index = loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(RaftError::NoQuorum {
+                    waited_ms: started.elapsed().as_millis() as u64,
+                });
+            }
+            let attempt = match self.leader() {
+                Leader::Me => self.try_read_index_local(remaining, started).await,
+                Leader::Other { addr, .. } => {
+                    match self.inner.client.read_index(&addr, remaining).await {
+                        Ok(Ok(i)) => Attempt::Done(Ok(i)),
+                        Ok(Err(RaftError::NoQuorum { waited_ms })) => {
+                            Attempt::Done(Err(RaftError::NoQuorum { waited_ms }))
+                        }
+                        // Reads are idempotent: any other failure is retried until the deadline.
+                        _ => Attempt::Retry,
+                    }
+                }
+                Leader::Unknown => Attempt::Retry,
+            };
+            match attempt {
+                Attempt::Done(r) => break r?,
+                Attempt::Retry => pause = self.pause(pause, deadline).await,
+            }
+        };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        self.inner
+            .raft
+            .wait(Some(remaining))
+            .applied_index_at_least(Some(index), "linearizable read")
+            .await
+            .map_err(|e| match e {
+                openraft::metrics::WaitError::Timeout(..) => RaftError::NoQuorum {
+                    waited_ms: started.elapsed().as_millis() as u64,
+                },
+                openraft::metrics::WaitError::ShuttingDown => RaftError::Shutdown,
+            })?;
+        Ok(self.read_stale(f))
+    }
+
+    async fn try_read_index_local(&self, remaining: Duration, started: Instant) -> Attempt<u64> {
+        match tokio::time::timeout(remaining, self.inner.raft.get_read_log_id()).await {
+            Err(_) => Attempt::Done(Err(RaftError::NoQuorum {
+                waited_ms: started.elapsed().as_millis() as u64,
+            })),
+            Ok(Ok((read_log_id, _))) => {
+                Attempt::Done(Ok(read_log_id.map(|l| l.index).unwrap_or(0)))
+            }
+            Ok(Err(OrRaftError::APIError(CheckIsLeaderError::ForwardToLeader(_)))) => {
+                Attempt::Retry
+            }
+            // Not enough followers answered yet: keep trying until the deadline.
+            Ok(Err(OrRaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))) => {
+                Attempt::Retry
+            }
+            Ok(Err(OrRaftError::Fatal(f))) => Attempt::Done(Err(fatal(f))),
+        }
+    }
+
+    /// Leader-only read index for a follower's linearizable read.
+    pub(crate) async fn read_index_here(&self, timeout: Duration) -> Result<u64, RaftError> {
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(RaftError::NoQuorum {
+                    waited_ms: started.elapsed().as_millis() as u64,
+                });
+            }
+            match self.leader() {
+                Leader::Me => {
+                    if let Attempt::Done(r) = self.try_read_index_local(remaining, started).await {
+                        return r;
+                    }
+                }
+                Leader::Other { id, addr } => {
+                    return Err(RaftError::NotLeader {
+                        leader_id: Some(id),
+                        leader_addr: Some(addr),
+                    })
+                }
+                Leader::Unknown => {}
+            }
+            pause = self.pause(pause, deadline).await;
+        }
+    }
+
+    /// Reads local state without confirming leadership: may be behind the cluster.
+    pub fn read_stale<R>(&self, f: impl FnOnce(&State) -> R) -> R {
+        f(&self.inner.sm.read().state)
+    }
+
+    /// Every applied normal entry, in order. After a snapshot install the next entry's index
+    /// jumps; a receiver that lags more than `SUBSCRIBER_BUFFER_ENTRIES` gets `Lagged`.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<AppliedEntry>> {
+        self.inner.sm.events.subscribe()
+    }
+
+    pub fn status(&self) -> NodeStatus {
+        let m = self.inner.raft.metrics();
+        let m = m.borrow();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        let learners: BTreeSet<NodeId> = membership.learner_ids().collect();
+        let leader_peer_addr = m
+            .current_leader
+            .and_then(|l| membership.get_node(&l).map(|n| n.addr.clone()));
+        NodeStatus {
+            id: m.id,
+            term: m.current_term,
+            leader_id: m.current_leader,
+            leader_peer_addr,
+            is_leader: m.state == ServerState::Leader,
+            last_log_index: m.last_log_index.unwrap_or(0),
+            commit_index: self.inner.committed.load(Ordering::Relaxed),
+            applied_index: m.last_applied.map(|l| l.index).unwrap_or(0),
+            voters,
+            learners,
+        }
+    }
+
+    /// `status()` plus the state fingerprint.
+    pub fn report(&self) -> NodeReport {
+        let status = self.status();
+        let g = self.inner.sm.read();
+        NodeReport {
+            status,
+            state_hash: g.state.state_hash_hex(),
+            state_applied_index: g.state.applied_index(),
+            log_time_ms: g.state.log_time_ms(),
+        }
+    }
+
+    /// Stops the ticker and raft. The data directory closes when the last handle is dropped.
+    pub async fn shutdown(&self) -> Result<(), RaftError> {
+        let _ = self.inner.stop.send(true);
+        self.inner
+            .raft
+            .shutdown()
+            .await
+            .map_err(|e| RaftError::Fatal(e.to_string()))
+    }
+}
+
+/// While this node leads, proposes `Command::Tick` every `tick_interval_ms` so log time (and
+/// with it health deadlines and failover timers) advances even when no one writes.
+async fn run_ticker(node: Weak<Inner>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let period = match node.upgrade() {
+        Some(n) => Duration::from_millis(n.cfg.tick_interval_ms.max(1)),
+        None => return,
+    };
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let Some(inner) = node.upgrade() else { return };
+        let n = FedNode { inner };
+        if !matches!(n.leader(), Leader::Me) {
+            continue;
+        }
+        let tick = Proposal {
+            request_id: String::new(),
+            actor: TICK_ACTOR.into(),
+            command: Command::Tick,
+        };
+        if let Err(e) = n.propose_here(tick, period).await {
+            tracing::debug!(error = %e, "tick not committed");
+        }
+    }
+}
+
+pub(crate) fn write_error(
+    e: OrRaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
+) -> RaftError {
+    match e {
+        OrRaftError::APIError(ClientWriteError::ForwardToLeader(f)) => RaftError::NotLeader {
+            leader_id: f.leader_id,
+            leader_addr: f.leader_node.map(|n| n.addr),
+        },
+        OrRaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
+            RaftError::Invalid(c.to_string())
+        }
+        OrRaftError::Fatal(f) => fatal(f),
+    }
+}

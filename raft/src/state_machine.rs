@@ -1,0 +1,262 @@
+//! openraft's state machine (storage-v2 `RaftStateMachine`): core's `State` in memory, snapshots
+//! and the audit archive in fedraft-store.
+//!
+//! The in-memory state is rebuilt at start from the latest snapshot; openraft then re-applies
+//! the committed entries after it. Every applied command (a raft entry carries a batch) appends
+//! one audit record keyed by its resource version (entry bytes, outcome bytes, hash-chained) and
+//! is broadcast to subscribers. Applying is the only
+//! writer of the state; readers take the read lock briefly.
+
+use std::io::Cursor;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use fedraft_core::state::State;
+use fedraft_store::{AuditInput, Store, StoreError};
+use openraft::storage::RaftStateMachine;
+use openraft::{
+    AnyError, EntryPayload, OptionalSend, RaftLogId, RaftSnapshotBuilder, StorageIOError,
+};
+use tokio::sync::broadcast;
+
+use crate::log_store::{store_op, store_read};
+use crate::types::{
+    AppliedEntry, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
+};
+use crate::wire::{self, Response};
+
+/// Applied entries kept for slow subscribers before they see `Lagged`.
+pub const SUBSCRIBER_BUFFER_ENTRIES: usize = 4096;
+
+/// The state machine's in-memory part, shared with the node for reads.
+pub struct SmState {
+    pub state: State,
+    pub last_applied: Option<LogId>,
+    pub membership: StoredMembership,
+}
+
+/// Shared between the raft state machine, snapshot builders and the node.
+pub struct SmShared {
+    inner: RwLock<SmState>,
+    pub events: broadcast::Sender<Arc<AppliedEntry>>,
+    /// Highest timestamp of any applied entry: a new leader never stamps below it.
+    pub last_timestamp_ms: AtomicU64,
+    snapshot_seq: AtomicU64,
+}
+
+impl SmShared {
+    /// Poisoning only follows a panic inside apply, which already stops the node; reads go on.
+    pub fn read(&self) -> RwLockReadGuard<'_, SmState> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, SmState> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn sm_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::write_state_machine(AnyError::new(&e)).into()
+}
+
+fn snap_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::read_snapshot(None, AnyError::new(&e)).into()
+}
+
+#[derive(Clone)]
+pub struct StateMachine {
+    shared: Arc<SmShared>,
+    store: Store,
+}
+
+impl StateMachine {
+    /// Restores the in-memory state from the latest stored snapshot (or starts empty).
+    pub async fn open(store: Store) -> Result<StateMachine, crate::RaftError> {
+        let s = store.clone();
+        let snap = store_read(move || s.snapshot()).await?;
+        let (state, last_applied, membership) = match snap {
+            Some((meta, data)) => {
+                let meta: SnapshotMeta = wire::decode(&meta)?;
+                let state = State::from_snapshot(&data)
+                    .map_err(|e| crate::RaftError::Codec(e.to_string()))?;
+                (state, meta.last_log_id, meta.last_membership)
+            }
+            None => (State::new(), None, StoredMembership::default()),
+        };
+        let last_ts = state.log_time_ms();
+        let (events, _) = broadcast::channel(SUBSCRIBER_BUFFER_ENTRIES);
+        let shared = Arc::new(SmShared {
+            inner: RwLock::new(SmState {
+                state,
+                last_applied,
+                membership,
+            }),
+            events,
+            last_timestamp_ms: AtomicU64::new(last_ts),
+            snapshot_seq: AtomicU64::new(0),
+        });
+        Ok(StateMachine { shared, store })
+    }
+
+    pub fn shared(&self) -> Arc<SmShared> {
+        self.shared.clone()
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = StateMachine;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        let g = self.shared.read();
+        Ok((g.last_applied, g.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let started = std::time::Instant::now();
+        let mut replies = Vec::new();
+        let mut audit = Vec::new();
+        let mut events = Vec::new();
+        {
+            let mut g = self.shared.write();
+            for entry in entries {
+                let log_id = *entry.get_log_id();
+                g.last_applied = Some(log_id);
+                match entry.payload {
+                    // Raft-internal entries change no fedraft state and have no resource version;
+                    // the audit archive records commands only.
+                    EntryPayload::Blank => replies.push(Response::default()),
+                    EntryPayload::Membership(m) => {
+                        g.membership = StoredMembership::new(Some(log_id), m);
+                        replies.push(Response::default());
+                    }
+                    EntryPayload::Normal(batch) => {
+                        let mut out = Vec::with_capacity(batch.0.len());
+                        for le in batch.0 {
+                            // Every node numbers commands the same way: one after core's applied
+                            // index, which the snapshot carries across restarts.
+                            let seq = g.state.applied_index() + 1;
+                            let applied = g.state.apply(seq, &le);
+                            self.shared
+                                .last_timestamp_ms
+                                .fetch_max(le.timestamp_ms, Ordering::Relaxed);
+                            audit.push(AuditInput {
+                                index: seq,
+                                term: log_id.leader_id.term,
+                                entry: le.encode(),
+                                outcome: wire::encode_applied(&applied).map_err(sm_err)?,
+                            });
+                            events.push(Arc::new(AppliedEntry {
+                                index: seq,
+                                entry: le,
+                                applied: applied.clone(),
+                            }));
+                            out.push(applied);
+                        }
+                        replies.push(Response(out));
+                    }
+                }
+            }
+        }
+        tracing::trace!(
+            entries = replies.len(),
+            took_us = started.elapsed().as_micros() as u64,
+            "applied"
+        );
+        for ev in events {
+            // No subscribers is fine.
+            let _ = self.shared.events.send(ev);
+        }
+        Ok(replies)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let data = snapshot.into_inner();
+        let state = State::from_snapshot(&data)
+            .map_err(|e| snap_err(StoreError::Corrupt(e.to_string())))?;
+        let meta_bytes = wire::encode(meta).map_err(sm_err)?;
+        let index = meta.last_log_id.map(|l| l.index).unwrap_or(0);
+        // The audit chain (keyed by command sequence) restarts after the snapshot's last command.
+        let last_command = state.applied_index();
+        // Persist first: if this fails the in-memory state stays consistent with the disk.
+        store_op(|d| {
+            self.store
+                .save_snapshot(meta_bytes, data, Some(last_command), d)
+        })
+        .await
+        .map_err(sm_err)?;
+        self.shared
+            .last_timestamp_ms
+            .fetch_max(state.log_time_ms(), Ordering::Relaxed);
+        let mut g = self.shared.write();
+        g.state = state;
+        g.last_applied = meta.last_log_id;
+        g.membership = meta.last_membership.clone();
+        tracing::info!(index, "installed snapshot from the leader");
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
+        let store = self.store.clone();
+        match store_read(move || store.snapshot())
+            .await
+            .map_err(snap_err)?
+        {
+            None => Ok(None),
+            Some((meta, data)) => {
+                let meta: SnapshotMeta = wire::decode(&meta).map_err(snap_err)?;
+                Ok(Some(Snapshot {
+                    meta,
+                    snapshot: Box::new(Cursor::new(data)),
+                }))
+            }
+        }
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
+    async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
+        let shared = self.shared.clone();
+        // Encoding a large state takes a while: keep it off the async workers.
+        let (data, last_log_id, last_membership) = tokio::task::spawn_blocking(move || {
+            let g = shared.read();
+            (g.state.to_snapshot(), g.last_applied, g.membership.clone())
+        })
+        .await
+        .map_err(sm_err)?;
+        let seq = self.shared.snapshot_seq.fetch_add(1, Ordering::Relaxed);
+        let snapshot_id = match last_log_id {
+            Some(l) => format!("{}-{}-{seq}", l.leader_id.term, l.index),
+            None => format!("0-0-{seq}"),
+        };
+        let meta = SnapshotMeta {
+            last_log_id,
+            last_membership,
+            snapshot_id,
+        };
+        let meta_bytes = wire::encode(&meta).map_err(sm_err)?;
+        let copy = data.clone();
+        store_op(|d| self.store.save_snapshot(meta_bytes, copy, None, d))
+            .await
+            .map_err(sm_err)?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}

@@ -1,0 +1,94 @@
+//! The openraft type configuration and the small public data types of the node: what a caller
+//! proposes, what a subscriber receives, and what `status()` reports.
+
+use std::collections::BTreeSet;
+use std::io::Cursor;
+
+use fedraft_core::command::{Command, LogEntry};
+use fedraft_core::state::Applied;
+use serde::{Deserialize, Serialize};
+
+use crate::wire::Response;
+
+openraft::declare_raft_types!(
+    /// fedraft's raft: each normal entry carries a batch of core `LogEntry`s; applying it answers
+    /// one core `Applied` per command (none for blank leader entries and membership changes).
+    pub TypeConfig:
+        D = EntryBatch,
+        R = Response,
+        NodeId = u64,
+        Node = openraft::BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// The commands of one raft entry, applied in order.
+///
+/// openraft 0.9 appends each client write with its own fsync and waits for it before taking the
+/// next, so one command per raft entry caps throughput at one command per fsync. The leader
+/// instead packs every proposal that queued up while earlier entries were being written into one
+/// entry. A command's resource version (`Applied::index`) is its position in this command
+/// sequence (core's applied index + 1), which every node derives identically from the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryBatch(pub Vec<LogEntry>);
+
+pub type NodeId = u64;
+pub type LogId = openraft::LogId<NodeId>;
+pub type Vote = openraft::Vote<NodeId>;
+pub type Entry = openraft::Entry<TypeConfig>;
+pub type StoredMembership = openraft::StoredMembership<NodeId, openraft::BasicNode>;
+pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, openraft::BasicNode>;
+pub type Snapshot = openraft::Snapshot<TypeConfig>;
+pub type StorageError = openraft::StorageError<NodeId>;
+pub type Raft = openraft::Raft<TypeConfig>;
+
+/// A command to commit. The leader wraps it in a `LogEntry` and stamps the time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposal {
+    /// Identifies retries: the same id within core's retention window returns the first
+    /// outcome instead of applying again. Empty = never deduplicated (and never retried after an
+    /// ambiguous failure).
+    pub request_id: String,
+    pub actor: String,
+    pub command: Command,
+}
+
+/// One applied command, as watch streams see it.
+#[derive(Debug, Clone)]
+pub struct AppliedEntry {
+    /// The command's resource version (its position in the command sequence).
+    pub index: u64,
+    pub entry: LogEntry,
+    pub applied: Applied,
+}
+
+/// A point-in-time view of this node's raft role and progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    pub id: NodeId,
+    pub term: u64,
+    pub leader_id: Option<NodeId>,
+    pub leader_peer_addr: Option<String>,
+    pub is_leader: bool,
+    /// Highest log index this node holds (committed or not).
+    pub last_log_index: u64,
+    /// Highest index this node knows to be committed (as last persisted by raft).
+    pub commit_index: u64,
+    /// Highest raft log index applied here (raft-internal entries included).
+    pub applied_index: u64,
+    pub voters: BTreeSet<NodeId>,
+    pub learners: BTreeSet<NodeId>,
+}
+
+/// `status()` plus a fingerprint of the state, served at `GET /raft/status` so tests and
+/// operators can compare nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeReport {
+    pub status: NodeStatus,
+    /// Hex SHA-256 of core's replicated state.
+    pub state_hash: String,
+    /// Core's applied index: the resource version of the last applied command.
+    pub state_applied_index: u64,
+    pub log_time_ms: u64,
+}

@@ -1,0 +1,13 @@
+# Sourced by fedraft's scripts: one build directory outside the clone, reused across runs.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/fedraft-target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+# RocksDB's C++ takes 10 to 20 minutes on two cores, and librocksdb-sys rebuilds it whenever its
+# build script's own dependencies resolve to other features (a different `-p` selection, a new
+# dependency anywhere in the workspace). scripts/rocksdb-lib compiles it once per librocksdb-sys
+# version into this cache; with ROCKSDB_LIB_DIR set, every later build only links it.
+FEDRAFT_ROCKSDB_VERSION="$(awk '/^name = "librocksdb-sys"$/ {getline; gsub(/version = |"/, ""); print; exit}' Cargo.lock 2>/dev/null)"
+export FEDRAFT_ROCKSDB_CACHE="${FEDRAFT_ROCKSDB_CACHE:-$HOME/.cache/fedraft-rocksdb/librocksdb-sys-${FEDRAFT_ROCKSDB_VERSION:-unknown}}"
+if [ -f "$FEDRAFT_ROCKSDB_CACHE/librocksdb.a" ]; then
+  export ROCKSDB_LIB_DIR="$FEDRAFT_ROCKSDB_CACHE" ROCKSDB_STATIC=1
+fi

@@ -1,0 +1,428 @@
+//! [`Store`]: opening and validating a node's data directory, the read API, and the handles that
+//! queue writes to the writer thread.
+//!
+//! Opening never re-initialises existing data: a directory is initialised only when it is
+//! absent, empty, or a database this code created whose first start was interrupted before
+//! anything but the empty column families was written.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+use rocksdb::{
+    ColumnFamilyDescriptor, DBCompressionType, Direction, IteratorMode, Options, WriteBatch,
+    WriteOptions, DB,
+};
+
+use crate::audit::{AuditInput, AuditRecord};
+use crate::error::StoreError;
+use crate::keys::*;
+use crate::writer::{self, missing_cf, AuditHead, Done, Op};
+
+/// On-disk format written by this build. Bump when keys or value layouts change; an older binary
+/// refuses a newer directory instead of misreading it.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A stored snapshot: (meta, data), both encoded by the layer above.
+pub type SnapshotBytes = (Vec<u8>, Vec<u8>);
+
+/// Tuning knobs; the defaults suit a node whose log is purged after every snapshot.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// RocksDB background threads (flush + compaction).
+    pub background_threads: i32,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            background_threads: 2,
+        }
+    }
+}
+
+/// A node's open data directory. Cheap to clone; the database closes when the last clone drops
+/// (after the writer has flushed and fired every queued callback).
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Arc<DB>,
+    path: PathBuf,
+    cluster_id: String,
+    ops: Option<Sender<Op>>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.ops.take();
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Store {
+    /// Opens (or, when absent or empty, creates) the data directory for `cluster_id`.
+    pub fn open(path: impl AsRef<Path>, cluster_id: &str) -> Result<Store, StoreError> {
+        Store::open_with(path, cluster_id, StoreOptions::default())
+    }
+
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        cluster_id: &str,
+        opts: StoreOptions,
+    ) -> Result<Store, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let exists = path.join("CURRENT").exists();
+        if !exists && dir_has_entries(&path)? {
+            return Err(StoreError::NotADataDir { path });
+        }
+        let mut o = Options::default();
+        o.create_if_missing(!exists);
+        o.create_missing_column_families(!exists);
+        o.set_paranoid_checks(true);
+        o.increase_parallelism(opts.background_threads.max(1));
+        o.set_compression_type(DBCompressionType::Lz4);
+        // Bound the WAL so a quiet node does not keep gigabytes of it around.
+        o.set_max_total_wal_size(256 << 20);
+        let cfs = ALL_CFS.iter().map(|n| {
+            let mut co = Options::default();
+            co.set_compression_type(DBCompressionType::Lz4);
+            ColumnFamilyDescriptor::new(*n, co)
+        });
+        let db =
+            DB::open_cf_descriptors(&o, &path, cfs).map_err(|e| match StoreError::from(e) {
+                // A database without our column families is not ours or is damaged: never "fix" it.
+                StoreError::Rocks(m) if exists && m.contains("Invalid argument") => {
+                    StoreError::Corrupt(m)
+                }
+                other => other,
+            })?;
+        let db = Arc::new(db);
+        validate_or_init(&db, cluster_id)?;
+        let audit_head = load_audit_head(&db)?;
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let writer = writer::spawn(db.clone(), audit_head, rx)?;
+        tracing::info!(path = %path.display(), cluster_id, "store opened");
+        Ok(Store {
+            inner: Arc::new(Inner {
+                db,
+                path,
+                cluster_id: cluster_id.to_string(),
+                ops: Some(tx),
+                writer: Some(writer),
+            }),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    pub fn cluster_id(&self) -> &str {
+        &self.inner.cluster_id
+    }
+
+    fn submit(&self, op: Op) {
+        let Some(tx) = &self.inner.ops else {
+            return fail(op);
+        };
+        if let Err(crossbeam_channel::SendError(op)) = tx.send(op) {
+            fail(op);
+        }
+    }
+
+    // ---- writes (queued; completion through callbacks) ----
+
+    /// Queues contiguous ascending log entries. `written`: readable; `durable`: WAL fsynced.
+    pub fn append(&self, entries: Vec<(u64, Vec<u8>)>, written: Done, durable: Done) {
+        if let Some(gap) = entries.windows(2).find(|w| w[1].0 != w[0].0 + 1) {
+            let e = StoreError::Invalid(format!(
+                "log append not contiguous: {} then {}",
+                gap[0].0, gap[1].0
+            ));
+            written(Err(e.clone()));
+            return durable(Err(e));
+        }
+        self.submit(Op::Append {
+            entries,
+            written,
+            durable,
+        })
+    }
+
+    /// Deletes log entries with index >= `from`.
+    pub fn truncate(&self, from: u64, done: Done) {
+        self.submit(Op::Truncate { from, done })
+    }
+
+    /// Deletes log entries with index <= `upto` and records `last_purged` atomically.
+    pub fn purge(&self, upto: u64, last_purged: Vec<u8>, done: Done) {
+        self.submit(Op::Purge {
+            upto,
+            last_purged,
+            done,
+        })
+    }
+
+    /// Durable (synced) before `done` fires.
+    pub fn save_vote(&self, vote: Vec<u8>, done: Done) {
+        self.submit(Op::SaveVote { vote, done })
+    }
+
+    pub fn save_committed(&self, committed: Vec<u8>, done: Done) {
+        self.submit(Op::SaveCommitted { committed, done })
+    }
+
+    /// Durable before `done` fires. `installed_at`: the snapshot's last index when it was received
+    /// from another node (the audit chain restarts there).
+    pub fn save_snapshot(
+        &self,
+        meta: Vec<u8>,
+        data: Vec<u8>,
+        installed_at: Option<u64>,
+        done: Done,
+    ) {
+        self.submit(Op::SaveSnapshot {
+            meta,
+            data,
+            installed_at,
+            done,
+        })
+    }
+
+    /// Appends audit records for applied entries (in index order).
+    pub fn write_audit(&self, records: Vec<AuditInput>, done: Done) {
+        self.submit(Op::Audit { records, done })
+    }
+
+    /// Runs one of the queued writes above and blocks until its completion fires. For tests,
+    /// tools and non-async callers; async code should await its own channel instead.
+    pub fn wait(f: impl FnOnce(Done)) -> Result<(), StoreError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        f(Box::new(move |r| {
+            let _ = tx.send(r);
+        }));
+        rx.recv().unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Blocking append that returns once the entries are durable.
+    pub fn append_sync(&self, entries: Vec<(u64, Vec<u8>)>) -> Result<(), StoreError> {
+        Store::wait(|d| self.append(entries, Box::new(|_| {}), d))
+    }
+
+    // ---- reads (blocking; call off the async runtime) ----
+
+    fn cf(&self, name: &'static str) -> Result<&rocksdb::ColumnFamily, StoreError> {
+        self.inner
+            .db
+            .cf_handle(name)
+            .ok_or_else(|| missing_cf(name))
+    }
+
+    fn get_meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.inner.db.get_cf(self.cf(CF_META)?, key)?)
+    }
+
+    /// Log entries with `start <= index < end`, ascending: from the first stored index in the
+    /// range up to the first hole after it (raft logs never have holes; a hole means the rest
+    /// was truncated and not yet rewritten).
+    pub fn log_range(&self, start: u64, end: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
+        if start >= end {
+            return Ok(out);
+        }
+        let key = index_key(start);
+        let iter = self.inner.db.iterator_cf(
+            self.cf(CF_LOG)?,
+            IteratorMode::From(&key, Direction::Forward),
+        );
+        for item in iter {
+            let (k, v) = item?;
+            let idx = decode_index(&k)
+                .ok_or_else(|| StoreError::Corrupt("log key not 8 bytes".into()))?;
+            let contiguous = out.last().is_none_or(|(prev, _)| idx == prev + 1);
+            if idx >= end || !contiguous {
+                break;
+            }
+            out.push((idx, v.into_vec()));
+        }
+        Ok(out)
+    }
+
+    /// The entry with the highest index, if any.
+    pub fn last_log(&self) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        let mut iter = self
+            .inner
+            .db
+            .iterator_cf(self.cf(CF_LOG)?, IteratorMode::End);
+        match iter.next() {
+            None => Ok(None),
+            Some(item) => {
+                let (k, v) = item?;
+                let idx = decode_index(&k)
+                    .ok_or_else(|| StoreError::Corrupt("log key not 8 bytes".into()))?;
+                Ok(Some((idx, v.into_vec())))
+            }
+        }
+    }
+
+    pub fn vote(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        self.get_meta(META_VOTE)
+    }
+
+    pub fn committed(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        self.get_meta(META_COMMITTED)
+    }
+
+    pub fn last_purged(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        self.get_meta(META_LAST_PURGED)
+    }
+
+    /// The latest snapshot as `(meta, data)`.
+    pub fn snapshot(&self) -> Result<Option<SnapshotBytes>, StoreError> {
+        let cf = self.cf(CF_SNAPSHOT)?;
+        let meta = self.inner.db.get_cf(cf, SNAPSHOT_META)?;
+        let data = self.inner.db.get_cf(cf, SNAPSHOT_DATA)?;
+        match (meta, data) {
+            (Some(m), Some(d)) => Ok(Some((m, d))),
+            (None, None) => Ok(None),
+            _ => Err(StoreError::Corrupt(
+                "snapshot meta and data out of step".into(),
+            )),
+        }
+    }
+
+    /// Audit records with `from <= index < to`, ascending (holes where a snapshot was installed).
+    pub fn audit_range(&self, from: u64, to: u64) -> Result<Vec<AuditRecord>, StoreError> {
+        let mut out = Vec::new();
+        let key = index_key(from);
+        for item in self.inner.db.iterator_cf(
+            self.cf(CF_AUDIT)?,
+            IteratorMode::From(&key, Direction::Forward),
+        ) {
+            let (k, v) = item?;
+            let idx = decode_index(&k)
+                .ok_or_else(|| StoreError::Corrupt("audit key not 8 bytes".into()))?;
+            if idx >= to {
+                break;
+            }
+            out.push(AuditRecord::decode(&v)?);
+        }
+        Ok(out)
+    }
+
+    /// Where the audit chain currently ends: (index, digest).
+    pub fn audit_head(&self) -> Result<AuditHead, StoreError> {
+        load_audit_head(&self.inner.db)
+    }
+}
+
+fn fail(op: Op) {
+    let e = || Err(StoreError::Closed);
+    match op {
+        Op::Append {
+            written, durable, ..
+        } => {
+            written(e());
+            durable(e())
+        }
+        Op::Truncate { done, .. }
+        | Op::Purge { done, .. }
+        | Op::SaveVote { done, .. }
+        | Op::SaveCommitted { done, .. }
+        | Op::SaveSnapshot { done, .. }
+        | Op::Audit { done, .. } => done(e()),
+    }
+}
+
+fn dir_has_entries(path: &Path) -> Result<bool, StoreError> {
+    match std::fs::read_dir(path) {
+        Ok(mut rd) => Ok(rd.next().is_some()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(StoreError::Rocks(format!("{}: {e}", path.display()))),
+    }
+}
+
+fn validate_or_init(db: &DB, cluster_id: &str) -> Result<(), StoreError> {
+    let meta = db.cf_handle(CF_META).ok_or_else(|| missing_cf(CF_META))?;
+    match db.get_cf(meta, META_FORMAT_VERSION)? {
+        Some(v) => {
+            let arr: [u8; 4] = v.as_slice().try_into().map_err(|_| {
+                StoreError::Corrupt(format!("format_version is {} bytes, want 4", v.len()))
+            })?;
+            let found = u32::from_be_bytes(arr);
+            if found > FORMAT_VERSION {
+                return Err(StoreError::NewerFormat {
+                    found,
+                    supported: FORMAT_VERSION,
+                });
+            }
+            let id = db
+                .get_cf(meta, META_CLUSTER_ID)?
+                .ok_or_else(|| StoreError::Corrupt("cluster_id missing".into()))?;
+            let found = String::from_utf8(id)
+                .map_err(|_| StoreError::Corrupt("cluster_id is not UTF-8".into()))?;
+            if found != cluster_id {
+                return Err(StoreError::ClusterIdMismatch {
+                    expected: cluster_id.to_string(),
+                    found,
+                });
+            }
+            Ok(())
+        }
+        None => {
+            // Only a database with nothing at all in it may be initialised (first start that
+            // stopped before writing its header). Anything else is damage.
+            for name in ALL_CFS {
+                let cf = db.cf_handle(name).ok_or_else(|| missing_cf(name))?;
+                if db.iterator_cf(cf, IteratorMode::Start).next().is_some() {
+                    return Err(StoreError::Corrupt(format!(
+                        "format_version missing but {name:?} holds data"
+                    )));
+                }
+            }
+            let mut b = WriteBatch::default();
+            b.put_cf(meta, META_FORMAT_VERSION, FORMAT_VERSION.to_be_bytes());
+            b.put_cf(meta, META_CLUSTER_ID, cluster_id.as_bytes());
+            let mut wo = WriteOptions::default();
+            wo.set_sync(true);
+            db.write_opt(b, &wo)?;
+            Ok(())
+        }
+    }
+}
+
+fn load_audit_head(db: &DB) -> Result<AuditHead, StoreError> {
+    let cf = db.cf_handle(CF_AUDIT).ok_or_else(|| missing_cf(CF_AUDIT))?;
+    let last = match db.iterator_cf(cf, IteratorMode::End).next() {
+        Some(item) => {
+            let (k, v) = item?;
+            let idx = decode_index(&k)
+                .ok_or_else(|| StoreError::Corrupt("audit key not 8 bytes".into()))?;
+            Some((idx, AuditRecord::decode(&v)?.digest))
+        }
+        None => None,
+    };
+    let meta = db.cf_handle(CF_META).ok_or_else(|| missing_cf(CF_META))?;
+    let base = match db.get_cf(meta, META_AUDIT_BASE)? {
+        Some(v) if v.len() == 40 => {
+            let idx =
+                decode_index(&v[..8]).ok_or_else(|| StoreError::Corrupt("audit_base".into()))?;
+            let d: [u8; 32] = v[8..]
+                .try_into()
+                .map_err(|_| StoreError::Corrupt("audit_base".into()))?;
+            Some((idx, d))
+        }
+        Some(_) => return Err(StoreError::Corrupt("audit_base malformed".into())),
+        None => None,
+    };
+    Ok(match (last, base) {
+        (Some(l), Some(b)) => Some(if b.0 > l.0 { b } else { l }),
+        (l, b) => l.or(b),
+    })
+}
