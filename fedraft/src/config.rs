@@ -54,6 +54,9 @@ pub struct NodeFile {
     /// Raft timing; defaults suit three data centers at <= 50 ms round trip.
     #[serde(default)]
     pub raft: RaftTiming,
+    /// The executors that converge member clusters; they run only while this node leads.
+    #[serde(default)]
+    pub executors: ExecutorTiming,
     /// TLS for the API and peer listeners. Default: none (plain HTTP). Not supported yet: a node
     /// with a `[tls]` section refuses to start rather than run without the TLS it was asked for.
     #[serde(default)]
@@ -76,6 +79,73 @@ pub struct RaftTiming {
     pub snapshot_every_entries: Option<u64>,
     /// How long a proposal may wait for a quorum before failing with 503.
     pub propose_timeout_ms: Option<u64>,
+}
+
+/// Executor settings; each absent duration keeps fedraft-executors' default
+/// (`ExecutorConfig::default()`: probe 5 s, probe timeout 3 s, capacity scan 10 s, resync 60 s).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorTiming {
+    /// Run executors on this node (while it leads). Default `true`; `false` makes a node that never
+    /// touches member clusters (useful for a witness node or for tests of the log alone).
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Health probe period per member cluster.
+    pub probe_interval_ms: Option<u64>,
+    /// A probe with no answer within this counts as failed.
+    pub probe_timeout_ms: Option<u64>,
+    /// Capacity scan period per member cluster.
+    pub capacity_interval_ms: Option<u64>,
+    /// Full reconcile period even without changes.
+    pub resync_period_ms: Option<u64>,
+    /// How often per-object status is flushed into the log (one entry for all clusters).
+    pub status_flush_interval_ms: Option<u64>,
+    /// Upper bound of the retry backoff for member-API errors.
+    pub backoff_max_ms: Option<u64>,
+}
+
+impl Default for ExecutorTiming {
+    fn default() -> Self {
+        ExecutorTiming {
+            enabled: true,
+            probe_interval_ms: None,
+            probe_timeout_ms: None,
+            capacity_interval_ms: None,
+            resync_period_ms: None,
+            status_flush_interval_ms: None,
+            backoff_max_ms: None,
+        }
+    }
+}
+
+impl ExecutorTiming {
+    /// The executor configuration, with `actor` naming this node in the log.
+    pub fn to_config(&self, node_id: u64) -> fedraft_executors::ExecutorConfig {
+        let mut cfg = fedraft_executors::ExecutorConfig {
+            actor: format!("system:executor:node{node_id}"),
+            ..fedraft_executors::ExecutorConfig::default()
+        };
+        let ms = std::time::Duration::from_millis;
+        let set = |slot: &mut std::time::Duration, v: Option<u64>| {
+            if let Some(v) = v {
+                *slot = ms(v);
+            }
+        };
+        set(&mut cfg.probe_interval, self.probe_interval_ms);
+        set(&mut cfg.probe_timeout, self.probe_timeout_ms);
+        set(&mut cfg.capacity_interval, self.capacity_interval_ms);
+        set(&mut cfg.resync_period, self.resync_period_ms);
+        set(
+            &mut cfg.status_flush_interval,
+            self.status_flush_interval_ms,
+        );
+        set(&mut cfg.backoff_max, self.backoff_max_ms);
+        cfg
+    }
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// PEM files for TLS.

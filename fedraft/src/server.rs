@@ -1,4 +1,4 @@
-//! `fedraft server`: runs one node (raft + API) from a config file, or a single-node development
+//! `fedraft server`: runs one node (raft + API + executors) from a config file, or a single-node development
 //! cluster with `--dev`.
 //!
 //! Owns listener setup, token loading, bootstrap and shutdown on SIGINT/SIGTERM. The client
@@ -11,10 +11,11 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use fedraft_apiserver::{Api, ApiConfig, Principal, Role, TokenStore};
+use fedraft_executors::{ExecutorConfig, ExecutorSet};
 use fedraft_raft::{FedNode, NodeConfig};
 use tokio::net::TcpListener;
 
-use crate::config::NodeFile;
+use crate::config::{ExecutorTiming, NodeFile};
 
 #[derive(Debug, clap::Args)]
 pub struct ServerArgs {
@@ -98,7 +99,11 @@ async fn run_config(f: NodeFile) -> anyhow::Result<()> {
         watch_history_events: f.watch_history_events,
         ..ApiConfig::default()
     };
-    serve(nc, peer, api, tokens, cfg, f.peers.clone()).await
+    let executors = f
+        .executors
+        .enabled
+        .then(|| f.executors.to_config(f.node_id));
+    serve(nc, peer, api, tokens, cfg, f.peers.clone(), executors).await
 }
 
 async fn run_dev(data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<()> {
@@ -144,6 +149,7 @@ async fn run_dev(data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<()> {
         tokens,
         ApiConfig::default(),
         BTreeMap::from([(1, advertise)]),
+        Some(ExecutorTiming::default().to_config(1)),
     )
     .await
 }
@@ -155,6 +161,7 @@ async fn serve(
     tokens: TokenStore,
     cfg: ApiConfig,
     members: BTreeMap<u64, String>,
+    executors: Option<ExecutorConfig>,
 ) -> anyhow::Result<()> {
     let node = FedNode::open(nc).await.context("opening the raft node")?;
     let peer_app = node.peer_router();
@@ -164,12 +171,17 @@ async fn serve(
             .await
             .context("bootstrapping the cluster")?;
     }
+    // Executors start and stop with this node's leadership, so every node runs the set.
+    let executors = executors.map(|cfg| ExecutorSet::start(node.clone(), cfg));
     let router = Api::new(node.clone(), tokens, cfg).router();
     tracing::info!(addr = %api.local_addr()?, "API listening");
     let served = axum::serve(api, router)
         .with_graceful_shutdown(shutdown_signal())
         .await;
     tracing::info!("shutting down");
+    if let Some(set) = executors {
+        set.shutdown().await;
+    }
     peer_task.abort();
     node.shutdown().await.context("stopping the raft node")?;
     served.context("API server failed")
