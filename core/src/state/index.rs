@@ -232,7 +232,8 @@ impl Index {
                             set.insert(key.clone());
                         }
                         None => {
-                            self.placed_on.insert(y.to_string(), BTreeSet::from([key.clone()]));
+                            self.placed_on
+                                .insert(y.to_string(), BTreeSet::from([key.clone()]));
                         }
                     }
                 }

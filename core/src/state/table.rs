@@ -139,7 +139,10 @@ impl<'de> Deserialize<'de> for Namespace {
         let sorted = BTreeMap::<String, Box<FederatedObject>>::deserialize(d)?;
         let names = sorted.keys().cloned().collect();
         Ok(Namespace {
-            by_name: sorted.into_iter().map(|(k, v)| (Name::new(&k), v)).collect(),
+            by_name: sorted
+                .into_iter()
+                .map(|(k, v)| (Name::new(&k), v))
+                .collect(),
             names,
         })
     }
