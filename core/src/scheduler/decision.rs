@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use super::names::{ClusterNames, ClusterWeights};
 use crate::policy::TaintEffect;
 
 /// The outcome of one scheduling run for one federated object.
@@ -18,13 +19,15 @@ pub struct Decision {
     /// cluster -> replicas; clusters with 0 replicas are omitted. In Duplicated mode each value
     /// is the replica count that cluster runs.
     pub placement: BTreeMap<String, u32>,
-    /// Clusters that passed every filter and may receive new replicas, sorted by name.
-    pub candidates: Vec<String>,
+    /// Clusters that passed every filter and may receive new replicas, sorted by name. Reads
+    /// and serializes as a `Vec<String>` (see `ClusterNames`).
+    pub candidates: ClusterNames,
     /// Clusters that did not pass, each with the first filter that stopped it, sorted by name.
     pub dropped: Vec<DroppedCluster>,
     /// The weight each candidate was given (static weight, or replicas that fit for
-    /// DynamicByCapacity); empty in Duplicated mode.
-    pub weights: BTreeMap<String, u64>,
+    /// DynamicByCapacity); empty in Duplicated mode. Reads and serializes as a
+    /// `BTreeMap<String, u64>` (see `ClusterWeights`).
+    pub weights: ClusterWeights,
     /// Set when not every replica could be placed.
     pub unschedulable: Option<Shortfall>,
     /// What changed against the placement before, sorted by cluster.

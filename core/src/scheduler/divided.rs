@@ -9,13 +9,15 @@
 //! Must not: filter clusters (that is `filter` and `spread`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::decision::{diff, Decision, DroppedCluster, Shortfall};
 use super::filter::{Class, Classes};
+use super::names::{ClusterNames, ClusterWeights, NameBuf};
 use super::static_weights::{plan_entries, preference_for, Entry};
 use super::webster::{apportion, Seat};
 use super::{dynamic, ClusterView, ScheduleRequest};
-use crate::policy::{ClusterPreference, Division, ReplicaMode};
+use crate::policy::{ClusterPreference, Division, ReplicaMode, DEFAULT_PREFERENCE_KEY};
 
 /// The weight a candidate gets under the object's division.
 pub(crate) fn candidate_weight(req: &ScheduleRequest<'_>, name: &str, cap: Option<u64>) -> u64 {
@@ -34,21 +36,32 @@ pub(crate) fn candidate_weight(req: &ScheduleRequest<'_>, name: &str, cap: Optio
 pub(crate) fn decide(
     req: &ScheduleRequest<'_>,
     clusters: &[ClusterView<'_>],
+    unique: bool,
     classes: Classes,
 ) -> Decision {
     let cur = current_by_index(req.current, clusters);
     let mut counts = vec![0u64; clusters.len()];
     let mut dropped = Vec::new();
     let mut cand: Vec<usize> = Vec::with_capacity(clusters.len());
+    let mut name_bytes = 0usize;
     for (i, class) in classes.class.iter().enumerate() {
         match class {
-            Class::Candidate => cand.push(i),
+            Class::Candidate => {
+                cand.push(i);
+                name_bytes += clusters[i].name.len();
+            }
             Class::Frozen(r) | Class::Evicted(r) => dropped.push(DroppedCluster {
                 cluster: clusters[i].name.to_string(),
                 reason: r.clone(),
             }),
         }
     }
+    // The candidates' names, once, shared by `candidates` and `weights` (see `names`).
+    let mut names = NameBuf::with_capacity(cand.len(), name_bytes);
+    for &i in &cand {
+        names.push(clusters[i].name);
+    }
+    let names = Arc::new(names);
     let total = u64::from(req.total_replicas);
     let mut budget = total;
     // Frozen clusters keep their replicas (no new ones), in name order if the total shrank.
@@ -62,7 +75,7 @@ pub(crate) fn decide(
         }
     }
 
-    let mut weights = BTreeMap::new();
+    let mut weights = ClusterWeights::default();
     let mut shortfall: Option<Shortfall> = None;
     match req.placement.replicas.mode {
         ReplicaMode::Duplicated => {
@@ -77,16 +90,32 @@ pub(crate) fn decide(
             }
         }
         ReplicaMode::Divided => {
-            weights = cand
+            let prefs = candidate_prefs(req, clusters, &cand);
+            let cand_weights: Vec<u64> = cand
                 .iter()
-                .map(|&i| {
-                    (
-                        clusters[i].name.to_string(),
-                        candidate_weight(req, clusters[i].name, classes.cap[i]),
-                    )
-                })
+                .enumerate()
+                .map(|(k, &i)| weight_with(req, prefs.get(k).copied().flatten(), classes.cap[i]))
                 .collect();
-            let placed = divide(req, clusters, &classes, &cand, &cur, budget, &mut counts);
+            let placed = divide(
+                req,
+                clusters,
+                &classes,
+                &cand,
+                &prefs,
+                &cand_weights,
+                &cur,
+                budget,
+                &mut counts,
+            );
+            weights = if unique {
+                ClusterWeights::shared(Arc::clone(&names), cand_weights)
+            } else {
+                // Repeated names: a map keeps the last weight of each, as collecting did.
+                cand.iter()
+                    .zip(cand_weights)
+                    .map(|(&i, w)| (clusters[i].name.to_string(), w))
+                    .collect()
+            };
             if placed < budget {
                 let missing = budget - placed;
                 let message = if cand.is_empty() {
@@ -124,7 +153,7 @@ pub(crate) fn decide(
         .collect();
     let moved = diff(req.current, &placement);
     Decision {
-        candidates: cand.iter().map(|&i| clusters[i].name.to_string()).collect(),
+        candidates: ClusterNames::shared(names),
         placement,
         dropped,
         weights,
@@ -133,12 +162,60 @@ pub(crate) fn decide(
     }
 }
 
-/// Places `budget` replicas among the candidates; returns how many were placed.
+/// The static-weights preference of each candidate (empty for other divisions), by one merge
+/// walk of two name-sorted sequences instead of a map lookup per cluster.
+fn candidate_prefs<'p>(
+    req: &ScheduleRequest<'p>,
+    clusters: &[ClusterView<'_>],
+    cand: &[usize],
+) -> Vec<Option<&'p ClusterPreference>> {
+    let Some(Division::StaticWeights { weights, .. }) = &req.placement.replicas.division else {
+        return Vec::new();
+    };
+    let star = weights.get(DEFAULT_PREFERENCE_KEY);
+    let mut it = weights.iter().peekable();
+    cand.iter()
+        .map(|&i| {
+            let name = clusters[i].name;
+            while it.peek().is_some_and(|(k, _)| k.as_str() < name) {
+                it.next();
+            }
+            match it.peek() {
+                Some((k, p)) if k.as_str() == name => Some(*p),
+                _ => star,
+            }
+        })
+        .collect()
+}
+
+/// `candidate_weight` with the preference already looked up.
+fn weight_with(
+    req: &ScheduleRequest<'_>,
+    pref: Option<&ClusterPreference>,
+    cap: Option<u64>,
+) -> u64 {
+    match (
+        &req.placement.replicas.mode,
+        &req.placement.replicas.division,
+    ) {
+        (ReplicaMode::Duplicated, _) | (ReplicaMode::Divided, None) => 1,
+        (ReplicaMode::Divided, Some(Division::StaticWeights { .. })) => {
+            pref.map_or(0, |p| p.weight)
+        }
+        (ReplicaMode::Divided, Some(Division::DynamicByCapacity { .. })) => dynamic::weight(cap),
+    }
+}
+
+/// Places `budget` replicas among the candidates; returns how many were placed. `prefs` and
+/// `weights` are parallel to `cand` (`prefs` empty unless the division is static weights).
+#[allow(clippy::too_many_arguments)]
 fn divide(
     req: &ScheduleRequest<'_>,
     clusters: &[ClusterView<'_>],
     classes: &Classes,
     cand: &[usize],
+    prefs: &[Option<&ClusterPreference>],
+    weights: &[u64],
     cur_of: &[u64],
     budget: u64,
     counts: &mut [u64],
@@ -146,16 +223,21 @@ fn divide(
     let division = req.placement.replicas.division.as_ref();
     let rebalance = division.is_some_and(|d| d.rebalance());
 
-    if let Some(Division::StaticWeights { weights, rebalance }) = division {
-        if weights
+    if let Some(Division::StaticWeights {
+        weights: preferences,
+        rebalance,
+    }) = division
+    {
+        if preferences
             .values()
             .any(|p| p.min_replicas > 0 || p.max_replicas.is_some())
         {
             // Spread's "at least one here" becomes a raised minimum.
             let raised: Vec<Option<ClusterPreference>> = cand
                 .iter()
-                .map(|&i| {
-                    let p = preference_for(weights, clusters[i].name)?;
+                .zip(prefs)
+                .map(|(&i, p)| {
+                    let p = (*p)?;
                     classes.need_one[i].then(|| ClusterPreference {
                         min_replicas: p.min_replicas.max(1),
                         ..p.clone()
@@ -164,12 +246,11 @@ fn divide(
                 .collect();
             let entries: Vec<Entry<'_>> = cand
                 .iter()
+                .zip(prefs)
                 .zip(&raised)
-                .map(|(&i, r)| Entry {
+                .map(|((&i, p), r)| Entry {
                     name: clusters[i].name,
-                    pref: r
-                        .as_ref()
-                        .or_else(|| preference_for(weights, clusters[i].name)),
+                    pref: r.as_ref().or(*p),
                     current: (cur_of[i] > 0).then_some(cur_of[i]),
                     capacity: classes.cap[i],
                 })
@@ -185,12 +266,13 @@ fn divide(
     let dynamic = matches!(division, Some(Division::DynamicByCapacity { .. }));
     let mut seats: Vec<Seat> = cand
         .iter()
-        .map(|&i| {
+        .zip(weights)
+        .map(|(&i, &weight)| {
             let mut s = if dynamic {
                 dynamic::seat(classes.cap[i].unwrap_or(0))
             } else {
                 Seat {
-                    weight: candidate_weight(req, clusters[i].name, classes.cap[i]),
+                    weight,
                     lo: 0,
                     hi: classes.cap[i].unwrap_or(u64::MAX),
                 }

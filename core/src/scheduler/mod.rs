@@ -20,12 +20,14 @@ pub mod decision;
 mod divided;
 mod dynamic;
 mod filter;
+mod names;
 mod slices;
 mod spread;
 pub mod static_weights;
 pub mod webster;
 
 pub use decision::{diff, Decision, DropReason, DroppedCluster, ReplicaMove, Shortfall};
+pub use names::{ClusterNames, ClusterWeights};
 pub use slices::place_slices;
 
 /// A cluster's health as the scheduler sees it; times are log time in milliseconds.
@@ -77,17 +79,22 @@ pub struct ScheduleRequest<'a> {
 /// decision regardless of the order of `clusters`.
 pub fn schedule(req: &ScheduleRequest<'_>) -> Decision {
     let sorted: Vec<ClusterView<'_>>;
-    let clusters: &[ClusterView<'_>] = if req.clusters.is_sorted_by(|a, b| a.name <= b.name) {
-        req.clusters
-    } else {
-        sorted = {
-            let mut v = req.clusters.to_vec();
-            v.sort_by(|a, b| a.name.cmp(b.name));
-            v
+    // Strictly ascending (the usual case: a name-keyed map's values) proves the names unique
+    // too, which lets the record share one name buffer between candidates and weights.
+    let strictly = req.clusters.is_sorted_by(|a, b| a.name < b.name);
+    let clusters: &[ClusterView<'_>] =
+        if strictly || req.clusters.is_sorted_by(|a, b| a.name <= b.name) {
+            req.clusters
+        } else {
+            sorted = {
+                let mut v = req.clusters.to_vec();
+                v.sort_by(|a, b| a.name.cmp(b.name));
+                v
+            };
+            &sorted
         };
-        &sorted
-    };
+    let unique = strictly || clusters.windows(2).all(|w| w[0].name != w[1].name);
     let mut classes = filter::classify(req, clusters);
     spread::apply(req, clusters, &mut classes);
-    divided::decide(req, clusters, classes)
+    divided::decide(req, clusters, unique, classes)
 }

@@ -54,6 +54,45 @@ pub fn fnv1_32(a: &str, b: &str) -> u32 {
     h
 }
 
+/// `fnv1_32(name, salt)` for many names. FNV is one long multiply chain per name, so four
+/// names are hashed side by side to let their chains overlap; the results are those of
+/// `fnv1_32`.
+fn fnv1_32_many<'a>(names: impl ExactSizeIterator<Item = &'a str>, salt: &str) -> Vec<u32> {
+    const BASIS: u32 = 0x811c_9dc5;
+    const PRIME: u32 = 0x0100_0193;
+    let names: Vec<&[u8]> = names.map(str::as_bytes).collect();
+    let mut out = Vec::with_capacity(names.len());
+    let mut chunks = names.chunks_exact(4);
+    for c in &mut chunks {
+        let mut h = [BASIS; 4];
+        let common = c.iter().map(|n| n.len()).min().unwrap_or(0);
+        for j in 0..common {
+            for (lane, n) in h.iter_mut().zip(c) {
+                *lane = lane.wrapping_mul(PRIME) ^ u32::from(n[j]);
+            }
+        }
+        for (lane, n) in h.iter_mut().zip(c) {
+            for &b in &n[common..] {
+                *lane = lane.wrapping_mul(PRIME) ^ u32::from(b);
+            }
+        }
+        for &b in salt.as_bytes() {
+            for lane in h.iter_mut() {
+                *lane = lane.wrapping_mul(PRIME) ^ u32::from(b);
+            }
+        }
+        out.extend_from_slice(&h);
+    }
+    for n in chunks.remainder() {
+        let mut h = BASIS;
+        for &b in n.iter().chain(salt.as_bytes()) {
+            h = h.wrapping_mul(PRIME) ^ u32::from(b);
+        }
+        out.push(h);
+    }
+    out
+}
+
 /// The preference that applies to `cluster`: its own, else `"*"`, else none.
 pub fn preference_for<'a>(
     weights: &'a BTreeMap<String, ClusterPreference>,
@@ -106,22 +145,36 @@ pub fn plan_entries(
     let mut overflow = vec![0u64; n];
     let mut prealloc = vec![0u64; n];
 
-    // Rule 1 and 2: only clusters with a preference take part, in weight-then-hash order.
-    let mut order: Vec<(usize, u32)> = entries
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.pref.is_some())
-        .map(|(i, e)| (i, fnv1_32(e.name, salt)))
-        .collect();
+    // Rule 1 and 2: only clusters with a preference take part, in weight-then-hash order. The
+    // sort key packs (weight descending, hash, position) into one integer; positions make keys
+    // unique, and the rare runs of equal weight and hash are then put in name order.
     let weight = |i: usize| entries[i].pref.map_or(0, |p| p.weight);
     let max_of = |i: usize| entries[i].pref.and_then(|p| p.max_replicas).map(u64::from);
-    order.sort_by(|&(a, ha), &(b, hb)| {
-        weight(b)
-            .cmp(&weight(a))
-            .then(ha.cmp(&hb))
-            .then(entries[a].name.cmp(entries[b].name))
-    });
-    let mut active: Vec<usize> = order.into_iter().map(|(i, _)| i).collect();
+    let taking_part: Vec<usize> = (0..n).filter(|&i| entries[i].pref.is_some()).collect();
+    let hashes = fnv1_32_many(taking_part.iter().map(|&i| entries[i].name), salt);
+    // Positions fit in 32 bits: a planner input of 2^32 clusters could not be held in memory.
+    let mut keys: Vec<u128> = taking_part
+        .iter()
+        .zip(&hashes)
+        .map(|(&i, &h)| {
+            let rank = u128::from(u64::MAX - weight(i));
+            (rank << 64) | (u128::from(h) << 32) | i as u128
+        })
+        .collect();
+    keys.sort_unstable();
+    let mut active: Vec<usize> = keys.iter().map(|&k| (k as u32) as usize).collect();
+    let mut start = 0;
+    while start < keys.len() {
+        let mut end = start + 1;
+        while end < keys.len() && keys[end] >> 32 == keys[start] >> 32 {
+            end += 1;
+        }
+        if end - start > 1 {
+            active[start..end]
+                .sort_by(|&a, &b| entries[a].name.cmp(entries[b].name).then(a.cmp(&b)));
+        }
+        start = end;
+    }
     let mut remaining = total;
 
     // Rule 3: minimums, in order, as far as replicas and capacity allow.
@@ -173,10 +226,15 @@ pub fn plan_entries(
         for &i in &active {
             let start = planned[i];
             // Share rounded up, never more than what remains.
-            let share = super::webster::div_fast(
-                to_share * u128::from(weight(i)) + weight_sum - 1,
-                weight_sum,
-            );
+            // Once nothing remains every share is cut to 0: skip the division.
+            let share = if remaining == 0 {
+                0
+            } else {
+                super::webster::div_fast(
+                    to_share * u128::from(weight(i)) + weight_sum - 1,
+                    weight_sum,
+                )
+            };
             let mut extra = (share.min(u128::from(remaining))) as u64;
             let used = extra.min(prealloc[i]);
             prealloc[i] -= used;
@@ -224,4 +282,21 @@ pub fn plan_entries(
         }
     }
     (planned, overflow)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashing_side_by_side_matches_one_at_a_time() {
+        let names: Vec<String> = (0..23)
+            .map(|i| "c".repeat(i % 9) + &i.to_string())
+            .collect();
+        for salt in ["", "ns/web", "default/a-much-longer-object-name"] {
+            let many = fnv1_32_many(names.iter().map(String::as_str), salt);
+            let one: Vec<u32> = names.iter().map(|n| fnv1_32(n, salt)).collect();
+            assert_eq!(many, one, "salt {salt:?}");
+        }
+    }
 }

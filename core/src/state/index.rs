@@ -180,6 +180,117 @@ impl Index {
         }
     }
 
+    /// Moves an object's bookings and `placed_on` memberships from its `old` placement (with
+    /// `old_per` requests per replica) to `new`. Both lists are sorted by cluster name. Same
+    /// result as `remove_placement` then `add_placement` (all releases happen before any
+    /// booking, so saturation behaves the same), but a cluster in both lists keeps its set
+    /// membership untouched: a replica-count change costs no set operation.
+    pub fn move_placement<'a>(
+        &mut self,
+        key: &ObjectKey,
+        old_per: Resources,
+        old: impl Iterator<Item = (&'a str, u32)> + Clone,
+        new_per: Resources,
+        new: impl Iterator<Item = (&'a str, u32)> + Clone,
+    ) {
+        for (c, n) in old.clone() {
+            if let Some(booked) = self.booked.get_mut(c) {
+                *booked = booked.saturating_sub(&old_per.saturating_mul(u64::from(n)));
+            }
+        }
+        for (c, n) in new.clone() {
+            let need = new_per.saturating_mul(u64::from(n));
+            match self.booked.get_mut(c) {
+                Some(booked) => *booked = booked.saturating_add(&need),
+                None => {
+                    self.booked.insert(c.to_string(), need);
+                }
+            }
+        }
+        let mut a = old.map(|(c, _)| c).peekable();
+        let mut b = new.map(|(c, _)| c).peekable();
+        loop {
+            match (a.peek().copied(), b.peek().copied()) {
+                (None, None) => break,
+                (Some(x), Some(y)) if x == y => {
+                    a.next();
+                    b.next();
+                }
+                (Some(x), y) if y.is_none_or(|y| x < y) => {
+                    a.next();
+                    if let Some(set) = self.placed_on.get_mut(x) {
+                        set.remove(key);
+                        if set.is_empty() {
+                            self.placed_on.remove(x);
+                        }
+                    }
+                }
+                (_, Some(y)) => {
+                    b.next();
+                    match self.placed_on.get_mut(y) {
+                        Some(set) => {
+                            set.insert(key.clone());
+                        }
+                        None => {
+                            self.placed_on
+                                .insert(y.to_string(), BTreeSet::from([key.clone()]));
+                        }
+                    }
+                }
+                (Some(_), None) => unreachable!("covered by the arm above"),
+            }
+        }
+    }
+
+    /// Replaces an object's entries in `wide` / `named` when its cluster list changes.
+    pub fn move_cluster_list(
+        &mut self,
+        key: &ObjectKey,
+        old: &Option<Vec<String>>,
+        new: &Option<Vec<String>>,
+    ) {
+        if old == new {
+            return;
+        }
+        match old {
+            None => {
+                self.wide.remove(key);
+            }
+            Some(names) => {
+                for n in names {
+                    if let Some(set) = self.named.get_mut(n) {
+                        set.remove(key);
+                        if set.is_empty() {
+                            self.named.remove(n);
+                        }
+                    }
+                }
+            }
+        }
+        match new {
+            None => {
+                self.wide.insert(key.clone());
+            }
+            Some(names) => {
+                for n in names {
+                    self.named.entry(n.clone()).or_default().insert(key.clone());
+                }
+            }
+        }
+    }
+
+    /// Puts the object in or out of `hungry` and `short` after a change, given its `flags`
+    /// from before the change; sets are touched only when membership changes.
+    pub fn refresh_flags(&mut self, key: &ObjectKey, before: (bool, bool), obj: &FederatedObject) {
+        let (hungry, short) = flags(obj);
+        if hungry != before.0 {
+            set_member(&mut self.hungry, key, hungry);
+        }
+        if short != before.1 {
+            set_member(&mut self.short, key, short);
+        }
+    }
+
     /// Objects interested in cluster `name` becoming usable, among `set`.
     pub fn interested_in<'a>(
         &'a self,
@@ -190,6 +301,19 @@ impl Index {
         set.iter()
             .filter(move |k| self.wide.contains(*k) || named.is_some_and(|n| n.contains(*k)))
     }
+}
+
+fn set_member(set: &mut BTreeSet<ObjectKey>, key: &ObjectKey, member: bool) {
+    if member {
+        set.insert(key.clone());
+    } else {
+        set.remove(key);
+    }
+}
+
+/// (in `hungry`, in `short`) for an object.
+pub(crate) fn flags(obj: &FederatedObject) -> (bool, bool) {
+    (is_hungry(obj), obj.status.shortfall.is_some())
 }
 
 /// Whether a newly usable cluster can change this object's placement without a revoke.

@@ -9,7 +9,7 @@
 //! Status reports are facts: reports about objects or clusters that are gone are skipped.
 
 use super::{
-    validate, ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State, MAX_BATCH_ITEMS,
+    index, validate, ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State, MAX_BATCH_ITEMS,
 };
 use crate::command::ObjectStatusReport;
 use crate::error::FieldError;
@@ -75,15 +75,34 @@ impl State {
         };
         if let Some(obj) = self.d.objects.get_mut(namespace, name) {
             // The indexes depend on placement, sizing and status only: a template-only edit
-            // leaves them alone.
+            // leaves them alone, and a resize touches only the bookings.
+            let before = index::flags(obj);
             if reschedule {
-                self.ix.remove_object(obj);
+                if obj.template_info.per_replica != info.per_replica {
+                    let placed = obj
+                        .status
+                        .clusters
+                        .iter()
+                        .map(|p| (p.cluster.as_str(), p.replicas));
+                    self.ix.move_placement(
+                        &key,
+                        obj.template_info.per_replica,
+                        placed.clone(),
+                        info.per_replica,
+                        placed,
+                    );
+                }
+                self.ix.move_cluster_list(
+                    &key,
+                    &obj.spec.placement.clusters,
+                    &spec.placement.clusters,
+                );
             }
             obj.spec = spec.clone();
             obj.template_info = info;
             obj.resource_version = ctx.index;
             if reschedule {
-                self.ix.add_object(obj);
+                self.ix.refresh_flags(&key, before, obj);
             }
             ctx.change(ChangeKind::Object, key.to_string(), ChangeOp::Modified);
         } else {
@@ -181,23 +200,34 @@ impl State {
             validate::dns_subdomain(&r.name, "").map_err(at("name"))?;
             validate::dns_label(&r.cluster, "").map_err(at("cluster"))?;
         }
-        for r in batch {
-            self.status_report(r, ctx);
+        // First a read-only pass that finds where each report lands. With many objects every
+        // lookup is a chain of cache misses; the lookups of different reports do not depend on
+        // each other, so in a tight loop the processor overlaps them, and the writing pass
+        // below then finds everything in cache. Reports never change which clusters an object
+        // is placed on, so the positions stay valid.
+        let found: Vec<Option<usize>> = batch
+            .iter()
+            .map(|r| {
+                let obj = self.d.objects.get(&r.namespace, &r.name)?;
+                // Reports from clusters the object no longer runs on are stale: executors
+                // report while they remove what fedraft moved away.
+                obj.status
+                    .clusters
+                    .binary_search_by(|p| p.cluster.as_str().cmp(&r.cluster))
+                    .ok()
+            })
+            .collect();
+        for (r, at) in batch.iter().zip(found) {
+            if let Some(i) = at {
+                self.status_report(r, i, ctx);
+            }
         }
         Ok(None)
     }
 
-    fn status_report(&mut self, r: &ObjectStatusReport, ctx: &mut Ctx) {
+    /// Records one report about the object's `i`th placed cluster.
+    fn status_report(&mut self, r: &ObjectStatusReport, i: usize, ctx: &mut Ctx) {
         let Some(obj) = self.d.objects.get_mut(&r.namespace, &r.name) else {
-            return;
-        };
-        // Reports from clusters the object no longer runs on are stale: executors report while
-        // they remove what fedraft moved away.
-        let Ok(i) = obj
-            .status
-            .clusters
-            .binary_search_by(|p| p.cluster.as_str().cmp(&r.cluster))
-        else {
             return;
         };
         let message = r.message.as_deref().map(truncate);

@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{ChangeKind, ChangeOp, Ctx, Data, State};
+use super::{index, ChangeKind, ChangeOp, Ctx, Data, State};
 use crate::model::{
     Cluster, FederatedObject, Health, ObjectKey, PlacedCluster, ShortfallStatus, Tenant,
 };
@@ -186,7 +186,22 @@ impl State {
             obj.status.decision_summary = summary;
             return false;
         }
-        self.ix.remove_object(obj);
+        let before = index::flags(obj);
+        let per = obj.template_info.per_replica;
+        self.ix.move_placement(
+            key,
+            per,
+            obj.status
+                .clusters
+                .iter()
+                .map(|p| (p.cluster.as_str(), p.replicas)),
+            per,
+            decision
+                .placement
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(c, n)| (c.as_str(), *n)),
+        );
         // Keep what executors reported for clusters that stay; new clusters start unreported.
         let mut old: BTreeMap<String, PlacedCluster> = std::mem::take(&mut obj.status.clusters)
             .into_iter()
@@ -215,7 +230,7 @@ impl State {
             ctx.change(ChangeKind::Object, key.to_string(), ChangeOp::Modified);
         }
         obj.resource_version = ctx.index;
-        self.ix.add_object(obj);
+        self.ix.refresh_flags(key, before, obj);
         let timers = failover_timers(obj, &self.d.clusters, ctx.now_ms);
         self.d
             .failover_timers
