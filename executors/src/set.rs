@@ -6,7 +6,9 @@
 //! own client, so a slow or dead cluster never delays the others) plus one reporter task, and
 //! wakes every reconciler on each applied log entry.
 //!
-//! A handover cannot duplicate or lose objects: names in member clusters are deterministic,
+//! A handover cannot duplicate or lose objects: a new leader starts only once it has applied
+//! its log up to the index it held when elected (so it never prunes what the previous leader
+//! placed from a state that lags behind), names in member clusters are deterministic,
 //! server-side apply is idempotent, and the skip rule reads what is live rather than what the
 //! previous leader remembered.
 //!
@@ -276,6 +278,8 @@ async fn supervise<C: ControlPlane>(
 ) {
     let mut applied = ctrl.subscribe();
     let mut leading: Option<Leading> = None;
+    // Log index this node must have applied before its executors start (see `log_position`).
+    let mut catch_up: Option<u64> = None;
     let mut last_sync = tokio::time::Instant::now();
     loop {
         let mut entries = false;
@@ -296,6 +300,13 @@ async fn supervise<C: ControlPlane>(
         let is_leader = ctrl.is_leader();
         match (&mut leading, is_leader) {
             (None, true) => {
+                let (last, applied) = ctrl.log_position();
+                let mark = *catch_up.get_or_insert(last);
+                if applied < mark {
+                    tracing::debug!(applied, mark, "leading; applying the log before starting executors");
+                    continue;
+                }
+                catch_up = None;
                 tracing::info!("this node leads: starting executors");
                 let mut l = Leading::start(&ctrl, &cfg);
                 l.sync(&ctrl, &cfg);
@@ -315,7 +326,7 @@ async fn supervise<C: ControlPlane>(
                     l.wake_all();
                 }
             }
-            (None, false) => {}
+            (None, false) => catch_up = None,
         }
         let now_running: BTreeSet<String> = leading
             .as_ref()
