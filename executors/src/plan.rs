@@ -145,7 +145,10 @@ pub fn verdict(
 /// comparison, if it differs from `memo` (the live version is newer than the one remembered).
 pub fn verified_memo(hash: &str, live: Option<&LiveObject>, memo: Option<&Memo>) -> Option<Memo> {
     let seen = live?.resource_version.as_deref()?;
-    let newer = match memo.filter(|m| m.hash == hash).and_then(|m| m.resource_version.as_deref()) {
+    let newer = match memo
+        .filter(|m| m.hash == hash)
+        .and_then(|m| m.resource_version.as_deref())
+    {
         None => true,
         Some(ours) => ours != seen && !version_older(seen, ours),
     };

@@ -357,7 +357,9 @@ impl<C: ControlPlane> Reconciler<C> {
         let mut not_prepared: HashMap<ObjectKey, String> = HashMap::new();
         for (version, d) in scan.rendered {
             match prepare(&ctx, &d).await {
-                Ok(p) => self.desired.insert(d.key, version, Entry::Ready(Arc::new(p))),
+                Ok(p) => self
+                    .desired
+                    .insert(d.key, version, Entry::Ready(Arc::new(p))),
                 // The manifest itself is unusable: nothing changes until the object does.
                 Err(e @ ExecError::Manifest(_)) => {
                     self.desired
@@ -450,7 +452,11 @@ impl<C: ControlPlane> Reconciler<C> {
             }
         }
         // Owned inputs: the futures run concurrently and must not borrow the pass's locals.
-        type Done = (Arc<Prepared>, Option<Arc<LiveObject>>, Result<Action, ExecError>);
+        type Done = (
+            Arc<Prepared>,
+            Option<Arc<LiveObject>>,
+            Result<Action, ExecError>,
+        );
         let results: Vec<Done> = futures::stream::iter(work.into_iter().map(|(p, live, memo)| {
             let ctx = ctx.clone();
             async move {

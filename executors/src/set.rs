@@ -142,7 +142,9 @@ async fn run_cluster<C: ControlPlane>(
     obs.forget(&spec.name);
     tracing::info!(cluster = %spec.name, "deregistered: removing fedraft's objects");
     match tokio::time::timeout(limit, reconciler.farewell()).await {
-        Ok(()) => tracing::info!(cluster = %spec.name, "deregistered cluster holds no fedraft objects"),
+        Ok(()) => {
+            tracing::info!(cluster = %spec.name, "deregistered cluster holds no fedraft objects")
+        }
         Err(_) => tracing::warn!(
             cluster = %spec.name,
             waited_s = limit.as_secs(),
@@ -303,7 +305,11 @@ async fn supervise<C: ControlPlane>(
                 let (last, applied) = ctrl.log_position();
                 let mark = *catch_up.get_or_insert(last);
                 if applied < mark {
-                    tracing::debug!(applied, mark, "leading; applying the log before starting executors");
+                    tracing::debug!(
+                        applied,
+                        mark,
+                        "leading; applying the log before starting executors"
+                    );
                     continue;
                 }
                 catch_up = None;

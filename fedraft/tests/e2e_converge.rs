@@ -46,7 +46,10 @@ async fn put_weights_drift_deregister_delete() {
     fed.wait_deployment("dc1", "shop", "api", 2, "api:1").await;
     for c in ["dc2", "dc3"] {
         let m = fed.managed(c).await.unwrap();
-        assert!(!m.contains_key("shop/api"), "api must not run on {c}: {m:?}");
+        assert!(
+            !m.contains_key("shop/api"),
+            "api must not run on {c}: {m:?}"
+        );
     }
     let d = fed.deployment("dc1", "shop", "web").await.unwrap();
     assert_eq!(
@@ -118,7 +121,10 @@ async fn put_weights_drift_deregister_delete() {
         let p = fed.placement("shop", "web").await;
         let mut live = 0;
         for c in ["dc1", "dc2"] {
-            live += fed.deployment(c, "shop", "web").await.map_or(0, |d| replicas(&d));
+            live += fed
+                .deployment(c, "shop", "web")
+                .await
+                .map_or(0, |d| replicas(&d));
         }
         (p.values().sum::<u64>() == 6 && !p.contains_key("dc3") && live == 6).then_some(())
     })

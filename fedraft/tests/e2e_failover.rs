@@ -59,7 +59,11 @@ async fn dark_spells_drain_and_uncordon() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(
-        live_web(&fed, &CLUSTERS).await.values().copied().collect::<Vec<_>>(),
+        live_web(&fed, &CLUSTERS)
+            .await
+            .values()
+            .copied()
+            .collect::<Vec<_>>(),
         vec![2, 2, 2]
     );
 

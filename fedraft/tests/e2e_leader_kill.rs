@@ -100,15 +100,19 @@ async fn kill_leader_convergence_continues_exactly_once() {
     wait_exactly(&fed, &want).await;
     for name in want.keys() {
         let (_, n) = name.split_once('/').unwrap();
-        eventually(LIMIT, &format!("{name} reported applied everywhere"), || async {
-            let v = fed.get(&format!("/v1/namespaces/shop/objects/{n}")).await;
-            let clusters = v.pointer("/status/clusters")?.as_object()?.clone();
-            (clusters.len() == 3
-                && clusters
-                    .values()
-                    .all(|c| c.get("applied") == Some(&serde_json::json!(true))))
-            .then_some(())
-        })
+        eventually(
+            LIMIT,
+            &format!("{name} reported applied everywhere"),
+            || async {
+                let v = fed.get(&format!("/v1/namespaces/shop/objects/{n}")).await;
+                let clusters = v.pointer("/status/clusters")?.as_object()?.clone();
+                (clusters.len() == 3
+                    && clusters
+                        .values()
+                        .all(|c| c.get("applied") == Some(&serde_json::json!(true))))
+                .then_some(())
+            },
+        )
         .await;
     }
 }

@@ -7,8 +7,10 @@
 //! pressure shows as `readyReplicas < replicas`. A workload's status converges to that packing
 //! once `status_delay` has passed since its generation last changed. LoadBalancer services get
 //! an ingress address after the same delay. Writes happen only when the status differs (so the
-//! controller does not churn resourceVersions) and are counted apart from client writes. This
-//! module must not serve HTTP.
+//! controller does not churn resourceVersions) and are counted apart from client writes. A tick
+//! with no new store version and no status falling due does nothing, and a full tick is
+//! followed by an idle spell 20 times its length, so listing thousands of objects never starves
+//! the API. This module must not serve HTTP.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -126,7 +126,11 @@ impl Fed {
             sims.push(sim);
         }
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("tokens"), format!("{TOKEN} e2e-admin admin\n")).unwrap();
+        std::fs::write(
+            dir.path().join("tokens"),
+            format!("{TOKEN} e2e-admin admin\n"),
+        )
+        .unwrap();
         let apis: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let peers: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let mut nodes = Vec::new();
@@ -221,8 +225,7 @@ impl Fed {
         let key = format!(
             "e2e-{}-{}",
             std::process::id(),
-            self.seq
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         let what = format!("{method} {path}");
         eventually(LIMIT, &what, || {
@@ -315,7 +318,9 @@ impl Fed {
 
     /// Replicas per cluster as the replicated placement has them (clusters with 0 omitted).
     pub async fn placement(&self, ns: &str, name: &str) -> BTreeMap<String, u64> {
-        let v = self.get(&format!("/v1/namespaces/{ns}/objects/{name}")).await;
+        let v = self
+            .get(&format!("/v1/namespaces/{ns}/objects/{name}"))
+            .await;
         v.pointer("/status/placement")
             .and_then(Value::as_object)
             .map(|m| {
@@ -399,7 +404,14 @@ impl Fed {
     }
 
     /// Waits until `cluster` holds `name` with `want` replicas and `image`.
-    pub async fn wait_deployment(&self, cluster: &str, ns: &str, name: &str, want: u64, image: &str) {
+    pub async fn wait_deployment(
+        &self,
+        cluster: &str,
+        ns: &str,
+        name: &str,
+        want: u64,
+        image: &str,
+    ) {
         eventually(
             LIMIT,
             &format!("{cluster}: {ns}/{name} with {want} replicas of {image}"),
@@ -412,12 +424,16 @@ impl Fed {
     }
 
     pub async fn wait_absent(&self, cluster: &str, ns: &str, name: &str) {
-        eventually(LIMIT, &format!("{ns}/{name} gone from {cluster}"), || async {
-            self.managed(cluster)
-                .await
-                .filter(|m| !m.contains_key(&format!("{ns}/{name}")))
-                .map(|_| ())
-        })
+        eventually(
+            LIMIT,
+            &format!("{ns}/{name} gone from {cluster}"),
+            || async {
+                self.managed(cluster)
+                    .await
+                    .filter(|m| !m.contains_key(&format!("{ns}/{name}")))
+                    .map(|_| ())
+            },
+        )
         .await;
     }
 }
@@ -434,7 +450,11 @@ impl Drop for Fed {
                 let text = std::fs::read_to_string(&n.log).unwrap_or_default();
                 let lines: Vec<&str> = text.lines().collect();
                 let tail = &lines[lines.len().saturating_sub(40)..];
-                eprintln!("---- node{} log (last lines) ----\n{}", n.id, tail.join("\n"));
+                eprintln!(
+                    "---- node{} log (last lines) ----\n{}",
+                    n.id,
+                    tail.join("\n")
+                );
             }
         }
     }
