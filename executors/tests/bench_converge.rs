@@ -28,7 +28,9 @@ async fn ack_to_applied_latency() {
     let root = tempfile::tempdir().unwrap();
     let mut sims = Vec::new();
     for i in 0..CLUSTERS {
-        sims.push(start_sim(&format!("dc{i}")).await);
+        // 100 objects x 2 replicas x 100m per cluster: 4 nodes of 8 cpu leave room, so
+        // capacity never limits placement here.
+        sims.push(start_sim_with_nodes(&format!("dc{i}"), 4).await);
     }
     let nodes = start_group(&root, 1).await;
     let node = nodes[0].node.clone();
