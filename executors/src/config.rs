@@ -30,6 +30,9 @@ pub struct ExecutorConfig {
     pub status_flush_interval: Duration,
     /// Bound on a single member-API request other than watches.
     pub request_timeout: Duration,
+    /// How long the leader keeps trying to remove fedraft's objects from a cluster after it was
+    /// deregistered (a dark cluster cannot be cleaned; what is left carries fedraft's label).
+    pub deregister_cleanup_timeout: Duration,
 }
 
 impl Default for ExecutorConfig {
@@ -46,6 +49,7 @@ impl Default for ExecutorConfig {
             apply_concurrency: 16,
             status_flush_interval: Duration::from_millis(500),
             request_timeout: Duration::from_secs(10),
+            deregister_cleanup_timeout: Duration::from_secs(120),
         }
     }
 }

@@ -21,6 +21,11 @@ impl ControlPlane for FedNode {
         self.status().is_leader
     }
 
+    fn log_position(&self) -> (u64, u64) {
+        let st = self.status();
+        (st.last_log_index, st.applied_index)
+    }
+
     fn read_state<R>(&self, f: impl FnOnce(&State) -> R) -> R {
         self.read_stale(f)
     }

@@ -19,6 +19,7 @@ pub mod capacity;
 pub mod client;
 pub mod compare;
 pub mod config;
+pub mod desired;
 pub mod error;
 pub mod fednode;
 pub mod live;

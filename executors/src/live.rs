@@ -25,7 +25,12 @@ use tokio::task::JoinHandle;
 use crate::plan::{LiveId, LiveObject};
 use crate::resolve::Resolved;
 
-type Objects = Arc<Mutex<BTreeMap<LiveId, LiveObject>>>;
+/// Objects are shared (`Arc`) so that a reconcile pass can take a snapshot without copying
+/// every object's JSON.
+type Objects = Arc<Mutex<BTreeMap<LiveId, Arc<LiveObject>>>>;
+
+/// A snapshot of the ready types: type key -> live objects.
+pub type Snapshot = BTreeMap<(String, String), BTreeMap<LiveId, Arc<LiveObject>>>;
 
 struct Watched {
     objects: Objects,
@@ -126,12 +131,23 @@ impl LiveCache {
     }
 
     /// Copy of the live objects of every ready type (type key -> objects).
-    pub fn snapshot(&self) -> BTreeMap<(String, String), BTreeMap<LiveId, LiveObject>> {
+    pub fn snapshot(&self) -> Snapshot {
         lock(&self.types)
             .iter()
             .filter(|(_, w)| *w.ready.borrow())
             .map(|(k, w)| (k.clone(), lock(&w.objects).clone()))
             .collect()
+    }
+
+    /// Whether every watched type has been listed and holds no managed object (objects already
+    /// being deleted do not count).
+    pub fn is_clean(&self) -> bool {
+        lock(&self.types).values().all(|w| {
+            *w.ready.borrow()
+                && lock(&w.objects)
+                    .values()
+                    .all(|o| o.object.pointer("/metadata/deletionTimestamp").is_some())
+        })
     }
 
     /// (namespace, name) of every managed object, any type: what the capacity scan excludes.
@@ -148,7 +164,7 @@ impl LiveCache {
     }
 }
 
-fn to_live(r: &Resolved, obj: DynamicObject) -> Option<(LiveId, LiveObject)> {
+fn to_live(r: &Resolved, obj: DynamicObject) -> Option<(LiveId, Arc<LiveObject>)> {
     let mut value = serde_json::to_value(&obj).ok()?;
     // List items may omit apiVersion/kind; the comparison with manifests needs them.
     if let Value::Object(map) = &mut value {
@@ -168,7 +184,7 @@ fn to_live(r: &Resolved, obj: DynamicObject) -> Option<(LiveId, LiveObject)> {
         },
         name: obj.metadata.name.clone()?,
     };
-    Some((id, LiveObject::from_value(value)))
+    Some((id, Arc::new(LiveObject::from_value(value))))
 }
 
 async fn run_watch(
@@ -183,7 +199,7 @@ async fn run_watch(
     let config =
         watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut relist: BTreeMap<LiveId, LiveObject> = BTreeMap::new();
+    let mut relist: BTreeMap<LiveId, Arc<LiveObject>> = BTreeMap::new();
     while let Some(event) = stream.next().await {
         match event {
             Ok(Event::Init) => relist.clear(),

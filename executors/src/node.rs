@@ -20,6 +20,14 @@ pub trait ControlPlane: Clone + Send + Sync + 'static {
     /// Whether this node leads the raft group now (executors run only on the leader).
     fn is_leader(&self) -> bool;
 
+    /// (last log index, applied index) of this node's raft log. A new leader starts its
+    /// executors only once it has applied everything up to the last index it held when it won
+    /// the election: before that its state may lack objects the previous leader already
+    /// placed, and a pass would delete them. The default (no log) is always caught up.
+    fn log_position(&self) -> (u64, u64) {
+        (0, 0)
+    }
+
     /// Reads the locally applied state. It may trail the leader's commit by a few entries;
     /// reconciling is idempotent and the next wake-up catches up.
     fn read_state<R>(&self, f: impl FnOnce(&State) -> R) -> R;

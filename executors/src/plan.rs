@@ -141,6 +141,23 @@ pub fn verdict(
     }
 }
 
+/// After [`verdict`] found `live` up to date: the memo to keep so that the next pass skips the
+/// comparison, if it differs from `memo` (the live version is newer than the one remembered).
+pub fn verified_memo(hash: &str, live: Option<&LiveObject>, memo: Option<&Memo>) -> Option<Memo> {
+    let seen = live?.resource_version.as_deref()?;
+    let newer = match memo
+        .filter(|m| m.hash == hash)
+        .and_then(|m| m.resource_version.as_deref())
+    {
+        None => true,
+        Some(ours) => ours != seen && !version_older(seen, ours),
+    };
+    newer.then(|| Memo {
+        hash: hash.to_string(),
+        resource_version: Some(seen.to_string()),
+    })
+}
+
 /// resourceVersions are opaque in general; when both are integers (etcd revisions, and the
 /// simulator's counter) a smaller one is an older view of the object.
 fn version_older(seen: &str, ours: &str) -> bool {

@@ -34,6 +34,7 @@ use tokio::time::Instant;
 use crate::backoff::Backoff;
 use crate::compare::{manifest_hash, APPLIED_HASH_ANNOTATION};
 use crate::config::ExecutorConfig;
+use crate::desired::{DesiredCache, Entry};
 use crate::error::ExecError;
 use crate::live::LiveCache;
 use crate::node::ControlPlane;
@@ -288,6 +289,7 @@ pub struct Reconciler<C: ControlPlane> {
     memo: HashMap<LiveId, Memo>,
     retries: HashMap<LiveId, Retry>,
     unserved_defaults: BTreeSet<(String, String)>,
+    desired: DesiredCache,
 }
 
 fn report(
@@ -317,12 +319,13 @@ impl<C: ControlPlane> Reconciler<C> {
             memo: HashMap::new(),
             retries: HashMap::new(),
             unserved_defaults: BTreeSet::new(),
+            desired: DesiredCache::default(),
         }
     }
 
     /// Runs passes forever: after every wake-up, and at the latest when a retry or the resync
     /// is due.
-    pub async fn run(mut self) {
+    pub async fn run(&mut self) {
         loop {
             let next = self.pass().await;
             tokio::select! {
@@ -337,31 +340,60 @@ impl<C: ControlPlane> Reconciler<C> {
     }
 
     /// One full pass; returns when the next one is due at the latest.
+    ///
+    /// Its cost is proportional to what changed: objects are rendered and prepared only when
+    /// their version moved ([`DesiredCache`]), the live snapshot shares the watched objects,
+    /// and an object whose live version was already verified is not compared again.
     pub async fn pass(&mut self) -> Instant {
         let ctx = self.ctx.clone();
         let cluster = ctx.cluster.clone();
         let now = Instant::now();
         let mut next = now + ctx.cfg.resync_period;
-        let desired = self.ctrl.read_state(|s| s.desired_for_cluster(&cluster));
+        let cache = &mut self.desired;
+        let scan = self.ctrl.read_state(|s| cache.scan(s, &cluster));
 
-        let mut statuses = Vec::with_capacity(desired.len());
+        let mut statuses = Vec::with_capacity(scan.keys.len());
         let mut unresolved: BTreeSet<String> = BTreeSet::new();
-        let mut prepared = Vec::with_capacity(desired.len());
-        for d in &desired {
-            match prepare(&ctx, d).await {
-                Ok(p) => prepared.push(p),
+        let mut not_prepared: HashMap<ObjectKey, String> = HashMap::new();
+        for (version, d) in scan.rendered {
+            match prepare(&ctx, &d).await {
+                Ok(p) => self
+                    .desired
+                    .insert(d.key, version, Entry::Ready(Arc::new(p))),
+                // The manifest itself is unusable: nothing changes until the object does.
+                Err(e @ ExecError::Manifest(_)) => {
+                    self.desired
+                        .insert(d.key, version, Entry::Unusable(e.to_string()))
+                }
+                // Unknown kinds and unreachable discovery: prepared again next pass.
                 Err(e) => {
-                    unresolved.insert(d.key.to_string());
-                    statuses.push(report(&d.key, &cluster, false, 0, Some(e.to_string())));
+                    not_prepared.insert(d.key, e.to_string());
                 }
             }
+        }
+        self.desired.retain(&scan.keys);
+        let mut prepared: Vec<Arc<Prepared>> = Vec::with_capacity(scan.keys.len());
+        for key in &scan.keys {
+            let message = match self.desired.get(key) {
+                Some(Entry::Ready(p)) => {
+                    prepared.push(p.clone());
+                    continue;
+                }
+                Some(Entry::Unusable(m)) => m.clone(),
+                None => not_prepared.remove(key).unwrap_or_default(),
+            };
+            unresolved.insert(key.to_string());
+            statuses.push(report(key, &cluster, false, 0, Some(message)));
         }
 
         // Watch every type in use, plus the defaults, before trusting the cache.
         let mut types: BTreeSet<(String, String)> = ctx.live.watched().into_iter().collect();
         for p in &prepared {
-            ctx.live.ensure(&p.resolved);
-            types.insert((p.id.api_version.clone(), p.id.kind.clone()));
+            let key = (p.id.api_version.clone(), p.id.kind.clone());
+            if !types.contains(&key) {
+                ctx.live.ensure(&p.resolved);
+                types.insert(key);
+            }
         }
         for (av, kind) in DEFAULT_WATCHED_KINDS {
             let key = (av.to_string(), kind.to_string());
@@ -385,7 +417,7 @@ impl<C: ControlPlane> Reconciler<C> {
 
         // Decide per object; collect the writes.
         let mut work = Vec::new();
-        for p in prepared.iter() {
+        for p in &prepared {
             let type_key = (p.id.api_version.clone(), p.id.kind.clone());
             let Some(objects) = snapshot.get(&type_key) else {
                 let e = ExecError::CacheNotReady {
@@ -404,28 +436,43 @@ impl<C: ControlPlane> Reconciler<C> {
                 next = next.min(r.next_at);
                 continue;
             }
-            let live = objects.get(&p.id).cloned();
-            let memo = self.memo.get(&p.id).cloned();
-            work.push((p.clone(), live, memo));
+            let live = objects.get(&p.id);
+            let memo = self.memo.get(&p.id);
+            match plan::verdict(&p.body, &p.hash, live.map(|l| &**l), memo) {
+                Verdict::UpToDate => {
+                    self.retries.remove(&p.id);
+                    if let Some(m) = plan::verified_memo(&p.hash, live.map(|l| &**l), memo) {
+                        self.memo.insert(p.id.clone(), m);
+                    }
+                    let object = live.map(|l| &l.object);
+                    let ready = plan::ready_replicas(&p.id.kind, object, p.replicas);
+                    statuses.push(report(&p.key, &cluster, true, ready, None));
+                }
+                Verdict::Apply(_) => work.push((p.clone(), live.cloned(), memo.cloned())),
+            }
         }
         // Owned inputs: the futures run concurrently and must not borrow the pass's locals.
-        let results: Vec<(Prepared, Option<LiveObject>, Result<Action, ExecError>)> =
-            futures::stream::iter(work.into_iter().map(|(p, live, memo)| {
-                let ctx = ctx.clone();
-                async move {
-                    let r = reconcile(&p, live.as_ref(), memo.as_ref(), &ctx).await;
-                    (p, live, r)
-                }
-            }))
-            .buffer_unordered(ctx.cfg.apply_concurrency.max(1))
-            .collect()
-            .await;
+        type Done = (
+            Arc<Prepared>,
+            Option<Arc<LiveObject>>,
+            Result<Action, ExecError>,
+        );
+        let results: Vec<Done> = futures::stream::iter(work.into_iter().map(|(p, live, memo)| {
+            let ctx = ctx.clone();
+            async move {
+                let r = reconcile(&p, live.as_deref(), memo.as_ref(), &ctx).await;
+                (p, live, r)
+            }
+        }))
+        .buffer_unordered(ctx.cfg.apply_concurrency.max(1))
+        .collect()
+        .await;
         for (p, live, result) in results {
             match result {
                 Ok(action) => {
                     self.retries.remove(&p.id);
                     let object = match action {
-                        Action::UpToDate => live.map(|l| l.object),
+                        Action::UpToDate => live.map(|l| l.object.clone()),
                         Action::Applied { object, .. } => {
                             let rv = object
                                 .pointer("/metadata/resourceVersion")
@@ -456,7 +503,8 @@ impl<C: ControlPlane> Reconciler<C> {
         let desired_ids: BTreeSet<LiveId> = prepared.iter().map(|p| p.id.clone()).collect();
         let mut doomed = Vec::new();
         for objects in snapshot.values() {
-            for id in plan::prunable(objects.iter(), &desired_ids, &unresolved) {
+            let objects = objects.iter().map(|(id, o)| (id, &**o));
+            for id in plan::prunable(objects, &desired_ids, &unresolved) {
                 match self.retries.get(&id) {
                     Some(r) if r.next_at > now => next = next.min(r.next_at),
                     _ => doomed.push(id),
@@ -491,6 +539,27 @@ impl<C: ControlPlane> Reconciler<C> {
         self.memo.retain(|id, _| desired_ids.contains(id));
         self.obs.set_statuses(&cluster, statuses);
         next
+    }
+
+    /// After the cluster was deregistered: removes every object fedraft placed there. With the
+    /// cluster gone from the state nothing is desired, so a pass deletes every managed object
+    /// the watches see; passes repeat until every watched type is listed and holds none.
+    /// Returns at once if the cluster is still registered. Namespaces stay, as always.
+    pub async fn farewell(&mut self) {
+        let cluster = self.ctx.cluster.clone();
+        loop {
+            if self.ctrl.read_state(|s| s.cluster(&cluster).is_some()) {
+                return;
+            }
+            let _ = self.pass().await;
+            if self.ctx.live.is_clean() {
+                return;
+            }
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(self.ctx.cfg.backoff_min) => {}
+            }
+        }
     }
 
     fn fail(&mut self, id: &LiveId, hash: &str, e: &ExecError, now: Instant) -> Instant {

@@ -6,11 +6,20 @@
 //! own client, so a slow or dead cluster never delays the others) plus one reporter task, and
 //! wakes every reconciler on each applied log entry.
 //!
-//! A handover cannot duplicate or lose objects: names in member clusters are deterministic,
+//! A handover cannot duplicate or lose objects: a new leader starts only once it has applied
+//! its log up to the index it held when elected (so it never prunes what the previous leader
+//! placed from a state that lags behind), names in member clusters are deterministic,
 //! server-side apply is idempotent, and the skip rule reads what is live rather than what the
 //! previous leader remembered.
 //!
-//! Must not: run executors on a follower, or keep a runner for a deregistered cluster.
+//! Deregistration: the runner of a deregistered cluster is retired, not dropped. It stops
+//! probing and converging, then deletes every object fedraft placed in that cluster (what a
+//! pass does when nothing is desired) until none is left, for at most
+//! `deregister_cleanup_timeout`. Unmanaged objects and namespaces are left alone. Only the
+//! leader at the time of deregistration does this; if it loses leadership meanwhile, or the
+//! cluster is dark throughout, the leftovers keep fedraft's ownership label.
+//!
+//! Must not: run executors on a follower, or converge a deregistered cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -43,6 +52,7 @@ impl Drop for Tasks {
 struct ClusterRunner {
     spec: ClusterSpec,
     wake: Arc<Notify>,
+    retire: watch::Sender<bool>,
     _tasks: Tasks,
 }
 
@@ -54,27 +64,52 @@ impl ClusterRunner {
         obs: Arc<Observations>,
     ) -> Self {
         let wake = Arc::new(Notify::new());
-        let task = tokio::spawn(run_cluster(ctrl, spec.clone(), cfg, obs, wake.clone()));
+        let (retire, retire_rx) = watch::channel(false);
+        let task = tokio::spawn(run_cluster(
+            ctrl,
+            spec.clone(),
+            cfg,
+            obs,
+            wake.clone(),
+            retire_rx,
+        ));
         ClusterRunner {
             spec,
             wake,
+            retire,
             _tasks: Tasks(vec![task]),
         }
+    }
+
+    /// The cluster was deregistered: stop converging and remove fedraft's objects from it.
+    fn retire(&self) {
+        self.retire.send_replace(true);
+        self.wake.notify_one();
+    }
+
+    fn finished(&self) -> bool {
+        self._tasks.0.iter().all(JoinHandle::is_finished)
     }
 }
 
 /// Builds the client (retrying with backoff while the registration is unusable), then runs the
-/// reconciler and the probe of one cluster until aborted.
+/// reconciler and the probe of one cluster until aborted or retired. Retired (the cluster was
+/// deregistered), it stops probing and deletes every managed object from the cluster, for at
+/// most `deregister_cleanup_timeout`.
 async fn run_cluster<C: ControlPlane>(
     ctrl: C,
     spec: ClusterSpec,
     cfg: ExecutorConfig,
     obs: Arc<Observations>,
     wake: Arc<Notify>,
+    mut retire: watch::Receiver<bool>,
 ) {
     let backoff = Backoff::new(cfg.backoff_min, cfg.backoff_max);
     let mut attempt = 0u32;
     let client = loop {
+        if *retire.borrow() {
+            return;
+        }
         match build_client(&spec, cfg.probe_timeout).await {
             Ok(c) => break c,
             Err(e) => {
@@ -85,6 +120,7 @@ async fn run_cluster<C: ControlPlane>(
             }
         }
     };
+    let limit = cfg.deregister_cleanup_timeout;
     let ctx = Arc::new(ClusterCtx::new(
         spec.name.clone(),
         client,
@@ -92,14 +128,38 @@ async fn run_cluster<C: ControlPlane>(
         wake.clone(),
     ));
     let probe = Tasks(vec![tokio::spawn(run_probe(ctx.clone(), obs.clone()))]);
-    Reconciler::new(ctrl, ctx, obs, wake).run().await;
+    let mut reconciler = Reconciler::new(ctrl, ctx, obs.clone(), wake);
+    tokio::select! {
+        _ = reconciler.run() => return,
+        r = retire.wait_for(|r| *r) => {
+            // A dropped sender means the runner is being aborted, not retired.
+            if r.is_err() {
+                return;
+            }
+        }
+    }
     drop(probe);
+    obs.forget(&spec.name);
+    tracing::info!(cluster = %spec.name, "deregistered: removing fedraft's objects");
+    match tokio::time::timeout(limit, reconciler.farewell()).await {
+        Ok(()) => {
+            tracing::info!(cluster = %spec.name, "deregistered cluster holds no fedraft objects")
+        }
+        Err(_) => tracing::warn!(
+            cluster = %spec.name,
+            waited_s = limit.as_secs(),
+            "deregistered cluster still holds objects fedraft placed (label fedraft.io/managed-by=fedraft)"
+        ),
+    }
+    obs.forget(&spec.name);
 }
 
 /// Everything that runs while this node leads.
 struct Leading {
     obs: Arc<Observations>,
     clusters: BTreeMap<String, ClusterRunner>,
+    /// Runners of deregistered clusters, cleaning up; dropped once done.
+    retiring: BTreeMap<String, ClusterRunner>,
     _reporter: Tasks,
 }
 
@@ -110,6 +170,7 @@ impl Leading {
         Leading {
             obs,
             clusters: BTreeMap::new(),
+            retiring: BTreeMap::new(),
             _reporter: Tasks(vec![reporter]),
         }
     }
@@ -121,17 +182,29 @@ impl Leading {
                 .map(|c| (c.spec.name.clone(), c.spec.clone()))
                 .collect()
         });
-        self.clusters.retain(|name, runner| {
-            let keep = specs.get(name).is_some_and(|s| {
-                s.api_endpoint == runner.spec.api_endpoint
-                    && s.credentials == runner.spec.credentials
+        let names: Vec<String> = self.clusters.keys().cloned().collect();
+        for name in names {
+            let Some(spec) = specs.get(&name) else {
+                if let Some(runner) = self.clusters.remove(&name) {
+                    tracing::info!(cluster = %name, "cluster deregistered: retiring its executor");
+                    self.obs.forget(&name);
+                    runner.retire();
+                    self.retiring.insert(name, runner);
+                }
+                continue;
+            };
+            let same = self.clusters.get(&name).is_some_and(|r| {
+                spec.api_endpoint == r.spec.api_endpoint && spec.credentials == r.spec.credentials
             });
-            if !keep {
-                tracing::info!(cluster = %name, "stopping executor");
-                self.obs.forget(name);
+            if !same {
+                tracing::info!(cluster = %name, "registration changed: restarting executor");
+                self.obs.forget(&name);
+                self.clusters.remove(&name);
             }
-            keep
-        });
+        }
+        // A retired cluster registered again is converged afresh, not emptied.
+        self.retiring
+            .retain(|name, r| !r.finished() && !specs.contains_key(name));
         for (name, spec) in specs {
             if !self.clusters.contains_key(&name) {
                 tracing::info!(cluster = %name, "starting executor");
@@ -207,6 +280,8 @@ async fn supervise<C: ControlPlane>(
 ) {
     let mut applied = ctrl.subscribe();
     let mut leading: Option<Leading> = None;
+    // Log index this node must have applied before its executors start (see `log_position`).
+    let mut catch_up: Option<u64> = None;
     let mut last_sync = tokio::time::Instant::now();
     loop {
         let mut entries = false;
@@ -227,6 +302,17 @@ async fn supervise<C: ControlPlane>(
         let is_leader = ctrl.is_leader();
         match (&mut leading, is_leader) {
             (None, true) => {
+                let (last, applied) = ctrl.log_position();
+                let mark = *catch_up.get_or_insert(last);
+                if applied < mark {
+                    tracing::debug!(
+                        applied,
+                        mark,
+                        "leading; applying the log before starting executors"
+                    );
+                    continue;
+                }
+                catch_up = None;
                 tracing::info!("this node leads: starting executors");
                 let mut l = Leading::start(&ctrl, &cfg);
                 l.sync(&ctrl, &cfg);
@@ -246,7 +332,7 @@ async fn supervise<C: ControlPlane>(
                     l.wake_all();
                 }
             }
-            (None, false) => {}
+            (None, false) => catch_up = None,
         }
         let now_running: BTreeSet<String> = leading
             .as_ref()

@@ -40,9 +40,14 @@ pub fn fast_config() -> ExecutorConfig {
 }
 
 pub async fn start_sim(name: &str) -> SimHandle {
+    start_sim_with_nodes(name, 2).await
+}
+
+/// A simulator with `nodes` nodes of 8 cpu each (the scheduler books requests against them).
+pub async fn start_sim_with_nodes(name: &str, nodes: u32) -> SimHandle {
     Simulator::start(SimConfig {
         name: name.into(),
-        nodes: 2,
+        nodes,
         status_delay: Duration::from_millis(100),
         bookmark_interval: Duration::from_millis(500),
         ..SimConfig::default()
