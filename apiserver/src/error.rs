@@ -68,6 +68,11 @@ pub enum ApiError {
     /// No quorum (or no leader) within the bounded wait.
     #[error("{message}")]
     Unavailable { message: String },
+    /// A leader with its quorum exists but did not commit within the bounded wait (overload).
+    /// Same status and Retry-After as `Unavailable`; the code tells a client that backing off,
+    /// not failing over, is what helps.
+    #[error("{message}")]
+    Timeout { message: String },
     /// No route for this method.
     #[error("method not allowed")]
     MethodNotAllowed,
@@ -93,7 +98,9 @@ impl ApiError {
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::Gone { .. } => StatusCode::GONE,
             ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable { .. } | ApiError::Timeout { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -115,6 +122,7 @@ impl ApiError {
             ApiError::Gone { .. } => "Gone",
             ApiError::Unprocessable { .. } => "Unprocessable",
             ApiError::Unavailable { .. } => "Unavailable",
+            ApiError::Timeout { .. } => "Timeout",
             ApiError::Internal { .. } => "Internal",
         }
     }
@@ -185,6 +193,9 @@ impl ApiError {
                     message: e.to_string(),
                 }
             }
+            RaftError::Timeout { .. } => ApiError::Timeout {
+                message: e.to_string(),
+            },
             // The leader may have received the request: the client retries with the same
             // Idempotency-Key, which makes the retry safe.
             RaftError::Forward(_) => ApiError::Unavailable {
@@ -276,5 +287,23 @@ mod tests {
         }
         .into_response();
         assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+    }
+
+    #[test]
+    fn no_quorum_and_overload_are_both_503_with_different_codes() {
+        let no_quorum = ApiError::from_raft(&RaftError::NoQuorum { waited_ms: 5000 });
+        let overload = ApiError::from_raft(&RaftError::Timeout { waited_ms: 5000 });
+        for (err, code, words) in [
+            (&no_quorum, "Unavailable", "no quorum"),
+            (&overload, "Timeout", "overloaded"),
+        ] {
+            assert_eq!(err.status(), StatusCode::SERVICE_UNAVAILABLE);
+            let body = err.body();
+            assert_eq!(body["error"]["code"], code);
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(message.contains(words), "{message}");
+            let resp = err.clone().into_response();
+            assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+        }
     }
 }

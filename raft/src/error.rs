@@ -4,10 +4,16 @@
 /// What can go wrong proposing, reading or managing the cluster.
 #[derive(Debug, thiserror::Error)]
 pub enum RaftError {
-    /// No leader could commit (or confirm leadership) within the bounded wait. A proposal that
-    /// timed out may still commit later: its outcome is unknown, retry with the same request id.
+    /// The bounded wait ran out and the cluster really lacks a working leader: none is known, or
+    /// the leader has not heard from a majority within its lease. A proposal that timed out may
+    /// still commit later: its outcome is unknown, retry with the same request id.
     #[error("no quorum: nothing committed within {waited_ms} ms")]
     NoQuorum { waited_ms: u64 },
+    /// The bounded wait ran out although a leader with a quorum exists: the cluster is
+    /// overloaded (queues are long), not broken. As with `NoQuorum` the outcome is unknown; retry
+    /// later with the same request id.
+    #[error("timed out after {waited_ms} ms (the leader has a quorum but is overloaded)")]
+    Timeout { waited_ms: u64 },
     /// The operation must run on the leader and this node is not it.
     #[error("not the leader (leader: {leader_id:?} at {leader_addr:?})")]
     NotLeader {

@@ -2,9 +2,11 @@
 //! the node-to-node network, bootstrap and membership, propose-with-forwarding and linearizable
 //! reads. It holds no business logic: every decision is `fedraft-core`'s.
 //!
-//! Start at [`FedNode`] (`node.rs`). Storage adapters: `log_store.rs` (durable log and vote),
-//! `state_machine.rs` (core state, snapshots, audit records). Transport: `network/` (HTTP +
-//! bincode, cluster-secret auth). Timeouts and their reasoning: `config.rs`.
+//! Start at [`FedNode`] (`node/mod.rs`; `node/read.rs` linearizable reads, `node/forward.rs`
+//! forwarded proposals). Storage adapters: `log_store.rs` (durable log and vote),
+//! `state_machine.rs` (core state, snapshots, audit records). Batching: `batcher.rs` (leader: many
+//! proposals per raft entry), `forwarder.rs` (follower: many proposals per call to the leader).
+//! Transport: `network/` (HTTP + bincode, cluster-secret auth). Timeouts and their reasoning: `config.rs`.
 
 // openraft's storage traits fix their error type (`StorageError`, ~224 bytes); helpers that feed
 // those traits return it as is rather than boxing and unboxing at every call.
@@ -13,6 +15,7 @@
 mod batcher;
 pub mod config;
 pub mod error;
+mod forwarder;
 pub mod log_store;
 pub mod network;
 pub mod node;
@@ -23,5 +26,5 @@ pub mod wire;
 pub use config::NodeConfig;
 pub use error::RaftError;
 pub use network::client::{install_crypto_provider, PeerClient};
-pub use node::FedNode;
+pub use node::{FedNode, ForwardingStats};
 pub use types::{AppliedEntry, NodeReport, NodeStatus, Proposal, TypeConfig};

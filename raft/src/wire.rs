@@ -116,6 +116,10 @@ pub enum PeerRefusal {
     },
     Shutdown,
     Other(String),
+    /// Appended last: bincode numbers variants by position, so older peers still decode the rest.
+    Timeout {
+        waited_ms: u64,
+    },
 }
 
 impl From<RaftError> for PeerRefusal {
@@ -129,6 +133,7 @@ impl From<RaftError> for PeerRefusal {
                 leader_addr,
             },
             RaftError::NoQuorum { waited_ms } => PeerRefusal::NoQuorum { waited_ms },
+            RaftError::Timeout { waited_ms } => PeerRefusal::Timeout { waited_ms },
             RaftError::Shutdown => PeerRefusal::Shutdown,
             other => PeerRefusal::Other(other.to_string()),
         }
@@ -146,6 +151,7 @@ impl From<PeerRefusal> for RaftError {
                 leader_addr,
             },
             PeerRefusal::NoQuorum { waited_ms } => RaftError::NoQuorum { waited_ms },
+            PeerRefusal::Timeout { waited_ms } => RaftError::Timeout { waited_ms },
             PeerRefusal::Shutdown => RaftError::Shutdown,
             PeerRefusal::Other(m) => RaftError::Forward(m),
         }
@@ -156,3 +162,27 @@ impl From<PeerRefusal> for RaftError {
 pub type ProposeReply = Result<Vec<u8>, PeerRefusal>;
 /// Reply body of `/raft/read-index`: the index a follower must apply before reading.
 pub type ReadIndexReply = Result<u64, PeerRefusal>;
+
+/// Body of `/raft/propose-batch`: proposals a follower forwards in one call, each already
+/// encoded with [`encode`] by the task that proposed it (so the forwarder only concatenates).
+/// bincode's native `Vec<Vec<u8>>` encoding writes each inner vector as length + raw bytes.
+pub fn encode_batch(items: &[Vec<u8>]) -> Result<Vec<u8>, RaftError> {
+    bincode::encode_to_vec(items, bincode::config::standard())
+        .map_err(|e| RaftError::Codec(e.to_string()))
+}
+
+pub fn decode_batch(bytes: &[u8]) -> Result<Vec<Vec<u8>>, RaftError> {
+    let cfg = bincode::config::standard().with_limit::<MAX_BODY_BYTES>();
+    let (v, read) = bincode::decode_from_slice::<Vec<Vec<u8>>, _>(bytes, cfg)
+        .map_err(|e| RaftError::Codec(e.to_string()))?;
+    if read != bytes.len() {
+        return Err(RaftError::Codec(format!(
+            "{} trailing bytes",
+            bytes.len() - read
+        )));
+    }
+    Ok(v)
+}
+
+/// Reply body of `/raft/propose-batch`: one [`ProposeReply`] per proposal, in request order.
+pub type ProposeBatchReply = Vec<ProposeReply>;

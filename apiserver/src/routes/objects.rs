@@ -157,9 +157,12 @@ pub async fn put(
     let applied = submit(&app, &p, &headers, command).await?;
     let rv = resource_version(&applied);
     let (n, m) = (ns.clone(), name.clone());
+    // Copy under the state lock, render outside it: rendering parses the template, and every
+    // moment a reader holds the lock is a moment the apply loop may wait for it.
     let doc = app
         .node
-        .read_stale(move |s| s.object(&n, &m).map(|o| object_json(o, None)))
+        .read_stale(move |s| s.object(&n, &m).cloned())
+        .map(|o| object_json(&o, None))
         .unwrap_or_else(|| json!({"kind": "FederatedObject", "namespace": ns, "name": name, "resourceVersion": rv}));
     Ok((StatusCode::OK, Json(doc)).into_response())
 }

@@ -142,6 +142,44 @@ impl PeerClient {
         })
     }
 
+    /// Asks the leader at `addr` to commit several proposals (each encoded with
+    /// [`wire::encode`]) in one call; the answer has one result per proposal, in order. The
+    /// receiver never forwards them again.
+    pub async fn propose_batch(
+        &self,
+        addr: &str,
+        encoded: &[Vec<u8>],
+        timeout: Duration,
+    ) -> Result<Vec<Result<fedraft_core::state::Applied, RaftError>>, CallError> {
+        let extra = [(TIMEOUT_HEADER, timeout.as_millis().to_string())];
+        let body = wire::encode_batch(encoded)?;
+        // As for single proposals: a little longer than the leader's wait, so its answer arrives.
+        let bytes = self
+            .post(
+                addr,
+                PATH_PROPOSE_BATCH,
+                body,
+                timeout + Duration::from_millis(500),
+                &extra,
+            )
+            .await?;
+        let reply: wire::ProposeBatchReply = wire::decode(&bytes)?;
+        if reply.len() != encoded.len() {
+            return Err(CallError::Codec(RaftError::Codec(format!(
+                "{} answers for {} proposals",
+                reply.len(),
+                encoded.len()
+            ))));
+        }
+        Ok(reply
+            .into_iter()
+            .map(|r| match r {
+                Ok(bytes) => wire::decode_applied(&bytes),
+                Err(refusal) => Err(refusal.into()),
+            })
+            .collect())
+    }
+
     /// Asks the leader at `addr` for a read index.
     pub async fn read_index(
         &self,

@@ -16,5 +16,7 @@ pub const PATH_APPEND: &str = "/raft/append";
 pub const PATH_VOTE: &str = "/raft/vote";
 pub const PATH_SNAPSHOT: &str = "/raft/snapshot";
 pub const PATH_PROPOSE: &str = "/raft/propose";
+/// Several forwarded proposals in one call (a follower's forwarding batcher).
+pub const PATH_PROPOSE_BATCH: &str = "/raft/propose-batch";
 pub const PATH_READ_INDEX: &str = "/raft/read-index";
 pub const PATH_STATUS: &str = "/raft/status";

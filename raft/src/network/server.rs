@@ -20,7 +20,9 @@ use sha2::{Digest, Sha256};
 use super::*;
 use crate::node::FedNode;
 use crate::types::{NodeId, Proposal, TypeConfig};
-use crate::wire::{self, PeerRefusal, ProposeReply, ReadIndexReply, MAX_BODY_BYTES};
+use crate::wire::{
+    self, PeerRefusal, ProposeBatchReply, ProposeReply, ReadIndexReply, MAX_BODY_BYTES,
+};
 
 /// Builds the authenticated peer router for `node`.
 pub fn router(node: FedNode) -> Router {
@@ -31,6 +33,7 @@ pub fn router(node: FedNode) -> Router {
         .route(PATH_VOTE, post(vote))
         .route(PATH_SNAPSHOT, post(snapshot))
         .route(PATH_PROPOSE, post(propose))
+        .route(PATH_PROPOSE_BATCH, post(propose_batch))
         .route(PATH_READ_INDEX, post(read_index))
         .route(PATH_STATUS, get(status))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -114,13 +117,33 @@ async fn propose(State(node): State<FedNode>, headers: HeaderMap, body: Bytes) -
     } else {
         node.propose_within(p, timeout).await
     };
-    let reply: ProposeReply = match result {
-        Ok(applied) => match wire::encode_applied(&applied) {
-            Ok(bytes) => Ok(bytes),
-            Err(e) => Err(PeerRefusal::from(e)),
-        },
+    bincode_reply(&propose_reply(result))
+}
+
+fn propose_reply(result: Result<fedraft_core::state::Applied, crate::RaftError>) -> ProposeReply {
+    match result {
+        Ok(applied) => wire::encode_applied(&applied).map_err(PeerRefusal::from),
         Err(e) => Err(PeerRefusal::from(e)),
+    }
+}
+
+/// A follower's forwarding batch: the proposals enter this leader's batcher in request order and
+/// each gets its own answer. A batch that does not decode is refused whole (400), before any of
+/// it is proposed.
+async fn propose_batch(State(node): State<FedNode>, headers: HeaderMap, body: Bytes) -> Response {
+    let proposals: Result<Vec<Proposal>, _> =
+        wire::decode_batch(&body).and_then(|items| items.iter().map(|b| wire::decode(b)).collect());
+    let proposals = match proposals {
+        Ok(p) => p,
+        Err(e) => return bad_request(e),
     };
+    let timeout = caller_timeout(&node, &headers);
+    let reply: ProposeBatchReply = node
+        .propose_many_here(proposals, timeout)
+        .await
+        .into_iter()
+        .map(propose_reply)
+        .collect();
     bincode_reply(&reply)
 }
 

@@ -3,7 +3,8 @@
 //! [`FedNode::propose`] and [`FedNode::read`].
 //!
 //! Must not: interpret commands (core does), or wait without a bound: every propose and read
-//! gives up with `NoQuorum` after `propose_timeout_ms`.
+//! gives up after `propose_timeout_ms`, with `NoQuorum` when the cluster lacks a working leader
+//! and `Timeout` when a leader with its quorum is merely overloaded ([`FedNode::timed_out`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,15 +14,17 @@ use std::time::{Duration, Instant};
 use fedraft_core::command::Command;
 use fedraft_core::state::{Applied, State};
 use fedraft_store::Store;
-use openraft::error::{
-    CheckIsLeaderError, ClientWriteError, InitializeError, RaftError as OrRaftError,
-};
+use openraft::error::{ClientWriteError, InitializeError, RaftError as OrRaftError};
 use openraft::{BasicNode, ServerState};
 use tokio::sync::broadcast;
+
+mod forward;
+mod read;
 
 use crate::batcher::{run_batcher, BatchOutcome, Pending, BATCH_QUEUE_PROPOSALS};
 use crate::config::NodeConfig;
 use crate::error::{fatal, RaftError};
+use crate::forwarder::{run_forwarder, Forward, ForwardCounters, FORWARD_QUEUE_PROPOSALS};
 use crate::log_store::{store_read, LogStore};
 use crate::network::client::{CallError, NetworkFactory, PeerClient};
 use crate::state_machine::{SmShared, StateMachine};
@@ -46,7 +49,17 @@ struct Inner {
     committed: Arc<AtomicU64>,
     /// Proposals to pack into the next raft entry (leader only).
     batcher: tokio::sync::mpsc::Sender<Pending>,
+    /// Proposals to send to the leader in the next forwarding call (follower only).
+    forwarder: tokio::sync::mpsc::Sender<Forward>,
+    forwarded: Arc<ForwardCounters>,
     stop: tokio::sync::watch::Sender<bool>,
+}
+
+/// See [`FedNode::forwarding_stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardingStats {
+    pub calls: u64,
+    pub proposals: u64,
 }
 
 /// Who can take a leader-only request right now.
@@ -86,6 +99,9 @@ impl FedNode {
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let (batcher, batch_rx) = tokio::sync::mpsc::channel(BATCH_QUEUE_PROPOSALS);
         tokio::spawn(run_batcher(raft.clone(), shared.clone(), batch_rx));
+        let (forwarder, forward_rx) = tokio::sync::mpsc::channel(FORWARD_QUEUE_PROPOSALS);
+        let forwarded = Arc::new(ForwardCounters::default());
+        tokio::spawn(run_forwarder(client.clone(), forward_rx, forwarded.clone()));
         let inner = Arc::new(Inner {
             cfg,
             raft,
@@ -93,6 +109,8 @@ impl FedNode {
             client,
             committed,
             batcher,
+            forwarder,
+            forwarded,
             stop,
         });
         tokio::spawn(run_ticker(Arc::downgrade(&inner), stop_rx));
@@ -136,22 +154,20 @@ impl FedNode {
 
     /// Adds a non-voting member and waits until it has caught up. Leader only.
     pub async fn add_learner(&self, id: NodeId, addr: String) -> Result<(), RaftError> {
+        let started = Instant::now();
         let fut = self.inner.raft.add_learner(id, BasicNode::new(addr), true);
         match tokio::time::timeout(self.membership_timeout(), fut).await {
-            Err(_) => Err(RaftError::NoQuorum {
-                waited_ms: self.membership_timeout().as_millis() as u64,
-            }),
+            Err(_) => Err(self.timed_out(started)),
             Ok(r) => r.map(|_| ()).map_err(write_error),
         }
     }
 
     /// Replaces the voter set (members not in it are removed). Leader only.
     pub async fn change_membership(&self, voters: BTreeSet<NodeId>) -> Result<(), RaftError> {
+        let started = Instant::now();
         let fut = self.inner.raft.change_membership(voters, false);
         match tokio::time::timeout(self.membership_timeout(), fut).await {
-            Err(_) => Err(RaftError::NoQuorum {
-                waited_ms: self.membership_timeout().as_millis() as u64,
-            }),
+            Err(_) => Err(self.timed_out(started)),
             Ok(r) => r.map(|_| ()).map_err(write_error),
         }
     }
@@ -176,9 +192,7 @@ impl FedNode {
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                return Err(RaftError::NoQuorum {
-                    waited_ms: started.elapsed().as_millis() as u64,
-                });
+                return Err(self.timed_out(started));
             }
             let attempt = match self.leader() {
                 Leader::Me => self.try_propose_local(&p, remaining, started).await,
@@ -204,9 +218,7 @@ impl FedNode {
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                return Err(RaftError::NoQuorum {
-                    waited_ms: started.elapsed().as_millis() as u64,
-                });
+                return Err(self.timed_out(started));
             }
             match self.leader() {
                 Leader::Me => {
@@ -249,9 +261,7 @@ impl FedNode {
             rx.await.ok()
         };
         match tokio::time::timeout(remaining, queued).await {
-            Err(_) => Attempt::Done(Err(RaftError::NoQuorum {
-                waited_ms: started.elapsed().as_millis() as u64,
-            })),
+            Err(_) => Attempt::Done(Err(self.timed_out(started))),
             Ok(None) => Attempt::Done(Err(RaftError::Shutdown)),
             Ok(Some(BatchOutcome::Applied(a))) => Attempt::Done(Ok(a)),
             Ok(Some(BatchOutcome::NotLeader)) => Attempt::Retry,
@@ -266,7 +276,7 @@ impl FedNode {
         remaining: Duration,
         started: Instant,
     ) -> Attempt<Applied> {
-        match self.inner.client.propose(addr, p, remaining, true).await {
+        match self.forward(addr, p, remaining).await {
             Ok(Ok(applied)) => Attempt::Done(Ok(applied)),
             Ok(Err(RaftError::NotLeader { .. })) | Ok(Err(RaftError::Shutdown)) => Attempt::Retry,
             Ok(Err(e)) => Attempt::Done(Err(e)),
@@ -274,9 +284,7 @@ impl FedNode {
             Err(CallError::Unreachable(_)) => Attempt::Retry,
             Err(e) => {
                 if started.elapsed() >= Duration::from_millis(self.inner.cfg.propose_timeout_ms) {
-                    Attempt::Done(Err(RaftError::NoQuorum {
-                        waited_ms: started.elapsed().as_millis() as u64,
-                    }))
+                    Attempt::Done(Err(self.timed_out(started)))
                 } else if p.request_id.is_empty() {
                     // Maybe applied, and nothing would stop a second copy: report, do not retry.
                     Attempt::Done(Err(RaftError::Forward(e.to_string())))
@@ -288,9 +296,41 @@ impl FedNode {
         }
     }
 
+    /// The error for a bounded wait that ran out. `NoQuorum` only when the cluster really lacks
+    /// a working leader: this node knows none, or it leads but a majority has not acknowledged
+    /// it within one maximal election timeout (openraft's `millis_since_quorum_ack`, refreshed on
+    /// every heartbeat tick). Otherwise a leader with its quorum exists and is just slow: `Timeout`.
+    ///
+    /// A follower that still names a leader says `Timeout`: if that leader had lost its
+    /// majority, a forwarded call would have brought back the leader's own `NoQuorum`, and a
+    /// follower cut off from its leader stands for election, which clears the leader it knows.
+    pub(crate) fn timed_out(&self, started: Instant) -> RaftError {
+        let waited_ms = started.elapsed().as_millis() as u64;
+        if self.quorum_lost() {
+            RaftError::NoQuorum { waited_ms }
+        } else {
+            RaftError::Timeout { waited_ms }
+        }
+    }
+
+    fn quorum_lost(&self) -> bool {
+        let m = self.inner.raft.metrics();
+        let m = m.borrow();
+        match m.state {
+            ServerState::Leader => m
+                .millis_since_quorum_ack
+                .is_none_or(|ms| ms > self.inner.cfg.election_timeout_max_ms),
+            _ => !matches!(self.leader_of(&m), Leader::Other { .. }),
+        }
+    }
+
     fn leader(&self) -> Leader {
         let m = self.inner.raft.metrics();
         let m = m.borrow();
+        self.leader_of(&m)
+    }
+
+    fn leader_of(&self, m: &openraft::RaftMetrics<NodeId, BasicNode>) -> Leader {
         match m.current_leader {
             Some(id) if id == self.inner.cfg.node_id => {
                 if m.state == ServerState::Leader {
@@ -307,106 +347,6 @@ impl FedNode {
                 None => Leader::Unknown,
             },
             None => Leader::Unknown,
-        }
-    }
-
-    /// Linearizable read: confirm the read index with a quorum (on the leader, or by asking it),
-    /// wait until this node has applied that far, then run `f` on local state.
-    pub async fn read<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&State) -> R + Send + 'static,
-    ) -> Result<R, RaftError> {
-        let started = Instant::now();
-        let timeout = Duration::from_millis(self.inner.cfg.propose_timeout_ms);
-        let deadline = started + timeout;
-        let mut pause = Duration::from_millis(10);
-        let index = loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                return Err(RaftError::NoQuorum {
-                    waited_ms: started.elapsed().as_millis() as u64,
-                });
-            }
-            let attempt = match self.leader() {
-                Leader::Me => self.try_read_index_local(remaining, started).await,
-                Leader::Other { addr, .. } => {
-                    match self.inner.client.read_index(&addr, remaining).await {
-                        Ok(Ok(i)) => Attempt::Done(Ok(i)),
-                        Ok(Err(RaftError::NoQuorum { waited_ms })) => {
-                            Attempt::Done(Err(RaftError::NoQuorum { waited_ms }))
-                        }
-                        // Reads are idempotent: any other failure is retried until the deadline.
-                        _ => Attempt::Retry,
-                    }
-                }
-                Leader::Unknown => Attempt::Retry,
-            };
-            match attempt {
-                Attempt::Done(r) => break r?,
-                Attempt::Retry => pause = self.pause(pause, deadline).await,
-            }
-        };
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        self.inner
-            .raft
-            .wait(Some(remaining))
-            .applied_index_at_least(Some(index), "linearizable read")
-            .await
-            .map_err(|e| match e {
-                openraft::metrics::WaitError::Timeout(..) => RaftError::NoQuorum {
-                    waited_ms: started.elapsed().as_millis() as u64,
-                },
-                openraft::metrics::WaitError::ShuttingDown => RaftError::Shutdown,
-            })?;
-        Ok(self.read_stale(f))
-    }
-
-    async fn try_read_index_local(&self, remaining: Duration, started: Instant) -> Attempt<u64> {
-        match tokio::time::timeout(remaining, self.inner.raft.get_read_log_id()).await {
-            Err(_) => Attempt::Done(Err(RaftError::NoQuorum {
-                waited_ms: started.elapsed().as_millis() as u64,
-            })),
-            Ok(Ok((read_log_id, _))) => {
-                Attempt::Done(Ok(read_log_id.map(|l| l.index).unwrap_or(0)))
-            }
-            Ok(Err(OrRaftError::APIError(CheckIsLeaderError::ForwardToLeader(_)))) => {
-                Attempt::Retry
-            }
-            // Not enough followers answered yet: keep trying until the deadline.
-            Ok(Err(OrRaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))) => {
-                Attempt::Retry
-            }
-            Ok(Err(OrRaftError::Fatal(f))) => Attempt::Done(Err(fatal(f))),
-        }
-    }
-
-    /// Leader-only read index for a follower's linearizable read.
-    pub(crate) async fn read_index_here(&self, timeout: Duration) -> Result<u64, RaftError> {
-        let started = Instant::now();
-        let deadline = started + timeout;
-        let mut pause = Duration::from_millis(10);
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                return Err(RaftError::NoQuorum {
-                    waited_ms: started.elapsed().as_millis() as u64,
-                });
-            }
-            match self.leader() {
-                Leader::Me => {
-                    if let Attempt::Done(r) = self.try_read_index_local(remaining, started).await {
-                        return r;
-                    }
-                }
-                Leader::Other { id, addr } => {
-                    return Err(RaftError::NotLeader {
-                        leader_id: Some(id),
-                        leader_addr: Some(addr),
-                    })
-                }
-                Leader::Unknown => {}
-            }
-            pause = self.pause(pause, deadline).await;
         }
     }
 
@@ -441,6 +381,15 @@ impl FedNode {
             applied_index: m.last_applied.map(|l| l.index).unwrap_or(0),
             voters,
             learners,
+        }
+    }
+
+    /// How many forwarding calls this node made to a leader and how many proposals they
+    /// carried, since it started (their ratio is the mean forwarding batch).
+    pub fn forwarding_stats(&self) -> ForwardingStats {
+        ForwardingStats {
+            calls: self.inner.forwarded.calls.load(Ordering::Relaxed),
+            proposals: self.inner.forwarded.proposals.load(Ordering::Relaxed),
         }
     }
 
