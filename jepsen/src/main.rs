@@ -28,6 +28,8 @@ enum Command {
     /// member clusters, client workers, a seeded nemesis, then every checker. Prints one summary line and
     /// exits 0 only when every checker passed (1 when one failed, 2 when the run could not be carried out).
     Run(RunArgs),
+    /// Print the fault schedule a `run` with these arguments would execute (JSON), without starting anything.
+    Schedule(RunArgs),
     /// Proxy every ordered pair of nodes. Link `a -> b` listens on 127.0.0.1:(listen_base + a * N + b), where
     /// N is the number of nodes; node `a` must dial that port to reach node `b`. Prints one line per link,
     /// then reads commands from stdin: `cut A B`, `isolate N`, `heal`, `delay MS`, `status`, `quit`.
@@ -110,6 +112,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(args) => return runtime.block_on(run(args)),
+        Command::Schedule(args) => print_schedule(args),
         Command::Mesh {
             nodes,
             listen_base,
@@ -169,6 +172,32 @@ async fn run(args: RunArgs) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn print_schedule(a: RunArgs) -> Result<()> {
+    let seed = a.seed.unwrap_or_default();
+    let config = RunConfig {
+        workload: a.workload,
+        nemesis: a.nemesis,
+        time_limit: Duration::from_secs(a.time_limit),
+        seed,
+        out: a.out,
+        bins: Binaries {
+            fedraft: PathBuf::new(),
+            kubesim: PathBuf::new(),
+            faketime: None,
+        },
+        max_requests: a.max_requests,
+        max_clock_shift: Duration::from_secs(a.max_clock_shift_s.max(1)),
+        max_clock_leap: Duration::from_secs(a.max_clock_leap_s.max(1)),
+        clock_tolerance: Duration::from_millis(a.clock_tolerance_ms),
+        converge_limit: Duration::from_secs(a.converge_limit),
+        workers: a.workers.max(1),
+        failure_threshold_s: a.failure_threshold_s.max(1),
+    };
+    let windows = fedraft_jepsen::run::planned_schedule(&config)?;
+    println!("{}", serde_json::to_string_pretty(&windows)?);
+    Ok(())
 }
 
 fn run_config(a: RunArgs) -> Result<RunConfig> {

@@ -4,7 +4,7 @@
 //! together they take about two and a half minutes. Long runs are in the README.
 //!
 //! `clock_leap_forward_regression` is ignored: it keeps the seed with which the clock nemesis found that a
-//! leader whose wall clock leaps forward drags log time ahead and fails every member cluster over.
+//! leader whose wall clock leaps forward drags log time ahead and declares every member cluster NotReady.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -157,11 +157,12 @@ fn clock() {
     );
 }
 
-/// The clock nemesis with seed 4 leaps the leader's wall clock 56 s forward; log time follows it and every
-/// member cluster is declared NotReady although none went dark. Ignored until fedraft bounds the leader's
-/// stamps; run it with `cargo test -p fedraft-jepsen --test run_nemeses -- --ignored`.
+/// The clock nemesis with seed 1 leaps the leader's (node3's) wall clock 65 s forward at about 10 s; log time
+/// follows it (65 s ahead of real time) and every member cluster is declared NotReady at about 14 s although
+/// none went dark. Ignored until fedraft bounds the leader's stamps; run it with
+/// `cargo test -p fedraft-jepsen --test run_nemeses -- --ignored`.
 #[test]
 #[ignore]
 fn clock_leap_forward_regression() {
-    run("clock", "all", 30, 4, &["--max-clock-shift-s", "120"]);
+    run("clock", "all", 30, 1, &["--max-clock-leap-s", "120"]);
 }

@@ -127,14 +127,19 @@ fn nemesis_config(cfg: &RunConfig) -> NemesisConfig {
     n
 }
 
+/// The fault windows a run with `cfg` executes.
+pub fn planned_schedule(cfg: &RunConfig) -> Result<Vec<nemesis::Window>> {
+    Ok(if cfg.nemesis == NemesisChoice::None {
+        Vec::new()
+    } else {
+        nemesis::schedule(cfg.seed, &nemesis_config(cfg))?
+    })
+}
+
 /// Runs everything; `Err` only when the environment could not be set up or the results not written.
 pub async fn run(cfg: RunConfig) -> Result<Report> {
     std::fs::create_dir_all(&cfg.out).with_context(|| format!("creating {}", cfg.out.display()))?;
-    let windows = if cfg.nemesis == NemesisChoice::None {
-        Vec::new()
-    } else {
-        nemesis::schedule(cfg.seed, &nemesis_config(&cfg))?
-    };
+    let windows = planned_schedule(&cfg)?;
     tracing::info!(windows = windows.len(), seed = cfg.seed, "schedule drawn");
     let request_timeout = Duration::from_secs(5);
     let env = Env::start(
