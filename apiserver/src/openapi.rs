@@ -103,6 +103,7 @@ pub fn document() -> Value {
         }},
         "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "alive"}}}},
         "/readyz": {"get": {"summary": "Ready when the node sees a leader", "responses": {"200": {"description": "ready"}, "503": {"description": "no leader"}}}},
+        "/v1/system/state": {"get": {"summary": "This node's applied command index, state hash and log time (one local snapshot)", "responses": {"200": {"description": "nodeId, raftAppliedIndex, stateIndex, stateHash, logTimeMs"}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text exposition", "content": {"text/plain": {}}}}}},
         "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.0"}}}},
     });
@@ -267,6 +268,7 @@ mod tests {
             "/healthz",
             "/readyz",
             "/metrics",
+            "/v1/system/state",
             "/v1/openapi.json",
         ] {
             assert!(doc["paths"][path].is_object(), "{path} missing");

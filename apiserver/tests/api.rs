@@ -710,6 +710,19 @@ async fn every_endpoint_and_every_error_on_three_nodes() {
     assert!(m.contains("fedraft_raft_commit_index"), "{m}");
     assert!(m.contains("fedraft_raft_apply_lag"), "{m}");
 
+    // --- /v1/system/state: every node, once at the same state index, reports the same hash
+    c.wait("equal state hashes", || async {
+        let mut states = Vec::new();
+        for n in &c.nodes {
+            let r = send(get(n, "/v1/system/state", None), &seen).await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            assert!(r.json["logTimeMs"].as_u64().unwrap() > 0);
+            states.push((r.json["stateIndex"].as_u64(), r.json["stateHash"].clone()));
+        }
+        states.windows(2).all(|w| w[0] == w[1])
+    })
+    .await;
+
     // --- the cluster's credentials appear in no response and no log line
     let bodies = seen.lock().unwrap().join("\n");
     assert!(bodies.contains("dc1"));

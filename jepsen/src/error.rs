@@ -40,4 +40,7 @@ pub enum Error {
     /// A nemesis schedule configuration cannot produce a schedule.
     #[error("invalid nemesis config: {0}")]
     InvalidNemesisConfig(String),
+    /// Drawing the latency plot failed.
+    #[error("plot: {0}")]
+    Plot(String),
 }

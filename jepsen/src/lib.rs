@@ -8,13 +8,20 @@
 //!   the set checker (`check::set`).
 //! - [`proxy`] and [`mesh`]: user-space TCP proxies between nodes, to cut, heal and delay links without root.
 //! - [`nemesis`]: seeded fault schedules.
+//! - [`routed`]: the proxies the harness really uses: one listener per node, links told apart by which
+//!   process opened the connection (fedraft's peer addresses are replicated, so they are the same for all).
+//! - [`run`]: the `fedraft-jepsen run` harness (processes, workloads, fault execution, results); [`plot`]
+//!   draws its latency plot.
 
 pub mod check;
 pub mod error;
 pub mod history;
 pub mod mesh;
 pub mod nemesis;
+pub mod plot;
 pub mod proxy;
+pub mod routed;
+pub mod run;
 
 pub use check::Verdict;
 pub use error::Error;

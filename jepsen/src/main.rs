@@ -1,13 +1,18 @@
-//! The `fedraft-jepsen` command. For now it offers `mesh`: run delaying, cuttable TCP proxies between
-//! fedraft nodes for scripts such as `deploy/local-3dc.sh`, driven by commands on stdin. The fault-run
-//! harness (`run`) builds on the same library.
+//! The `fedraft-jepsen` command: `run` is one bounded fault-injection run against real fedraft processes
+//! (see `fedraft_jepsen::run`); `mesh` runs delaying, cuttable TCP proxies between nodes, one per ordered
+//! pair, driven by commands on stdin, for processes that can be given a per-pair peer table.
 
 use std::io::BufRead;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use std::path::PathBuf;
+use std::process::ExitCode;
+
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
+use fedraft_jepsen::run::env::Binaries;
+use fedraft_jepsen::run::{NemesisChoice, RunConfig, WorkloadChoice};
 use fedraft_jepsen::Mesh;
 
 #[derive(Parser)]
@@ -19,6 +24,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// One fault-injection run: three `fedraft server` processes behind cuttable links, three simulated
+    /// member clusters, client workers, a seeded nemesis, then every checker. Prints one summary line and
+    /// exits 0 only when every checker passed (1 when one failed, 2 when the run could not be carried out).
+    Run(RunArgs),
+    /// Print the fault schedule a `run` with these arguments would execute (JSON), without starting anything.
+    Schedule(RunArgs),
     /// Proxy every ordered pair of nodes. Link `a -> b` listens on 127.0.0.1:(listen_base + a * N + b), where
     /// N is the number of nodes; node `a` must dial that port to reach node `b`. Prints one line per link,
     /// then reads commands from stdin: `cut A B`, `isolate N`, `heal`, `delay MS`, `status`, `quit`.
@@ -35,19 +46,204 @@ enum Command {
     },
 }
 
-fn main() -> Result<()> {
+#[derive(clap::Args)]
+struct RunArgs {
+    #[arg(long, value_enum, default_value = "all")]
+    workload: WorkloadChoice,
+    #[arg(long, value_enum, default_value = "all")]
+    nemesis: NemesisChoice,
+    /// Seconds of workload and faults; setup and the final checks add at most a few minutes.
+    #[arg(long, default_value_t = 60)]
+    time_limit: u64,
+    /// Seed of the fault schedule and the workers' choices (random when absent; printed either way).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Results directory (created; history, verdicts, plot, logs).
+    #[arg(long)]
+    out: PathBuf,
+    /// The fedraft binary (default: next to this one).
+    #[arg(long, env = "FEDRAFT_BIN")]
+    fedraft_bin: Option<PathBuf>,
+    /// The fedraft-kubesim binary (default: next to this one).
+    #[arg(long, env = "KUBESIM_BIN")]
+    kubesim_bin: Option<PathBuf>,
+    /// Client requests over the whole run, at most.
+    #[arg(long, default_value_t = 200_000)]
+    max_requests: u64,
+    /// Client workers per workload.
+    #[arg(long, default_value_t = 4)]
+    workers: u64,
+    /// Largest backward clock step of the clock nemesis, in seconds.
+    #[arg(long, default_value_t = 120)]
+    max_clock_shift_s: u64,
+    /// Largest forward clock leap of the clock nemesis, in seconds.
+    #[arg(long, default_value_t = 120)]
+    max_clock_leap_s: u64,
+    /// How far log time may run ahead of real time before the clock checker fails the run, in ms.
+    #[arg(long, default_value_t = 2_000)]
+    clock_tolerance_ms: u64,
+    /// Member clusters' failure threshold: seconds without heartbeats (in log time) before NotReady.
+    #[arg(long, default_value_t = fedraft_jepsen::run::env::FAILURE_THRESHOLD_S)]
+    failure_threshold_s: u64,
+    /// Seconds member clusters get to converge after healing.
+    #[arg(long, default_value_t = 90)]
+    converge_limit: u64,
+}
+
+fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,fedraft_jepsen=info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Runtime::new().context("start the async runtime")?;
-    match cli.command {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("fedraft-jepsen: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cli.command {
+        Command::Run(args) => return runtime.block_on(run(args)),
+        Command::Schedule(args) => print_schedule(args),
         Command::Mesh {
             nodes,
             listen_base,
             delay_ms,
         } => runtime.block_on(mesh(nodes, listen_base, delay_ms)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fedraft-jepsen: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: RunArgs) -> ExitCode {
+    let config = match run_config(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fedraft-jepsen: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing::info!(seed = config.seed, out = %config.out.display(), "run starting");
+    // Setup, healing, convergence and the final reads are bounded separately; this is the backstop.
+    let backstop = config.time_limit + Duration::from_secs(420);
+    let seed = config.seed;
+    let run = tokio::time::timeout(backstop, fedraft_jepsen::run::run(config));
+    // Dropping the run future on a signal drops the environment, which kills every child process.
+    let outcome = tokio::select! {
+        r = run => r,
+        _ = shutdown_signal() => {
+            eprintln!("fedraft-jepsen: interrupted (seed {seed}); every process it started is stopped");
+            return ExitCode::from(130);
+        }
+    };
+    match outcome {
+        Ok(Ok(report)) => {
+            println!("{}", report.summary);
+            if report.pass {
+                ExitCode::SUCCESS
+            } else {
+                for (name, v) in &report.verdicts {
+                    if !v.is_valid() {
+                        eprintln!("{name}: {v:?}");
+                    }
+                }
+                ExitCode::from(1)
+            }
+        }
+        Ok(Err(e)) => {
+            eprintln!("fedraft-jepsen: run failed (seed {seed}): {e:#}");
+            ExitCode::from(2)
+        }
+        Err(_) => {
+            eprintln!("fedraft-jepsen: run exceeded its {backstop:?} backstop (seed {seed})");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn print_schedule(a: RunArgs) -> Result<()> {
+    let seed = a.seed.unwrap_or_default();
+    let config = RunConfig {
+        workload: a.workload,
+        nemesis: a.nemesis,
+        time_limit: Duration::from_secs(a.time_limit),
+        seed,
+        out: a.out,
+        bins: Binaries {
+            fedraft: PathBuf::new(),
+            kubesim: PathBuf::new(),
+            faketime: None,
+        },
+        max_requests: a.max_requests,
+        max_clock_shift: Duration::from_secs(a.max_clock_shift_s.max(1)),
+        max_clock_leap: Duration::from_secs(a.max_clock_leap_s.max(1)),
+        clock_tolerance: Duration::from_millis(a.clock_tolerance_ms),
+        converge_limit: Duration::from_secs(a.converge_limit),
+        workers: a.workers.max(1),
+        failure_threshold_s: a.failure_threshold_s.max(1),
+    };
+    let windows = fedraft_jepsen::run::planned_schedule(&config)?;
+    println!("{}", serde_json::to_string_pretty(&windows)?);
+    Ok(())
+}
+
+fn run_config(a: RunArgs) -> Result<RunConfig> {
+    let fedraft = Binaries::locate(a.fedraft_bin, "FEDRAFT_BIN", "fedraft")?;
+    let kubesim = Binaries::locate(a.kubesim_bin, "KUBESIM_BIN", "fedraft-kubesim")?;
+    let faketime = if matches!(a.nemesis, NemesisChoice::Clock | NemesisChoice::All) {
+        Some(Binaries::faketime_lib()?)
+    } else {
+        None
+    };
+    if a.time_limit == 0 {
+        bail!("--time-limit must be at least 1 second");
+    }
+    Ok(RunConfig {
+        workload: a.workload,
+        nemesis: a.nemesis,
+        time_limit: Duration::from_secs(a.time_limit),
+        seed: a.seed.unwrap_or_else(rand::random),
+        out: a.out,
+        bins: Binaries {
+            fedraft,
+            kubesim,
+            faketime,
+        },
+        max_requests: a.max_requests,
+        max_clock_shift: Duration::from_secs(a.max_clock_shift_s.max(1)),
+        max_clock_leap: Duration::from_secs(a.max_clock_leap_s.max(1)),
+        clock_tolerance: Duration::from_millis(a.clock_tolerance_ms),
+        converge_limit: Duration::from_secs(a.converge_limit),
+        workers: a.workers.max(1),
+        failure_threshold_s: a.failure_threshold_s.max(1),
+    })
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
     }
 }
 

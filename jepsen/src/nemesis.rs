@@ -1,6 +1,7 @@
-//! Seeded nemesis schedules: which fault happens when, to which node, for how long. The same seed and config
-//! always give the same schedule (with the `rand` version locked in Cargo.lock). This module only plans;
-//! killing, pausing and cutting links is done by the harness (partitions through `mesh`).
+//! Seeded nemesis schedules: which fault happens when, to which node or member cluster, for how long. The same
+//! seed and config always give the same schedule (with the `rand` version locked in Cargo.lock). This module
+//! only plans; killing, pausing, cutting links, darkening member clusters and shifting clocks is done by the
+//! harness (`run::faults`).
 //!
 //! A schedule is a list of non-overlapping windows separated by quiet periods, so the cluster gets time to
 //! recover between faults and every fault is undone before the run ends.
@@ -91,6 +92,11 @@ pub enum Fault {
     Pause { target: Target },
     /// Cut links at the start, heal them at the end.
     Partition { partition: Partition },
+    /// Member cluster `cluster` (index into the simulated clusters) refuses every connection for the window.
+    MemberDark { cluster: usize },
+    /// The wall clock of one node is shifted by `offset_ms` (forward when positive) for the window; its
+    /// monotonic clock is left alone, as when NTP steps a clock.
+    Clock { target: Target, offset_ms: i64 },
 }
 
 /// The fault families a schedule may draw from.
@@ -100,6 +106,8 @@ pub enum NemesisKind {
     Kill,
     Pause,
     Partition,
+    MemberDark,
+    Clock,
 }
 
 /// A fault active from `start` to `end` (offsets from the start of the run).
@@ -122,6 +130,15 @@ pub struct NemesisConfig {
     pub quiet_length: (Duration, Duration),
     /// Chance that a kill, pause or isolation targets the leader rather than a random node.
     pub leader_bias: f64,
+    /// Simulated member clusters a member-dark fault may pick from.
+    pub member_clusters: usize,
+    /// Bounds of a member-dark window: longer than other faults, so the cluster is declared NotReady and its
+    /// replicas fail over before it comes back.
+    pub dark_length: (Duration, Duration),
+    /// Largest backward clock step; steps are drawn between 1 s (or this, when smaller) and this.
+    pub max_clock_shift: Duration,
+    /// Largest forward clock leap, drawn the same way.
+    pub max_clock_leap: Duration,
 }
 
 impl NemesisConfig {
@@ -134,6 +151,10 @@ impl NemesisConfig {
             fault_length: (Duration::from_secs(5), Duration::from_secs(10)),
             quiet_length: (Duration::from_secs(3), Duration::from_secs(6)),
             leader_bias: 0.5,
+            member_clusters: 3,
+            dark_length: (Duration::from_secs(14), Duration::from_secs(20)),
+            max_clock_shift: Duration::from_secs(120),
+            max_clock_leap: Duration::from_secs(120),
         }
     }
 }
@@ -158,18 +179,35 @@ pub fn schedule(seed: u64, config: &NemesisConfig) -> Result<Vec<Window>, Error>
     if !(0.0..=1.0).contains(&config.leader_bias) {
         return invalid("leader_bias must be within 0..=1");
     }
+    if config.kinds.contains(&NemesisKind::MemberDark)
+        && (config.member_clusters == 0 || config.dark_length.0 > config.dark_length.1)
+    {
+        return invalid(
+            "member-dark needs member clusters and a dark length range with min <= max",
+        );
+    }
+    if config.kinds.contains(&NemesisKind::Clock)
+        && (config.max_clock_shift < Duration::from_secs(1)
+            || config.max_clock_leap < Duration::from_secs(1))
+    {
+        return invalid("the clock nemesis needs clock shifts and leaps of at least 1 s");
+    }
     let mut rng = StdRng::seed_from_u64(seed);
     let mut windows = Vec::new();
     let mut now = Duration::ZERO;
     loop {
         let quiet = pick(&mut rng, config.quiet_length);
-        let length = pick(&mut rng, config.fault_length);
+        let kind = config.kinds[rng.random_range(0..config.kinds.len())];
+        let length = if kind == NemesisKind::MemberDark {
+            pick(&mut rng, config.dark_length)
+        } else {
+            pick(&mut rng, config.fault_length)
+        };
         let start = now + quiet;
         let end = start + length;
         if end > config.run_length {
             return Ok(windows);
         }
-        let kind = config.kinds[rng.random_range(0..config.kinds.len())];
         windows.push(Window {
             start,
             end,
@@ -222,6 +260,25 @@ fn draw_fault(rng: &mut StdRng, kind: NemesisKind, config: &NemesisConfig) -> Fa
             };
             Fault::Partition { partition }
         }
+        NemesisKind::MemberDark => Fault::MemberDark {
+            cluster: rng.random_range(0..config.member_clusters),
+        },
+        NemesisKind::Clock => {
+            // Forward leaps are the dangerous direction (deadlines run in log time): drawn more often.
+            let forward = rng.random_bool(0.6);
+            let max = if forward {
+                config.max_clock_leap
+            } else {
+                config.max_clock_shift
+            }
+            .as_millis() as i64;
+            let magnitude = rng.random_range(1_000..=max.max(1_000));
+            let offset_ms = if forward { magnitude } else { -magnitude };
+            Fault::Clock {
+                target: draw_target(rng, config),
+                offset_ms,
+            }
+        }
     }
 }
 
@@ -265,7 +322,10 @@ mod tests {
                         && w.end - w.start <= config.fault_length.1
                 );
                 assert!(w.end <= config.run_length);
-                if let Fault::Kill { target } | Fault::Pause { target } = w.fault {
+                if let Fault::Kill { target }
+                | Fault::Pause { target }
+                | Fault::Clock { target, .. } = w.fault
+                {
                     assert!(target.resolve(None) < 3);
                 }
                 previous_end = w.end;
@@ -314,6 +374,37 @@ mod tests {
             Partition::Bridge { bridge: 1 }.cut_links(3, None),
             vec![(0, 2), (2, 0)]
         );
+    }
+
+    #[test]
+    fn member_dark_and_clock_faults_are_drawn_within_bounds() {
+        let mut config = NemesisConfig::three_nodes(
+            vec![NemesisKind::MemberDark, NemesisKind::Clock],
+            Duration::from_secs(600),
+        );
+        config.max_clock_shift = Duration::from_secs(30);
+        config.max_clock_leap = Duration::from_secs(30);
+        let windows = schedule(11, &config).unwrap();
+        let (mut dark, mut forward, mut backward) = (0, 0, 0);
+        for w in &windows {
+            match w.fault {
+                Fault::MemberDark { cluster } => {
+                    assert!(cluster < 3);
+                    assert!(w.end - w.start >= config.dark_length.0);
+                    dark += 1;
+                }
+                Fault::Clock { offset_ms, .. } => {
+                    assert!((1_000..=30_000).contains(&offset_ms.abs()), "{offset_ms}");
+                    if offset_ms > 0 {
+                        forward += 1
+                    } else {
+                        backward += 1
+                    }
+                }
+                ref other => panic!("unexpected fault {other:?}"),
+            }
+        }
+        assert!(dark > 0 && forward > 0 && backward > 0);
     }
 
     #[test]

@@ -136,14 +136,18 @@ async fn accept_loop(
 }
 
 /// Closes with RST instead of FIN, so the peer sees a failed connection rather than a clean end of stream.
-fn reset(stream: TcpStream) {
+pub(crate) fn reset(stream: TcpStream) {
     if let Err(error) = stream.set_zero_linger() {
         tracing::debug!(%error, "could not set zero linger");
     }
     drop(stream);
 }
 
-async fn serve(client: TcpStream, upstream: SocketAddr, mut state: watch::Receiver<LinkState>) {
+pub(crate) async fn serve(
+    client: TcpStream,
+    upstream: SocketAddr,
+    mut state: watch::Receiver<LinkState>,
+) {
     let _ = client.set_nodelay(true);
     let connect = tokio::time::timeout(
         Duration::from_millis(CONNECT_TIMEOUT_MS),

@@ -51,6 +51,7 @@ pub(crate) fn router(app: App) -> Router {
         .route("/healthz", get(system::healthz))
         .route("/readyz", get(system::readyz))
         .route("/metrics", get(system::metrics))
+        .route("/v1/system/state", get(system::state))
         .route("/v1/openapi.json", get(system::openapi));
     api.merge(public)
         .route_layer(middleware::from_fn_with_state(app.clone(), layers::metrics))

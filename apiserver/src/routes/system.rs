@@ -1,5 +1,5 @@
-//! Unauthenticated endpoints: liveness, readiness, metrics and the OpenAPI document. None of
-//! them reveals a resource.
+//! Unauthenticated endpoints: liveness, readiness, metrics, the replicated-state fingerprint and
+//! the OpenAPI document. None of them reveals a resource.
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -37,6 +37,24 @@ pub async fn metrics(State(app): State<App>) -> Response {
     };
     let text = app.metrics.render(gauges);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// This node's local (stale) view of the replicated state: the last applied command index, the
+/// state hash and the log time, all from one consistent snapshot. Two nodes at the same
+/// `stateIndex` must report the same `stateHash`; fault-injection runs compare them.
+pub async fn state(State(app): State<App>) -> Response {
+    let (state_index, state_hash, log_time_ms) = app
+        .node
+        .read_stale(|s| (s.applied_index(), s.state_hash_hex(), s.log_time_ms()));
+    let st = app.node.status();
+    let body = json!({
+        "nodeId": st.id,
+        "raftAppliedIndex": st.applied_index,
+        "stateIndex": state_index,
+        "stateHash": state_hash,
+        "logTimeMs": log_time_ms,
+    });
+    (StatusCode::OK, Json(body)).into_response()
 }
 
 pub async fn openapi() -> Response {
