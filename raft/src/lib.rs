@@ -4,12 +4,14 @@
 //!
 //! Start at [`FedNode`] (`node.rs`). Storage adapters: `log_store.rs` (durable log and vote),
 //! `state_machine.rs` (core state, snapshots, audit records). Transport: `network/` (HTTP +
-//! bincode, cluster-secret auth). Timeouts and their reasoning: `config.rs`.
+//! bincode, cluster-secret auth). Timeouts and their reasoning: `config.rs`. The audit archive as
+//! readers see it (replay, verify, online and offline): `audit/`.
 
 // openraft's storage traits fix their error type (`StorageError`, ~224 bytes); helpers that feed
 // those traits return it as is rather than boxing and unboxing at every call.
 #![allow(clippy::result_large_err)]
 
+pub mod audit;
 mod batcher;
 pub mod config;
 pub mod error;
