@@ -202,7 +202,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
                 "nodeMatched": report.live_matched,
                 "problems": report.problems,
             });
-            emit(&doc, output, |d| verify_text(d))?;
+            emit(&doc, output, verify_text)?;
             if !report.ok() {
                 return Ok(ExitCode::from(1));
             }

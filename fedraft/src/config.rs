@@ -54,6 +54,10 @@ pub struct NodeFile {
     /// Raft timing; defaults suit three data centers at <= 50 ms round trip.
     #[serde(default)]
     pub raft: RaftTiming,
+    /// Audit archive: checkpoint interval and retention. Default: a checkpoint every 10,000
+    /// commands, keep everything.
+    #[serde(default)]
+    pub audit: AuditFile,
     /// TLS for the API and peer listeners. Default: none (plain HTTP). Not supported yet: a node
     /// with a `[tls]` section refuses to start rather than run without the TLS it was asked for.
     #[serde(default)]
@@ -76,6 +80,18 @@ pub struct RaftTiming {
     pub snapshot_every_entries: Option<u64>,
     /// How long a proposal may wait for a quorum before failing with 503.
     pub propose_timeout_ms: Option<u64>,
+}
+
+/// `[audit]`: each absent field keeps fedraft-raft's default.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditFile {
+    /// Commands between state checkpoints (0 = none). Default 10000.
+    pub checkpoint_every_commands: Option<u64>,
+    /// Remove records older than this many seconds of log time. Default: keep.
+    pub max_age_seconds: Option<u64>,
+    /// Keep about this many bytes of records, newest first. Default: keep everything.
+    pub max_bytes: Option<u64>,
 }
 
 /// PEM files for TLS.

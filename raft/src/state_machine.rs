@@ -278,6 +278,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.shared
             .last_timestamp_ms
             .fetch_max(state.log_time_ms(), Ordering::Relaxed);
+        // The archive restarts after the installed state: nothing below it is awaited.
+        self.shared
+            .archived_index
+            .fetch_max(last_command, Ordering::Release);
         let mut g = self.shared.write();
         g.state = state;
         g.last_applied = meta.last_log_id;

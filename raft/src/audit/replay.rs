@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use fedraft_core::audit::{diff, explain_step, PlacementChange, Record, StateDiff};
+use fedraft_core::command::LogEntry;
 use fedraft_core::model::ObjectKey;
 use fedraft_core::state::State;
 use fedraft_store::{AuditRecord, ChainChecker, ChainReport, CheckpointKind};
@@ -65,27 +66,29 @@ impl AuditLog {
     }
 
     /// Applies archived commands after `state`'s index up to `to` (inclusive). `each` sees every
-    /// applied record with the placement map of `watch` before it and the state after it.
+    /// applied record and the state after it.
     fn advance(
         &self,
         state: &mut State,
         to: u64,
-        mut each: Option<&mut dyn FnMut(&AuditRecord, &State) -> Result<(), RaftError>>,
+        each: Option<&mut dyn FnMut(&AuditRecord, &State) -> Result<(), RaftError>>,
         progress: &mut dyn FnMut(u64),
     ) -> Result<(), RaftError> {
-        let from = state.applied_index() + 1;
-        self.reader.audit_scan(from, to.saturating_add(1), |rec| {
-            if rec.index != state.applied_index() + 1 {
-                self.restart_at(state, &rec)?;
+        match each {
+            None => self.advance_pipelined(state, to, progress)?,
+            Some(f) => {
+                let from = state.applied_index() + 1;
+                self.reader.audit_scan(from, to.saturating_add(1), |rec| {
+                    if rec.index != state.applied_index() + 1 {
+                        self.restart_at(state, rec.index)?;
+                    }
+                    state.apply(rec.index, &decode_entry(&rec)?);
+                    f(&rec, state)?;
+                    progress(rec.index);
+                    Ok::<bool, RaftError>(true)
+                })?;
             }
-            let entry = decode_entry(&rec)?;
-            state.apply(rec.index, &entry);
-            if let Some(f) = each.as_mut() {
-                f(&rec, state)?;
-            }
-            progress(rec.index);
-            Ok::<bool, RaftError>(true)
-        })?;
+        }
         if state.applied_index() < to {
             return Err(RaftError::Invalid(format!(
                 "the archive ends at {} before index {to}",
@@ -95,9 +98,57 @@ impl AuditLog {
         Ok(())
     }
 
+    /// Plain replay on two threads: one reads and decodes records, this one applies them
+    /// (apply is inherently sequential; reading and decoding are not its business).
+    fn advance_pipelined(
+        &self,
+        state: &mut State,
+        to: u64,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), RaftError> {
+        const BATCH: usize = 1024;
+        let from = state.applied_index() + 1;
+        let reader = &self.reader;
+        std::thread::scope(|scope| {
+            let (tx, rx) = crossbeam_channel::bounded::<Vec<(u64, LogEntry)>>(8);
+            let producer = scope.spawn(move || -> Result<(), RaftError> {
+                let mut batch = Vec::with_capacity(BATCH);
+                reader.audit_scan(from, to.saturating_add(1), |rec| {
+                    batch.push((rec.index, decode_entry(&rec)?));
+                    if batch.len() == BATCH && tx.send(std::mem::take(&mut batch)).is_err() {
+                        // The applying side stopped (an error there): stop reading.
+                        return Ok(false);
+                    }
+                    Ok::<bool, RaftError>(true)
+                })?;
+                if !batch.is_empty() {
+                    let _ = tx.send(batch);
+                }
+                Ok(())
+            });
+            let mut result = Ok(());
+            'outer: for batch in rx {
+                for (index, entry) in &batch {
+                    if *index != state.applied_index() + 1 {
+                        if let Err(e) = self.restart_at(state, *index) {
+                            result = Err(e);
+                            break 'outer;
+                        }
+                    }
+                    state.apply(*index, entry);
+                }
+                progress(state.applied_index());
+            }
+            let produced = producer
+                .join()
+                .unwrap_or_else(|_| Err(RaftError::Fatal("audit reader thread panicked".into())));
+            result.and(produced)
+        })
+    }
+
     /// A hole in the archive is crossed only where this node installed a snapshot.
-    fn restart_at(&self, state: &mut State, rec: &AuditRecord) -> Result<(), RaftError> {
-        let base = rec.index - 1;
+    fn restart_at(&self, state: &mut State, index: u64) -> Result<(), RaftError> {
+        let base = index - 1;
         match self.reader.checkpoint(base)? {
             Some(cp) if cp.kind == CheckpointKind::Installed && base > state.applied_index() => {
                 *state = State::from_snapshot(&cp.state).map_err(codec)?;
@@ -109,6 +160,17 @@ impl AuditLog {
                 base
             ))),
         }
+    }
+
+    /// Applies the archived commands after `state`'s index up to `to`, from whatever state the
+    /// caller holds (e.g. the empty state, to replay the whole archive).
+    pub fn replay_onto(
+        &self,
+        state: &mut State,
+        to: u64,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), RaftError> {
+        self.advance(state, to, None, progress)
     }
 
     /// The state right after the command at `index` was applied.
