@@ -11,6 +11,7 @@
 //! Must not: write state except by proposing; echo, log or put in errors a cluster's
 //! credentials; accept the cluster secret as a token.
 
+pub mod audit_wire;
 pub mod auth;
 pub mod body;
 pub mod error;

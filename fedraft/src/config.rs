@@ -57,6 +57,10 @@ pub struct NodeFile {
     /// The executors that converge member clusters; they run only while this node leads.
     #[serde(default)]
     pub executors: ExecutorTiming,
+    /// Audit archive: checkpoint interval and retention. Default: a checkpoint every 10,000
+    /// commands, keep everything.
+    #[serde(default)]
+    pub audit: AuditFile,
     /// TLS for the API and peer listeners. Default: none (plain HTTP). Not supported yet: a node
     /// with a `[tls]` section refuses to start rather than run without the TLS it was asked for.
     #[serde(default)]
@@ -146,6 +150,18 @@ impl ExecutorTiming {
 
 fn default_true() -> bool {
     true
+}
+
+/// `[audit]`: each absent field keeps fedraft-raft's default.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditFile {
+    /// Commands between state checkpoints (0 = none). Default 10000.
+    pub checkpoint_every_commands: Option<u64>,
+    /// Remove records older than this many seconds of log time. Default: keep.
+    pub max_age_seconds: Option<u64>,
+    /// Keep about this many bytes of records, newest first. Default: keep everything.
+    pub max_bytes: Option<u64>,
 }
 
 /// PEM files for TLS.

@@ -1,12 +1,14 @@
 //! The `fedraft` binary: one node's server (`fedraft server`), the client verbs that talk to the
 //! API (`apply`, `get`, `describe`, `delete`, `cordon`, `uncordon`, `drain`, `watch`), offline
-//! scheduling (`schedule`), the load tool (`bench put`) and the demo entry point.
+//! scheduling (`schedule`), the load tool (`bench put`), the demo entry point and offline
+//! incident analysis of a data directory (`audit`).
 //!
 //! Start at [`Cli`]: one enum variant per verb, dispatched by one `match` in [`run`]. Exit codes:
 //! 0 success; 1 the server refused the request or answered an error (or a demo step failed); 2
 //! usage error or a feature that is not built yet; 3 the server could not be reached.
 
 mod apply;
+mod audit;
 mod bench;
 mod client;
 mod config;
@@ -120,6 +122,9 @@ pub enum Verb {
     },
     /// Three nodes and three simulated clusters on loopback, driven through a failover.
     Demo(demo::DemoArgs),
+    /// Incident analysis on a (copy of a) node's data directory, offline: replay, diff,
+    /// explain, export, verify.
+    Audit(audit::AuditArgs),
 }
 
 fn main() -> ExitCode {
@@ -205,5 +210,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Verb::Schedule { file, output } => schedule::run(&file, output),
         Verb::Bench { what } => bench::run(what).await,
         Verb::Demo(args) => demo::run(args).await,
+        Verb::Audit(args) => audit::run(args),
     }
 }

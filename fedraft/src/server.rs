@@ -88,6 +88,12 @@ async fn run_config(f: NodeFile) -> anyhow::Result<()> {
     set(&mut nc.tick_interval_ms, t.tick_interval_ms);
     set(&mut nc.snapshot_every_entries, t.snapshot_every_entries);
     set(&mut nc.propose_timeout_ms, t.propose_timeout_ms);
+    set(
+        &mut nc.audit.checkpoint_every_commands,
+        f.audit.checkpoint_every_commands,
+    );
+    nc.audit.retention.max_age_ms = f.audit.max_age_seconds.map(|s| s.saturating_mul(1000));
+    nc.audit.retention.max_bytes = f.audit.max_bytes;
     let peer = TcpListener::bind(f.peer_listen)
         .await
         .with_context(|| format!("binding peer port {}", f.peer_listen))?;

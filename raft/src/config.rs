@@ -46,6 +46,9 @@ pub struct NodeConfig {
     pub install_snapshot_timeout_ms: u64,
     /// Entries kept behind a snapshot for followers that lag a little.
     pub max_in_snapshot_log_to_keep: u64,
+    /// Audit archive: checkpoint interval and retention (default: checkpoint every 10,000
+    /// commands, keep everything).
+    pub audit: crate::audit::AuditOptions,
 }
 
 impl Default for NodeConfig {
@@ -64,6 +67,7 @@ impl Default for NodeConfig {
             propose_timeout_ms: 5_000,
             install_snapshot_timeout_ms: 10_000,
             max_in_snapshot_log_to_keep: 1_000,
+            audit: crate::audit::AuditOptions::default(),
         }
     }
 }

@@ -7,11 +7,13 @@
 //! `state_machine.rs` (core state, snapshots, audit records). Batching: `batcher.rs` (leader: many
 //! proposals per raft entry), `forwarder.rs` (follower: many proposals per call to the leader).
 //! Transport: `network/` (HTTP + bincode, cluster-secret auth). Timeouts and their reasoning: `config.rs`.
+//! The audit archive as readers see it (replay, verify, online and offline): `audit/`.
 
 // openraft's storage traits fix their error type (`StorageError`, ~224 bytes); helpers that feed
 // those traits return it as is rather than boxing and unboxing at every call.
 #![allow(clippy::result_large_err)]
 
+pub mod audit;
 mod batcher;
 pub mod config;
 pub mod error;

@@ -4,13 +4,17 @@
 //! The in-memory state is rebuilt at start from the latest snapshot; openraft then re-applies
 //! the committed entries after it. Every applied command (a raft entry carries a batch) appends
 //! one audit record keyed by its resource version (entry bytes, outcome bytes, hash-chained) and
-//! is broadcast to subscribers. Applying is the only
-//! writer of the state; readers take the read lock briefly.
+//! is broadcast to subscribers; every `checkpoint_every_commands` commands the state itself is
+//! checkpointed, and retention (if any) runs after a checkpoint. `apply` returns only once the
+//! records are written (not synced: a later synced write, e.g. the next snapshot, makes them
+//! durable, and entries after the last snapshot are re-applied and re-archived on restart).
+//! Applying is the only writer of the state; readers take the read lock briefly.
 
 use std::io::Cursor;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use fedraft_core::command::LogEntry;
 use fedraft_core::state::State;
 use fedraft_store::{AuditInput, Store, StoreError};
 use openraft::storage::RaftStateMachine;
@@ -19,6 +23,7 @@ use openraft::{
 };
 use tokio::sync::broadcast;
 
+use crate::audit::AuditOptions;
 use crate::log_store::{store_op, store_read};
 use crate::types::{
     AppliedEntry, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
@@ -42,6 +47,11 @@ pub struct SmShared {
     /// Highest timestamp of any applied entry: a new leader never stamps below it.
     pub last_timestamp_ms: AtomicU64,
     snapshot_seq: AtomicU64,
+    pub(crate) store: Store,
+    pub(crate) audit: AuditOptions,
+    /// Highest command whose audit record is written: the state can be ahead of it for the
+    /// moment between applying and archiving.
+    pub(crate) archived_index: AtomicU64,
 }
 
 impl SmShared {
@@ -72,6 +82,14 @@ pub struct StateMachine {
 impl StateMachine {
     /// Restores the in-memory state from the latest stored snapshot (or starts empty).
     pub async fn open(store: Store) -> Result<StateMachine, crate::RaftError> {
+        StateMachine::open_with(store, AuditOptions::default()).await
+    }
+
+    /// [`StateMachine::open`] with explicit audit options.
+    pub async fn open_with(
+        store: Store,
+        audit: AuditOptions,
+    ) -> Result<StateMachine, crate::RaftError> {
         let s = store.clone();
         let snap = store_read(move || s.snapshot()).await?;
         let (state, last_applied, membership) = match snap {
@@ -84,6 +102,7 @@ impl StateMachine {
             None => (State::new(), None, StoredMembership::default()),
         };
         let last_ts = state.log_time_ms();
+        let last_index = state.applied_index();
         let (events, _) = broadcast::channel(SUBSCRIBER_BUFFER_ENTRIES);
         let shared = Arc::new(SmShared {
             inner: RwLock::new(SmState {
@@ -94,12 +113,60 @@ impl StateMachine {
             events,
             last_timestamp_ms: AtomicU64::new(last_ts),
             snapshot_seq: AtomicU64::new(0),
+            store: store.clone(),
+            audit,
+            archived_index: AtomicU64::new(last_index),
         });
         Ok(StateMachine { shared, store })
     }
 
     pub fn shared(&self) -> Arc<SmShared> {
         self.shared.clone()
+    }
+
+    /// Writes the audit records and checkpoints of one `apply` call, in order, and runs
+    /// retention after a checkpoint. A failed archive write stops the node like any storage
+    /// failure: history must not silently lose entries.
+    async fn archive(
+        &self,
+        records: Vec<AuditInput>,
+        checkpoints: Vec<(u64, Vec<u8>)>,
+        log_time_ms: u64,
+    ) -> Result<(), StorageError> {
+        let last = records.last().map(|r| r.index);
+        if !records.is_empty() {
+            store_op(|d| self.store.write_audit(records, d))
+                .await
+                .map_err(sm_err)?;
+        }
+        if let Some(last) = last {
+            self.shared
+                .archived_index
+                .fetch_max(last, Ordering::Release);
+        }
+        let checkpointed = !checkpoints.is_empty();
+        for (index, state) in checkpoints {
+            store_op(|d| self.store.write_checkpoint(index, state, d))
+                .await
+                .map_err(sm_err)?;
+        }
+        let policy = self.shared.audit.retention;
+        if checkpointed && !policy.keeps_everything() {
+            let reader = self.store.reader();
+            let cut = store_read(move || {
+                reader.retention_cut(policy, log_time_ms, |r| {
+                    LogEntry::decode(&r.entry).ok().map(|e| e.timestamp_ms)
+                })
+            })
+            .await
+            .map_err(sm_err)?;
+            if let Some(cut) = cut {
+                store_op(|d| self.store.retain_audit(cut, d))
+                    .await
+                    .map_err(sm_err)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -119,6 +186,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let started = std::time::Instant::now();
         let mut replies = Vec::new();
         let mut audit = Vec::new();
+        let mut checkpoints = Vec::new();
+        let every = self.shared.audit.checkpoint_every_commands;
+        let log_time_ms;
         let mut events = Vec::new();
         {
             let mut g = self.shared.write();
@@ -155,12 +225,17 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                                 applied: applied.clone(),
                             }));
                             out.push(applied);
+                            if every > 0 && seq % every == 0 {
+                                checkpoints.push((seq, g.state.to_snapshot()));
+                            }
                         }
                         replies.push(Response(out));
                     }
                 }
             }
+            log_time_ms = g.state.log_time_ms();
         }
+        self.archive(audit, checkpoints, log_time_ms).await?;
         tracing::trace!(
             entries = replies.len(),
             took_us = started.elapsed().as_micros() as u64,
@@ -203,6 +278,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.shared
             .last_timestamp_ms
             .fetch_max(state.log_time_ms(), Ordering::Relaxed);
+        // The archive restarts after the installed state: nothing below it is awaited.
+        self.shared
+            .archived_index
+            .fetch_max(last_command, Ordering::Release);
         let mut g = self.shared.write();
         g.state = state;
         g.last_applied = meta.last_log_id;

@@ -81,7 +81,7 @@ fn chain_digest(prev: &[u8; 32], canonical: &[u8]) -> [u8; 32] {
 
 /// The digest a node's audit chain restarts from after it installs a snapshot instead of
 /// applying the entries it covers: it binds the chain to the exact snapshot bytes.
-pub(crate) fn snapshot_digest(index: u64, data: &[u8]) -> [u8; 32] {
+pub fn snapshot_digest(index: u64, data: &[u8]) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(b"fedraft-audit-snapshot");
     h.update(index.to_be_bytes());
@@ -90,6 +90,11 @@ pub(crate) fn snapshot_digest(index: u64, data: &[u8]) -> [u8; 32] {
 }
 
 impl AuditRecord {
+    /// Bytes of the stored value (header, digests, entry and outcome).
+    pub fn stored_len(&self) -> usize {
+        64 + 24 + self.entry.len() + self.outcome.len()
+    }
+
     /// Decodes a stored value; any malformed value is corruption.
     pub(crate) fn decode(value: &[u8]) -> Result<AuditRecord, StoreError> {
         let bad = |what: &str| StoreError::Corrupt(format!("audit record: {what}"));

@@ -10,13 +10,13 @@ use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 use rocksdb::{
-    ColumnFamilyDescriptor, DBCompressionType, Direction, IteratorMode, Options, WriteBatch,
-    WriteOptions, DB,
+    ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options, WriteBatch, WriteOptions, DB,
 };
 
 use crate::audit::{AuditInput, AuditRecord};
 use crate::error::StoreError;
 use crate::keys::*;
+use crate::reader::StoreReader;
 use crate::writer::{self, missing_cf, AuditHead, Done, Op};
 
 /// On-disk format written by this build. Bump when keys or value layouts change; an older binary
@@ -215,105 +215,57 @@ impl Store {
         Store::wait(|d| self.append(entries, Box::new(|_| {}), d))
     }
 
-    // ---- reads (blocking; call off the async runtime) ----
-
-    fn cf(&self, name: &'static str) -> Result<&rocksdb::ColumnFamily, StoreError> {
-        self.inner
-            .db
-            .cf_handle(name)
-            .ok_or_else(|| missing_cf(name))
+    /// Queues a state checkpoint at command `index`; written after the audit records queued
+    /// before it, bound to the chain digest at that index.
+    pub fn write_checkpoint(&self, index: u64, state: Vec<u8>, done: Done) {
+        self.submit(Op::Checkpoint { index, state, done })
     }
 
-    fn get_meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.inner.db.get_cf(self.cf(CF_META)?, key)?)
+    /// Retention: removes audit records at or below the highest checkpoint `<= upto` (and older
+    /// checkpoints); that checkpoint becomes the base the chain is verified from.
+    pub fn retain_audit(&self, upto: u64, done: Done) {
+        self.submit(Op::Retain { upto, done })
+    }
+
+    // ---- reads (blocking; call off the async runtime) ----
+
+    /// Every read, over this store's database.
+    pub fn reader(&self) -> StoreReader {
+        StoreReader::new(self.inner.db.clone(), self.inner.path.clone())
     }
 
     /// Log entries with `start <= index < end`, ascending: from the first stored index in the
     /// range up to the first hole after it (raft logs never have holes; a hole means the rest
     /// was truncated and not yet rewritten).
     pub fn log_range(&self, start: u64, end: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
-        if start >= end {
-            return Ok(out);
-        }
-        let key = index_key(start);
-        let iter = self.inner.db.iterator_cf(
-            self.cf(CF_LOG)?,
-            IteratorMode::From(&key, Direction::Forward),
-        );
-        for item in iter {
-            let (k, v) = item?;
-            let idx = decode_index(&k)
-                .ok_or_else(|| StoreError::Corrupt("log key not 8 bytes".into()))?;
-            let contiguous = out.last().is_none_or(|(prev, _)| idx == prev + 1);
-            if idx >= end || !contiguous {
-                break;
-            }
-            out.push((idx, v.into_vec()));
-        }
-        Ok(out)
+        self.reader().log_range(start, end)
     }
 
     /// The entry with the highest index, if any.
     pub fn last_log(&self) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        let mut iter = self
-            .inner
-            .db
-            .iterator_cf(self.cf(CF_LOG)?, IteratorMode::End);
-        match iter.next() {
-            None => Ok(None),
-            Some(item) => {
-                let (k, v) = item?;
-                let idx = decode_index(&k)
-                    .ok_or_else(|| StoreError::Corrupt("log key not 8 bytes".into()))?;
-                Ok(Some((idx, v.into_vec())))
-            }
-        }
+        self.reader().last_log()
     }
 
     pub fn vote(&self) -> Result<Option<Vec<u8>>, StoreError> {
-        self.get_meta(META_VOTE)
+        self.reader().vote()
     }
 
     pub fn committed(&self) -> Result<Option<Vec<u8>>, StoreError> {
-        self.get_meta(META_COMMITTED)
+        self.reader().committed()
     }
 
     pub fn last_purged(&self) -> Result<Option<Vec<u8>>, StoreError> {
-        self.get_meta(META_LAST_PURGED)
+        self.reader().last_purged()
     }
 
     /// The latest snapshot as `(meta, data)`.
     pub fn snapshot(&self) -> Result<Option<SnapshotBytes>, StoreError> {
-        let cf = self.cf(CF_SNAPSHOT)?;
-        let meta = self.inner.db.get_cf(cf, SNAPSHOT_META)?;
-        let data = self.inner.db.get_cf(cf, SNAPSHOT_DATA)?;
-        match (meta, data) {
-            (Some(m), Some(d)) => Ok(Some((m, d))),
-            (None, None) => Ok(None),
-            _ => Err(StoreError::Corrupt(
-                "snapshot meta and data out of step".into(),
-            )),
-        }
+        self.reader().snapshot()
     }
 
     /// Audit records with `from <= index < to`, ascending (holes where a snapshot was installed).
     pub fn audit_range(&self, from: u64, to: u64) -> Result<Vec<AuditRecord>, StoreError> {
-        let mut out = Vec::new();
-        let key = index_key(from);
-        for item in self.inner.db.iterator_cf(
-            self.cf(CF_AUDIT)?,
-            IteratorMode::From(&key, Direction::Forward),
-        ) {
-            let (k, v) = item?;
-            let idx = decode_index(&k)
-                .ok_or_else(|| StoreError::Corrupt("audit key not 8 bytes".into()))?;
-            if idx >= to {
-                break;
-            }
-            out.push(AuditRecord::decode(&v)?);
-        }
-        Ok(out)
+        self.reader().audit_range(from, to)
     }
 
     /// Where the audit chain currently ends: (index, digest).
@@ -336,7 +288,9 @@ fn fail(op: Op) {
         | Op::SaveVote { done, .. }
         | Op::SaveCommitted { done, .. }
         | Op::SaveSnapshot { done, .. }
-        | Op::Audit { done, .. } => done(e()),
+        | Op::Audit { done, .. }
+        | Op::Checkpoint { done, .. }
+        | Op::Retain { done, .. } => done(e()),
     }
 }
 
@@ -397,7 +351,7 @@ fn validate_or_init(db: &DB, cluster_id: &str) -> Result<(), StoreError> {
     }
 }
 
-fn load_audit_head(db: &DB) -> Result<AuditHead, StoreError> {
+pub(crate) fn load_audit_head(db: &DB) -> Result<AuditHead, StoreError> {
     let cf = db.cf_handle(CF_AUDIT).ok_or_else(|| missing_cf(CF_AUDIT))?;
     let last = match db.iterator_cf(cf, IteratorMode::End).next() {
         Some(item) => {

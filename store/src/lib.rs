@@ -5,23 +5,34 @@
 //! Start reading at [`Store`] (`db.rs`): opening validates the data directory (format version,
 //! cluster id) and refuses anything it did not write itself. All writes go through one writer
 //! thread (`writer.rs`) so they are ordered and group-committed; reads go straight to RocksDB and
-//! block, so async callers should run them off the runtime (`spawn_blocking`).
+//! block, so async callers should run them off the runtime (`spawn_blocking`). Every read lives
+//! on [`StoreReader`] (`reader.rs`), which also opens a copy of a data directory read-only for
+//! offline audit. The audit archive: record format `audit.rs`, chain verification
+//! `audit_chain.rs`, state checkpoints `audit_checkpoint.rs`, retention `audit_retention.rs`.
 //!
 //! Durability contract, per write kind:
 //! - log appends: visible to reads when `written` fires, durable (WAL fsynced) when `durable`
 //!   fires; many appends share one fsync;
 //! - vote, snapshot: durable before their completion fires;
-//! - committed index, truncation, purge, audit records: ordered but not synced on their own; the
+//! - committed index, truncation, purge, audit records, checkpoints, retention: ordered but not synced on their own; the
 //!   next synced write makes them durable. Losing them in a crash is safe: raft re-derives the
 //!   committed index, replays re-write audit records, and a purge is simply redone.
 
 mod audit;
+mod audit_chain;
+mod audit_checkpoint;
+mod audit_retention;
 mod db;
 mod error;
 mod keys;
+mod reader;
 mod writer;
 
-pub use audit::{AuditInput, AuditRecord, GENESIS_DIGEST};
+pub use audit::{snapshot_digest, AuditInput, AuditRecord, GENESIS_DIGEST};
+pub use audit_chain::{ChainChecker, ChainProblem, ChainReport, Restart};
+pub use audit_checkpoint::{Checkpoint, CheckpointKind};
+pub use audit_retention::RetentionPolicy;
 pub use db::{SnapshotBytes, Store, StoreOptions, FORMAT_VERSION};
 pub use error::StoreError;
+pub use reader::StoreReader;
 pub use writer::Done;

@@ -15,8 +15,10 @@ use crossbeam_channel::{Receiver, Sender};
 use rocksdb::{WriteBatch, WriteOptions, DB};
 
 use crate::audit::{snapshot_digest, AuditInput, AuditRecord, GENESIS_DIGEST};
+use crate::audit_checkpoint::{checkpoint_key, Checkpoint, CheckpointKind};
 use crate::error::StoreError;
 use crate::keys::*;
+use crate::reader::{StoreReader, META_AUDIT_RETAINED};
 
 /// Completion callback of a write. It runs on the writer or syncer thread: keep it short
 /// (typically it sends on a channel).
@@ -61,6 +63,18 @@ pub(crate) enum Op {
     },
     Audit {
         records: Vec<AuditInput>,
+        done: Done,
+    },
+    /// A periodic state checkpoint at command `index` (after that index's audit record).
+    Checkpoint {
+        index: u64,
+        state: Vec<u8>,
+        done: Done,
+    },
+    /// Retention: drop records at or below the highest checkpoint <= `upto`, which becomes the
+    /// chain's base.
+    Retain {
+        upto: u64,
         done: Done,
     },
 }
@@ -208,6 +222,8 @@ impl Writer {
                 done,
             } => done(self.save_snapshot(meta, data, installed_at)),
             Op::Audit { records, done } => done(self.audit(records)),
+            Op::Checkpoint { index, state, done } => done(self.checkpoint(index, state)),
+            Op::Retain { upto, done } => done(self.retain(upto)),
         }
     }
 
@@ -260,6 +276,19 @@ impl Writer {
             b.put_cf(self.cf(CF_META)?, META_AUDIT_BASE, v);
         }
         let cf = self.cf(CF_SNAPSHOT)?;
+        // The installed state is where this node's history restarts: keep it as a checkpoint so
+        // replay and verification can start there (the snapshot slot itself is overwritten).
+        if let Some((index, digest)) = new_base {
+            if self.audit_head.is_none_or(|(h, _)| h < index) {
+                let cp = Checkpoint {
+                    index,
+                    kind: CheckpointKind::Installed,
+                    audit_digest: digest,
+                    state: data.clone(),
+                };
+                b.put_cf(cf, checkpoint_key(index), cp.encode());
+            }
+        }
         b.put_cf(cf, SNAPSHOT_META, meta);
         b.put_cf(cf, SNAPSHOT_DATA, data);
         self.write(b, true)?;
@@ -298,6 +327,61 @@ impl Writer {
         }
         self.write(b, false)?;
         self.audit_head = head;
+        Ok(())
+    }
+
+    fn checkpoint(&self, index: u64, state: Vec<u8>) -> Result<(), StoreError> {
+        let digest = match self.audit_head {
+            Some((h, d)) if h == index => d,
+            _ => match self.db.get_cf(self.cf(CF_AUDIT)?, index_key(index))? {
+                Some(v) => AuditRecord::decode(&v)?.digest,
+                None => {
+                    // Its record was never written here (below an installed snapshot): a
+                    // checkpoint that no chain can reach would only mislead.
+                    tracing::warn!(index, "no audit record for checkpoint; skipped");
+                    return Ok(());
+                }
+            },
+        };
+        let cp = Checkpoint {
+            index,
+            kind: CheckpointKind::Periodic,
+            audit_digest: digest,
+            state,
+        };
+        let mut b = WriteBatch::default();
+        b.put_cf(self.cf(CF_SNAPSHOT)?, checkpoint_key(index), cp.encode());
+        self.write(b, false)
+    }
+
+    fn retain(&self, upto: u64) -> Result<(), StoreError> {
+        let reader = StoreReader::new(self.db.clone(), std::path::PathBuf::new());
+        let Some(base) = reader.checkpoint_at_or_below(upto)? else {
+            return Ok(());
+        };
+        if base.index == 0 || reader.audit_retained_from()? >= Some(base.index) {
+            return Ok(());
+        }
+        let mut b = WriteBatch::default();
+        // Records, and checkpoints below the base, go in one batch with the marker, so no reader
+        // sees a cut chain without the marker that makes it legitimate.
+        b.delete_range_cf(
+            self.cf(CF_AUDIT)?,
+            index_key(0),
+            index_key(base.index.saturating_add(1)),
+        );
+        b.delete_range_cf(
+            self.cf(CF_SNAPSHOT)?,
+            checkpoint_key(0),
+            checkpoint_key(base.index),
+        );
+        b.put_cf(
+            self.cf(CF_META)?,
+            META_AUDIT_RETAINED,
+            index_key(base.index),
+        );
+        self.write(b, false)?;
+        tracing::info!(base = base.index, "audit retention removed older records");
         Ok(())
     }
 

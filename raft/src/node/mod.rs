@@ -84,7 +84,7 @@ impl FedNode {
         let store = store_read(move || Store::open(&dir, &cluster)).await?;
         let committed = Arc::new(AtomicU64::new(0));
         let log_store = LogStore::new(store.clone(), committed.clone());
-        let sm = StateMachine::open(store).await?;
+        let sm = StateMachine::open_with(store, cfg.audit).await?;
         let shared = sm.shared();
         let client = PeerClient::new(&cfg.cluster_secret)?;
         let raft = Raft::new(
@@ -402,6 +402,26 @@ impl FedNode {
             state_hash: g.state.state_hash_hex(),
             state_applied_index: g.state.applied_index(),
             log_time_ms: g.state.log_time_ms(),
+        }
+    }
+
+    /// This node's audit archive (read side), over the open store.
+    pub fn audit(&self) -> crate::audit::AuditLog {
+        crate::audit::AuditLog::new(self.inner.sm.store.reader())
+    }
+
+    /// The applied state's fingerprint at a moment its audit record is written, for verifying
+    /// the archive against the live node. Waits (briefly, bounded) for the archive to catch up
+    /// with apply; returns the latest fingerprint if it never does.
+    pub async fn live_state(&self) -> crate::audit::LiveState {
+        let deadline = Instant::now() + Duration::from_millis(self.inner.cfg.propose_timeout_ms);
+        loop {
+            let live = crate::audit::LiveState::of(&self.inner.sm.read().state);
+            let archived = self.inner.sm.archived_index.load(Ordering::Acquire);
+            if live.index <= archived || Instant::now() >= deadline {
+                return live;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 

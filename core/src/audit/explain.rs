@@ -1,0 +1,230 @@
+//! Why an object's placement changed at one record: the clusters that lost replicas and why
+//! (failover after the grace period, a drain or NoExecute taint, a deregistration, a changed
+//! spec), where the replicas went, and who or what caused it. One step at a time: the caller
+//! replays the archive and calls [`explain_step`] with the placement before and the state after
+//! each record that touched the object.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::time::{format_clock, format_rfc3339};
+use super::Record;
+use crate::command::Command;
+use crate::model::{Health, ObjectKey};
+use crate::policy::TaintEffect;
+use crate::scheduler::decision::{diff as placement_moves, Decision, DropReason, ReplicaMove};
+use crate::state::State;
+
+/// The drain taint core adds (see `state::clusters`).
+const DRAIN_TAINT_KEY: &str = "fedraft.io/drain";
+
+/// One placement change of one object, with its cause and the entry that caused it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementChange {
+    pub index: u64,
+    pub term: u64,
+    pub time: String,
+    pub time_ms: u64,
+    pub actor: String,
+    pub request_id: String,
+    pub command: String,
+    pub before: BTreeMap<String, u32>,
+    pub after: BTreeMap<String, u32>,
+    pub moves: Vec<ReplicaMove>,
+    /// Why, e.g. "dc2 NotReady since 03:11:42, grace 60 s passed".
+    pub cause: String,
+    /// Cause and movement in one line, e.g. "dc2 NotReady since 03:11:42, grace 60 s passed ->
+    /// 3 replicas moved to dc1 (2) and dc3 (1)".
+    pub explanation: String,
+}
+
+fn join_and(items: &[String]) -> String {
+    match items.len() {
+        0 => String::new(),
+        1 => items[0].clone(),
+        n => format!("{} and {}", items[..n - 1].join(", "), items[n - 1]),
+    }
+}
+
+fn replicas(n: u64) -> &'static str {
+    if n == 1 {
+        "replica"
+    } else {
+        "replicas"
+    }
+}
+
+/// "3 replicas moved to dc1 (2) and dc3 (1)", "6 replicas added on ...", "2 replicas removed
+/// from dc2".
+fn movement(moves: &[ReplicaMove]) -> String {
+    let gained: Vec<&ReplicaMove> = moves.iter().filter(|m| m.to > m.from).collect();
+    let lost: Vec<&ReplicaMove> = moves.iter().filter(|m| m.to < m.from).collect();
+    let list = |ms: &[&ReplicaMove]| {
+        join_and(
+            &ms.iter()
+                .map(|m| format!("{} ({})", m.cluster, m.from.abs_diff(m.to)))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let added: u64 = gained.iter().map(|m| u64::from(m.to - m.from)).sum();
+    let removed: u64 = lost.iter().map(|m| u64::from(m.from - m.to)).sum();
+    match (added, removed) {
+        (0, 0) => "placement unchanged".into(),
+        (0, r) => format!("{r} {} removed from {}", replicas(r), list(&lost)),
+        (a, 0) => format!("{a} {} added on {}", replicas(a), list(&gained)),
+        (a, _) => format!("{a} {} moved to {}", replicas(a), list(&gained)),
+    }
+}
+
+fn health_word(s: &State, cluster: &str) -> &'static str {
+    match s.cluster(cluster).map(|c| c.status.health) {
+        Some(Health::NotReady) => "NotReady",
+        Some(Health::Unknown) => "Unknown",
+        Some(Health::Ready) | None => "unhealthy",
+    }
+}
+
+/// Why `cluster` lost replicas, from the decision's drop reason and the state after.
+fn loss_reason(s: &State, key: &ObjectKey, cluster: &str, d: Option<&Decision>) -> Option<String> {
+    if s.cluster(cluster).is_none() {
+        return Some(format!("{cluster} deregistered"));
+    }
+    let reason = d?.dropped.iter().find(|x| x.cluster == cluster)?;
+    Some(match &reason.reason {
+        DropReason::FailedOver { since_ms } => {
+            let grace = s
+                .object(&key.namespace, &key.name)
+                .map(|o| o.spec.placement.failover.grace_period_seconds);
+            let grace = grace
+                .map(|g| format!(", grace {g} s passed"))
+                .unwrap_or_default();
+            format!(
+                "{cluster} {} since {}{grace}",
+                health_word(s, cluster),
+                format_clock(*since_ms)
+            )
+        }
+        DropReason::UntoleratedTaint { key: k, effect } if k == DRAIN_TAINT_KEY => {
+            let _ = effect;
+            format!("{cluster} drained")
+        }
+        DropReason::UntoleratedTaint {
+            key: k,
+            effect: TaintEffect::NoExecute,
+        } => format!("{cluster} tainted {k}:NoExecute"),
+        other => format!("{cluster} {}", other.describe()),
+    })
+}
+
+/// What the command itself did to the object or fleet, for changes no lost cluster explains.
+fn command_cause(s: &State, r: &Record, key: &ObjectKey, before_empty: bool) -> String {
+    let actor = &r.entry.actor;
+    let mine = r.command_object() == Some((key.namespace.as_str(), key.name.as_str()));
+    match &r.entry.command {
+        Command::PutObject { .. } if mine && before_empty => format!("created by {actor}"),
+        Command::PutObject { .. } if mine => format!("spec changed by {actor}"),
+        Command::DeleteObject { .. } if mine => format!("deleted by {actor}"),
+        Command::RevokePlacement { .. } if mine => {
+            format!("placement revoked by {actor} (scheduled afresh)")
+        }
+        Command::Uncordon { name } => format!("{name} uncordoned by {actor}"),
+        Command::RegisterCluster(spec) => format!("{} registered by {actor}", spec.name),
+        Command::UpdateCluster { spec, .. } => format!("{} updated by {actor}", spec.name),
+        _ => {
+            // A cluster that just turned Ready again pulls replicas back (rebalance).
+            let now = s.log_time_ms();
+            let recovered: Vec<String> = s
+                .clusters()
+                .filter(|c| c.status.health == Health::Ready && c.status.health_since_ms == now)
+                .map(|c| format!("{} Ready again since {}", c.spec.name, format_clock(now)))
+                .collect();
+            if recovered.is_empty() {
+                format!(
+                    "re-placed by the scheduler ({} from {actor})",
+                    r.entry.command.kind()
+                )
+            } else {
+                join_and(&recovered)
+            }
+        }
+    }
+}
+
+/// The change `r` made to `key`'s placement, if any. `before` is the placement just before
+/// the record (None when the object did not exist), `after` the state just after it.
+pub fn explain_step(
+    before: Option<&BTreeMap<String, u32>>,
+    after: &State,
+    r: &Record,
+    key: &ObjectKey,
+) -> Option<PlacementChange> {
+    let empty = BTreeMap::new();
+    let b = before.unwrap_or(&empty).clone();
+    let a = after
+        .object(&key.namespace, &key.name)
+        .map(|o| o.placement_map())
+        .unwrap_or_default();
+    let existed = before.is_some();
+    let exists = after.object(&key.namespace, &key.name).is_some();
+    if a == b && existed == exists {
+        return None;
+    }
+    let moves = placement_moves(&b, &a);
+    let decision = r
+        .applied
+        .decisions
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, d)| d);
+    let losses: Vec<String> = moves
+        .iter()
+        .filter(|m| m.to < m.from && exists)
+        .filter_map(|m| loss_reason(after, key, &m.cluster, decision))
+        .collect();
+    let cause = if losses.is_empty() {
+        command_cause(after, r, key, !existed || b.is_empty())
+    } else {
+        losses.join("; ")
+    };
+    let explanation = format!("{cause} -> {}", movement(&moves));
+    Some(PlacementChange {
+        index: r.index,
+        term: r.term,
+        time: format_rfc3339(r.entry.timestamp_ms),
+        time_ms: r.entry.timestamp_ms,
+        actor: r.entry.actor.clone(),
+        request_id: r.entry.request_id.clone(),
+        command: r.entry.command.kind().to_string(),
+        before: b,
+        after: a,
+        moves,
+        cause,
+        explanation,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn movement_sentences() {
+        let m = |c: &str, from, to| ReplicaMove {
+            cluster: c.into(),
+            from,
+            to,
+        };
+        assert_eq!(
+            movement(&[m("dc1", 2, 4), m("dc2", 3, 0), m("dc3", 1, 2)]),
+            "3 replicas moved to dc1 (2) and dc3 (1)"
+        );
+        assert_eq!(movement(&[m("dc1", 0, 1)]), "1 replica added on dc1 (1)");
+        assert_eq!(
+            movement(&[m("dc1", 2, 0), m("dc2", 2, 1)]),
+            "3 replicas removed from dc1 (2) and dc2 (1)"
+        );
+    }
+}
