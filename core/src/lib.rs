@@ -9,6 +9,7 @@
 //! carried by a log entry. Same log, same state, byte for byte.
 
 pub mod command;
+pub mod discovery;
 pub mod error;
 pub mod model;
 pub mod policy;

@@ -27,6 +27,7 @@ use crate::node::ControlPlane;
 use crate::probe::run_probe;
 use crate::reconciler::{ClusterCtx, Reconciler};
 use crate::report::{run_reporter, Observations};
+use crate::services::{run_endpoints_reporter, run_service_observer, ServiceObservations};
 
 /// Aborts its tasks when dropped.
 struct Tasks(Vec<JoinHandle<()>>);
@@ -52,9 +53,16 @@ impl ClusterRunner {
         spec: ClusterSpec,
         cfg: ExecutorConfig,
         obs: Arc<Observations>,
+        svc_obs: Arc<ServiceObservations>,
     ) -> Self {
         let wake = Arc::new(Notify::new());
-        let task = tokio::spawn(run_cluster(ctrl, spec.clone(), cfg, obs, wake.clone()));
+        let task = tokio::spawn(run_cluster(
+            ctrl,
+            spec.clone(),
+            cfg,
+            (obs, svc_obs),
+            wake.clone(),
+        ));
         ClusterRunner {
             spec,
             wake,
@@ -69,7 +77,7 @@ async fn run_cluster<C: ControlPlane>(
     ctrl: C,
     spec: ClusterSpec,
     cfg: ExecutorConfig,
-    obs: Arc<Observations>,
+    (obs, svc_obs): (Arc<Observations>, Arc<ServiceObservations>),
     wake: Arc<Notify>,
 ) {
     let backoff = Backoff::new(cfg.backoff_min, cfg.backoff_max);
@@ -91,7 +99,10 @@ async fn run_cluster<C: ControlPlane>(
         cfg,
         wake.clone(),
     ));
-    let probe = Tasks(vec![tokio::spawn(run_probe(ctx.clone(), obs.clone()))]);
+    let probe = Tasks(vec![
+        tokio::spawn(run_probe(ctx.clone(), obs.clone())),
+        tokio::spawn(run_service_observer(ctrl.clone(), ctx.clone(), svc_obs)),
+    ]);
     Reconciler::new(ctrl, ctx, obs, wake).run().await;
     drop(probe);
 }
@@ -99,6 +110,7 @@ async fn run_cluster<C: ControlPlane>(
 /// Everything that runs while this node leads.
 struct Leading {
     obs: Arc<Observations>,
+    svc_obs: Arc<ServiceObservations>,
     clusters: BTreeMap<String, ClusterRunner>,
     _reporter: Tasks,
 }
@@ -106,11 +118,18 @@ struct Leading {
 impl Leading {
     fn start<C: ControlPlane>(ctrl: &C, cfg: &ExecutorConfig) -> Self {
         let obs = Arc::new(Observations::default());
+        let svc_obs = Arc::new(ServiceObservations::default());
         let reporter = tokio::spawn(run_reporter(ctrl.clone(), obs.clone(), cfg.clone()));
+        let endpoints = tokio::spawn(run_endpoints_reporter(
+            ctrl.clone(),
+            svc_obs.clone(),
+            cfg.clone(),
+        ));
         Leading {
             obs,
+            svc_obs,
             clusters: BTreeMap::new(),
-            _reporter: Tasks(vec![reporter]),
+            _reporter: Tasks(vec![reporter, endpoints]),
         }
     }
 
@@ -129,14 +148,20 @@ impl Leading {
             if !keep {
                 tracing::info!(cluster = %name, "stopping executor");
                 self.obs.forget(name);
+                self.svc_obs.forget(name);
             }
             keep
         });
         for (name, spec) in specs {
             if !self.clusters.contains_key(&name) {
                 tracing::info!(cluster = %name, "starting executor");
-                let runner =
-                    ClusterRunner::start(ctrl.clone(), spec, cfg.clone(), self.obs.clone());
+                let runner = ClusterRunner::start(
+                    ctrl.clone(),
+                    spec,
+                    cfg.clone(),
+                    self.obs.clone(),
+                    self.svc_obs.clone(),
+                );
                 self.clusters.insert(name, runner);
             }
         }

@@ -30,13 +30,16 @@ pub struct ServerArgs {
     /// API listen address for --dev, e.g. 127.0.0.1:8080.
     #[arg(long)]
     pub listen: Option<SocketAddr>,
+    /// Serve service discovery DNS (UDP and TCP) here with --dev, zone `fed.internal`.
+    #[arg(long, requires = "dev")]
+    pub dns_listen: Option<SocketAddr>,
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     init_tracing();
     match (args.config, args.dev, args.data_dir, args.listen) {
         (Some(path), false, None, None) => run_config(NodeFile::load(&path)?).await,
-        (None, true, Some(dir), Some(listen)) => run_dev(dir, listen).await,
+        (None, true, Some(dir), Some(listen)) => run_dev(dir, listen, args.dns_listen).await,
         _ => bail!("use `fedraft server --config node.toml` or `fedraft server --dev --data-dir D --listen ADDR`"),
     }
 }
@@ -98,10 +101,14 @@ async fn run_config(f: NodeFile) -> anyhow::Result<()> {
         watch_history_events: f.watch_history_events,
         ..ApiConfig::default()
     };
-    serve(nc, peer, api, tokens, cfg, f.peers.clone()).await
+    serve(nc, peer, api, tokens, cfg, f.peers.clone(), f.dns.clone()).await
 }
 
-async fn run_dev(data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<()> {
+async fn run_dev(
+    data_dir: PathBuf,
+    listen: SocketAddr,
+    dns_listen: Option<SocketAddr>,
+) -> anyhow::Result<()> {
     let token = match std::env::var("FEDRAFT_DEV_TOKEN") {
         Ok(t) if !t.is_empty() => {
             println!("admin token: taken from FEDRAFT_DEV_TOKEN");
@@ -144,6 +151,10 @@ async fn run_dev(data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<()> {
         tokens,
         ApiConfig::default(),
         BTreeMap::from([(1, advertise)]),
+        dns_listen.map(|listen| fedraft_dns::DnsConfig {
+            listen,
+            ..fedraft_dns::DnsConfig::default()
+        }),
     )
     .await
 }
@@ -155,6 +166,7 @@ async fn serve(
     tokens: TokenStore,
     cfg: ApiConfig,
     members: BTreeMap<u64, String>,
+    dns: Option<fedraft_dns::DnsConfig>,
 ) -> anyhow::Result<()> {
     let node = FedNode::open(nc).await.context("opening the raft node")?;
     let peer_app = node.peer_router();
@@ -164,12 +176,25 @@ async fn serve(
             .await
             .context("bootstrapping the cluster")?;
     }
+    let dns = match dns {
+        Some(d) => {
+            let server = fedraft_dns::DnsServer::start(node.clone(), d)
+                .await
+                .context("starting the DNS server")?;
+            println!("fedraft DNS: udp+tcp {}", server.udp_addr());
+            Some(server)
+        }
+        None => None,
+    };
     let router = Api::new(node.clone(), tokens, cfg).router();
     tracing::info!(addr = %api.local_addr()?, "API listening");
     let served = axum::serve(api, router)
         .with_graceful_shutdown(shutdown_signal())
         .await;
     tracing::info!("shutting down");
+    if let Some(d) = dns {
+        d.shutdown().await;
+    }
     peer_task.abort();
     node.shutdown().await.context("stopping the raft node")?;
     served.context("API server failed")
