@@ -212,7 +212,6 @@ impl Zone {
                     format!("status={status}"),
                 ])),
             );
-            self.names.insert(key(&cname), Node::Empty);
             clusters.push(ClusterRecords {
                 cluster: c.cluster.clone(),
                 weight: c.weight,

@@ -13,7 +13,7 @@
 //! time, hysteresis), `objects` (put/delete/revoke/status), `tenants` (quota, slices),
 //! `placement` (calling the scheduler, booking capacity, the reschedule queue), `index` (derived
 //! lookup structures, rebuilt on restore), `table` (objects by namespace and name), `dedupe`
-//! (request-id memo), `validate` (input checks).
+//! (request-id memo), `validate` (input checks), `services` (service discovery facts).
 //!
 //! Must not: do I/O, read clocks, or let anything but the entries decide the state. Hash and
 //! snapshot cover `Data`; `Index` is derived, rebuilt on restore, and `check_consistency`
