@@ -46,9 +46,14 @@ async fn endpoints_view_watch_and_discovery_validation() {
     let before = c.settled_hash().await;
     let r = send(put(service(json!({"ttlSeconds": 0}))), &seen).await;
     assert!(r.status == 400 || r.status == 422, "{}", r.text);
-    assert_eq!(r.json["error"]["field"], "discovery.ttlSeconds", "{}", r.text);
+    assert_eq!(
+        r.json["error"]["field"], "discovery.ttlSeconds",
+        "{}",
+        r.text
+    );
     let mut not_svc = service(json!({}));
-    not_svc["template"] = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}});
+    not_svc["template"] =
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}});
     let r = send(put(not_svc), &seen).await;
     assert!(r.status == 400 || r.status == 422, "{}", r.text);
     assert_eq!(r.json["error"]["field"], "discovery", "{}", r.text);
@@ -66,7 +71,12 @@ async fn endpoints_view_watch_and_discovery_validation() {
     assert_eq!(r.json["kind"], "ServiceEndpoints");
     assert_eq!(r.json["mode"], "NoData", "{}", r.text);
     let r = send(
-        c.req(leader, Method::GET, "/v1/namespaces/default/services/nope/endpoints", Some(ADMIN)),
+        c.req(
+            leader,
+            Method::GET,
+            "/v1/namespaces/default/services/nope/endpoints",
+            Some(ADMIN),
+        ),
         &seen,
     )
     .await;
@@ -76,7 +86,12 @@ async fn endpoints_view_watch_and_discovery_validation() {
 
     // Watch: the current view, then a line when a cluster becomes eligible.
     let resp = c
-        .req(follower, Method::GET, &format!("{ep}?watch=true"), Some(ADMIN))
+        .req(
+            follower,
+            Method::GET,
+            &format!("{ep}?watch=true"),
+            Some(ADMIN),
+        )
         .send()
         .await
         .unwrap();
@@ -84,7 +99,11 @@ async fn endpoints_view_watch_and_discovery_validation() {
     let node = leader.node.clone();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        propose(&node, Command::RegisterCluster(ClusterSpec::new("dc1", "http://dc1"))).await;
+        propose(
+            &node,
+            Command::RegisterCluster(ClusterSpec::new("dc1", "http://dc1")),
+        )
+        .await;
         propose(
             &node,
             Command::Heartbeats(vec![Heartbeat {
@@ -140,7 +159,10 @@ async fn endpoints_view_watch_and_discovery_validation() {
     assert_eq!(last["type"], "MODIFIED");
     assert_eq!(last["object"]["answering"], json!(["dc1"]));
     assert_eq!(last["object"]["clusters"][0]["weight"], 2);
-    assert_eq!(last["object"]["clusters"][0]["addresses"], json!(["10.1.0.1"]));
+    assert_eq!(
+        last["object"]["clusters"][0]["addresses"],
+        json!(["10.1.0.1"])
+    );
     for n in c.nodes {
         n.stop().await;
     }

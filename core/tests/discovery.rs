@@ -101,7 +101,10 @@ fn refusals_name_the_field_and_change_nothing() {
     });
     assert_eq!(r.field.as_deref(), Some("discovery"));
     let mut bad = report("dc1", "not an address!", 1);
-    let r = h.refused(Command::ServiceEndpoints(vec![report("dc2", "10.0.0.2", 1), bad.clone()]));
+    let r = h.refused(Command::ServiceEndpoints(vec![
+        report("dc2", "10.0.0.2", 1),
+        bad.clone(),
+    ]));
     assert_eq!(r.field.as_deref(), Some("reports[1].addresses[0]"));
     bad.addresses = vec!["10.0.0.1".into()];
     bad.ports[0].port = 0;
@@ -113,11 +116,19 @@ fn refusals_name_the_field_and_change_nothing() {
 #[test]
 fn observations_apply_only_on_change() {
     let mut h = setup(DiscoverySpec::default());
-    h.ok(Command::ServiceEndpoints(vec![report("dc1", "10.0.0.1", 3)]));
+    h.ok(Command::ServiceEndpoints(vec![report(
+        "dc1", "10.0.0.1", 3,
+    )]));
     let at = h.index;
     let hash = h.state.state_hash();
-    h.ok(Command::ServiceEndpoints(vec![report("dc1", "10.0.0.1", 3)]));
-    assert_eq!(h.state.state_hash(), hash, "an unchanged report changes nothing");
+    h.ok(Command::ServiceEndpoints(vec![report(
+        "dc1", "10.0.0.1", 3,
+    )]));
+    assert_eq!(
+        h.state.state_hash(),
+        hash,
+        "an unchanged report changes nothing"
+    );
     let seen = h.state.observed_endpoints("default", "web").unwrap();
     assert_eq!(seen["dc1"].changed_index, at);
     // Unknown objects and clusters are skipped, not refused (executors race deletes).
@@ -140,12 +151,17 @@ fn view_weights_eligibility_and_fail_open() {
     ]));
     let v = view(&h.state);
     assert_eq!(v.mode, AnswerMode::Eligible);
-    let w: Vec<(String, u32)> = v.answering().map(|c| (c.cluster.clone(), c.weight)).collect();
+    let w: Vec<(String, u32)> = v
+        .answering()
+        .map(|c| (c.cluster.clone(), c.weight))
+        .collect();
     assert_eq!(w, [("dc1".to_string(), 3), ("dc2".to_string(), 1)]);
     assert_eq!(v.ports().len(), 1);
 
     // No ready endpoints: not eligible, with the reason.
-    h.ok(Command::ServiceEndpoints(vec![report("dc2", "10.0.0.2", 0)]));
+    h.ok(Command::ServiceEndpoints(vec![report(
+        "dc2", "10.0.0.2", 0,
+    )]));
     let v = view(&h.state);
     let dc2 = v.clusters.iter().find(|c| c.cluster == "dc2").unwrap();
     assert!(!dc2.eligible);
@@ -185,11 +201,16 @@ fn plain_put_and_delete_drop_discovery_and_snapshot_round_trips() {
         ttl_seconds: 30,
         ..DiscoverySpec::default()
     });
-    h.ok(Command::ServiceEndpoints(vec![report("dc1", "10.0.0.1", 1)]));
+    h.ok(Command::ServiceEndpoints(vec![report(
+        "dc1", "10.0.0.1", 1,
+    )]));
     let restored = State::from_snapshot(&h.state.to_snapshot()).unwrap();
     assert_eq!(restored.state_hash(), h.state.state_hash());
     assert_eq!(view(&restored), view(&h.state));
-    assert_eq!(restored.discovery("default", "web").unwrap().ttl_seconds, 30);
+    assert_eq!(
+        restored.discovery("default", "web").unwrap().ttl_seconds,
+        30
+    );
 
     h.ok(Command::PutObject {
         namespace: "default".into(),

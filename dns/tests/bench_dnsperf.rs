@@ -136,7 +136,11 @@ async fn dnsperf_fedraft_vs_nsd() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for c in ["dc1", "dc2"] {
-        propose(&node, Command::RegisterCluster(ClusterSpec::new(c, format!("http://{c}.invalid")))).await;
+        propose(
+            &node,
+            Command::RegisterCluster(ClusterSpec::new(c, format!("http://{c}.invalid"))),
+        )
+        .await;
     }
     let hb = Command::Heartbeats(
         ["dc1", "dc2"]
@@ -223,7 +227,11 @@ async fn dnsperf_fedraft_vs_nsd() {
     for i in 0..SERVICES {
         for c in 0..2 {
             zone.push_str(&format!("web-{i}.default.svc IN A {}\n", ip(c, i)));
-            zone.push_str(&format!("dc{}.web-{i}.default.svc IN A {}\n", c + 1, ip(c, i)));
+            zone.push_str(&format!(
+                "dc{}.web-{i}.default.svc IN A {}\n",
+                c + 1,
+                ip(c, i)
+            ));
         }
         zone.push_str(&format!(
             "_http._tcp.web-{i}.default.svc IN SRV 0 2 80 dc1.web-{i}.default.svc\n"

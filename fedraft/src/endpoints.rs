@@ -52,7 +52,12 @@ fn ports(view: &Value) -> String {
 }
 
 /// Lists the views of every Service object (in `ns`, or everywhere) that has one.
-pub async fn get(c: &Client, ns: Option<&str>, fmt: Format, stale: bool) -> anyhow::Result<ExitCode> {
+pub async fn get(
+    c: &Client,
+    ns: Option<&str>,
+    fmt: Format,
+    stale: bool,
+) -> anyhow::Result<ExitCode> {
     let path = match ns {
         Some(ns) => format!("/v1/namespaces/{ns}/objects"),
         None => "/v1/objects".to_string(),
@@ -129,7 +134,11 @@ pub async fn describe(c: &Client, name: &str, fmt: Format) -> anyhow::Result<Exi
                     s(&c["health"]),
                     s(&c["readyEndpoints"]),
                     s(&c["weight"]),
-                    if addrs.is_empty() { "-".into() } else { addrs.join(",") },
+                    if addrs.is_empty() {
+                        "-".into()
+                    } else {
+                        addrs.join(",")
+                    },
                     match &c["reason"] {
                         Value::Null => "eligible".to_string(),
                         r => format!("not eligible: {}", s(r)),

@@ -96,9 +96,11 @@ pub async fn get(
     }
     let (tx, out) = mpsc::channel::<Result<Bytes, Infallible>>(WATCH_BUFFER_LINES);
     tokio::spawn(pump(app, ns, name, view, tx));
-    let stream = futures::stream::unfold(out, |mut out| async move {
-        out.recv().await.map(|x| (x, out))
-    });
+    let stream =
+        futures::stream::unfold(
+            out,
+            |mut out| async move { out.recv().await.map(|x| (x, out)) },
+        );
     Ok((
         [
             (header::CONTENT_TYPE, "application/x-ndjson"),
@@ -139,9 +141,14 @@ async fn pump(
             return;
         };
         // The applied index alone moves on every entry: compare what a client acts on.
-        let changed = now.mode != last.mode || now.clusters != last.clusters || now.spec != last.spec;
+        let changed =
+            now.mode != last.mode || now.clusters != last.clusters || now.spec != last.spec;
         if changed {
-            if tx.send(Ok(line("MODIFIED", view_json(&now)))).await.is_err() {
+            if tx
+                .send(Ok(line("MODIFIED", view_json(&now))))
+                .await
+                .is_err()
+            {
                 return;
             }
             last = now;
