@@ -158,7 +158,7 @@ impl RequestHandler for Handler {
             metadata,
             result.answers.iter().copied(),
             std::iter::empty::<&Record>(),
-            result.soa.into_iter(),
+            result.soa,
             result.additionals.iter().copied(),
         );
         match response.send_response(msg).await {
