@@ -139,6 +139,9 @@ pub struct ObjectIn {
     pub placement: Placement,
     #[serde(default)]
     pub overrides: Vec<Override>,
+    /// Service discovery for a v1 Service template (DNS and the endpoints API).
+    #[serde(default)]
+    pub discovery: Option<fedraft_core::discovery::DiscoverySpec>,
     #[serde(default)]
     pub status: Option<serde::de::IgnoredAny>,
 }

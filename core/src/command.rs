@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::discovery::{DiscoverySpec, EndpointsReport};
 use crate::error::CodecError;
 use crate::model::{Capacity, ClusterSpec, ObjectSpec, TenantSpec};
 
@@ -141,6 +142,18 @@ pub enum Command {
     StatusReports(Vec<ObjectStatusReport>),
     /// Log time advances (expiring health deadlines, firing failovers, draining queued work).
     Tick,
+
+    // ---- appended later: new variants go at the end so older entries keep their encoding ----
+    /// `PutObject` of a v1 Service that also sets its discovery section (`state/services.rs`).
+    PutObjectWithDiscovery {
+        namespace: String,
+        name: String,
+        spec: ObjectSpec,
+        discovery: DiscoverySpec,
+        expected_version: Option<u64>,
+    },
+    /// A batch of Service endpoint observations, sent only when they changed.
+    ServiceEndpoints(Vec<EndpointsReport>),
 }
 
 impl Command {
@@ -162,6 +175,8 @@ impl Command {
             Command::ClusterUnreachable { .. } => "ClusterUnreachable",
             Command::StatusReports(_) => "StatusReports",
             Command::Tick => "Tick",
+            Command::PutObjectWithDiscovery { .. } => "PutObjectWithDiscovery",
+            Command::ServiceEndpoints(_) => "ServiceEndpoints",
         }
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod audit;
 pub mod command;
+pub mod discovery;
 pub mod error;
 pub mod model;
 pub mod policy;

@@ -5,7 +5,8 @@
 //! Start reading at [`set`] (who runs executors: the leader only, one task pair per cluster),
 //! then [`reconciler`] (one converge pass), [`plan`] and [`compare`] (the pure decisions: what to
 //! write, what to delete, when a write is unnecessary), [`probe`] and [`capacity`] (observing a
-//! cluster), and [`report`] (batching observations into log entries).
+//! cluster), [`report`] (batching observations into log entries) and [`services`] (Service
+//! addresses and ready endpoints for discovery).
 //!
 //! Architecture invariants:
 //! - A write happens only when the live object differs from the rendered manifest; applying the
@@ -29,6 +30,7 @@ pub mod probe;
 pub mod reconciler;
 pub mod report;
 pub mod resolve;
+pub mod services;
 pub mod set;
 
 pub use config::ExecutorConfig;

@@ -36,6 +36,7 @@ use crate::node::ControlPlane;
 use crate::probe::run_probe;
 use crate::reconciler::{ClusterCtx, Reconciler};
 use crate::report::{run_reporter, Observations};
+use crate::services::{run_endpoints_reporter, run_service_observer, ServiceObservations};
 
 /// Aborts its tasks when dropped.
 struct Tasks(Vec<JoinHandle<()>>);
@@ -62,6 +63,7 @@ impl ClusterRunner {
         spec: ClusterSpec,
         cfg: ExecutorConfig,
         obs: Arc<Observations>,
+        svc_obs: Arc<ServiceObservations>,
     ) -> Self {
         let wake = Arc::new(Notify::new());
         let (retire, retire_rx) = watch::channel(false);
@@ -69,7 +71,7 @@ impl ClusterRunner {
             ctrl,
             spec.clone(),
             cfg,
-            obs,
+            (obs, svc_obs),
             wake.clone(),
             retire_rx,
         ));
@@ -100,7 +102,7 @@ async fn run_cluster<C: ControlPlane>(
     ctrl: C,
     spec: ClusterSpec,
     cfg: ExecutorConfig,
-    obs: Arc<Observations>,
+    (obs, svc_obs): (Arc<Observations>, Arc<ServiceObservations>),
     wake: Arc<Notify>,
     mut retire: watch::Receiver<bool>,
 ) {
@@ -127,7 +129,10 @@ async fn run_cluster<C: ControlPlane>(
         cfg,
         wake.clone(),
     ));
-    let probe = Tasks(vec![tokio::spawn(run_probe(ctx.clone(), obs.clone()))]);
+    let probe = Tasks(vec![
+        tokio::spawn(run_probe(ctx.clone(), obs.clone())),
+        tokio::spawn(run_service_observer(ctrl.clone(), ctx.clone(), svc_obs.clone())),
+    ]);
     let mut reconciler = Reconciler::new(ctrl, ctx, obs.clone(), wake);
     tokio::select! {
         _ = reconciler.run() => return,
@@ -157,6 +162,7 @@ async fn run_cluster<C: ControlPlane>(
 /// Everything that runs while this node leads.
 struct Leading {
     obs: Arc<Observations>,
+    svc_obs: Arc<ServiceObservations>,
     clusters: BTreeMap<String, ClusterRunner>,
     /// Runners of deregistered clusters, cleaning up; dropped once done.
     retiring: BTreeMap<String, ClusterRunner>,
@@ -166,12 +172,19 @@ struct Leading {
 impl Leading {
     fn start<C: ControlPlane>(ctrl: &C, cfg: &ExecutorConfig) -> Self {
         let obs = Arc::new(Observations::default());
+        let svc_obs = Arc::new(ServiceObservations::default());
         let reporter = tokio::spawn(run_reporter(ctrl.clone(), obs.clone(), cfg.clone()));
+        let endpoints = tokio::spawn(run_endpoints_reporter(
+            ctrl.clone(),
+            svc_obs.clone(),
+            cfg.clone(),
+        ));
         Leading {
             obs,
+            svc_obs,
             clusters: BTreeMap::new(),
             retiring: BTreeMap::new(),
-            _reporter: Tasks(vec![reporter]),
+            _reporter: Tasks(vec![reporter, endpoints]),
         }
     }
 
@@ -188,6 +201,7 @@ impl Leading {
                 if let Some(runner) = self.clusters.remove(&name) {
                     tracing::info!(cluster = %name, "cluster deregistered: retiring its executor");
                     self.obs.forget(&name);
+                    self.svc_obs.forget(&name);
                     runner.retire();
                     self.retiring.insert(name, runner);
                 }
@@ -199,6 +213,7 @@ impl Leading {
             if !same {
                 tracing::info!(cluster = %name, "registration changed: restarting executor");
                 self.obs.forget(&name);
+                self.svc_obs.forget(&name);
                 self.clusters.remove(&name);
             }
         }
@@ -208,8 +223,13 @@ impl Leading {
         for (name, spec) in specs {
             if !self.clusters.contains_key(&name) {
                 tracing::info!(cluster = %name, "starting executor");
-                let runner =
-                    ClusterRunner::start(ctrl.clone(), spec, cfg.clone(), self.obs.clone());
+                let runner = ClusterRunner::start(
+                    ctrl.clone(),
+                    spec,
+                    cfg.clone(),
+                    self.obs.clone(),
+                    self.svc_obs.clone(),
+                );
                 self.clusters.insert(name, runner);
             }
         }

@@ -190,6 +190,7 @@ pub async fn get(
         }
         (Resource::Objects, None) => ("/v1/objects".to_string(), ListKind::Objects),
         (Resource::Tenants, _) => ("/v1/tenants".to_string(), ListKind::Tenants),
+        (Resource::Endpoints, _) => return crate::endpoints::get(c, ns, fmt, stale).await,
     };
     let path = if stale {
         format!("{path}?stale=true")
@@ -214,11 +215,12 @@ pub async fn describe(
         }
         Resource::Clusters => format!("/v1/clusters/{name}"),
         Resource::Tenants => format!("/v1/tenants/{name}"),
+        Resource::Endpoints => return crate::endpoints::describe(c, name, fmt).await,
     };
     let doc = c.get_json(&path).await?;
     let text = match (fmt, r) {
         (Format::Json, _) => serde_json::to_string_pretty(&doc)? + "\n",
-        (Format::Yaml, _) | (_, Resource::Clusters | Resource::Tenants) => {
+        (Format::Yaml, _) | (_, Resource::Clusters | Resource::Tenants | Resource::Endpoints) => {
             serde_yaml::to_string(&doc)?
         }
         (_, Resource::Objects) => output::describe_object(&doc),
@@ -243,6 +245,9 @@ pub async fn delete(
         }
         Resource::Clusters => (format!("/v1/clusters/{name}"), format!("cluster/{name}")),
         Resource::Tenants => (format!("/v1/tenants/{name}"), format!("tenant/{name}")),
+        Resource::Endpoints => {
+            anyhow::bail!("endpoints are derived from the Service object: delete the object")
+        }
     };
     let v = c.write(reqwest::Method::DELETE, &path, None, rv).await?;
     println!("{what} deleted (resourceVersion {})", v["resourceVersion"]);

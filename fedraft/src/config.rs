@@ -65,6 +65,11 @@ pub struct NodeFile {
     /// with a `[tls]` section refuses to start rather than run without the TLS it was asked for.
     #[serde(default)]
     pub tls: Option<TlsFiles>,
+    /// Service discovery DNS (`[dns]`: `listen`, default `"127.0.0.1:5353"`, UDP and TCP;
+    /// `zone`, default `"fed.internal"`; `max_answers`, default 8; `leader_contact_bound_ms`,
+    /// default 10000; `[dns.locality]` cluster = ["CIDR", ...]). Default: no DNS server.
+    #[serde(default)]
+    pub dns: Option<fedraft_dns::DnsConfig>,
 }
 
 /// Raft timing overrides; each absent field keeps fedraft-raft's default.

@@ -42,6 +42,8 @@ struct Demo {
     nodes: Vec<FedNode>,
     peer_tasks: Vec<JoinHandle<()>>,
     sets: Vec<ExecutorSet>,
+    /// One service discovery DNS server per node, zone `fed.internal`.
+    dns: Vec<fedraft_dns::DnsServer>,
     api_task: JoinHandle<()>,
     api_url: String,
     token: String,
@@ -58,6 +60,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     println!("  admin token: {}", demo.token);
     for (name, sim) in CLUSTERS.iter().zip(&demo.sims) {
         println!("  cluster {name}: {} (region={name})", sim.url());
+    }
+    for (i, d) in demo.dns.iter().enumerate() {
+        println!("  DNS node{}:   udp+tcp {}", i + 1, d.udp_addr());
     }
     if let Some(d) = &args.data_dir {
         println!("  data dirs:   {}/node1..node3", d.display());
@@ -236,11 +241,24 @@ async fn start(data_dir: Option<PathBuf>) -> anyhow::Result<Demo> {
         .iter()
         .map(|n| ExecutorSet::start(n.clone(), executor_config()))
         .collect();
+    let mut dns = Vec::new();
+    for n in &nodes {
+        let cfg = fedraft_dns::DnsConfig {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..fedraft_dns::DnsConfig::default()
+        };
+        dns.push(
+            fedraft_dns::DnsServer::start(n.clone(), cfg)
+                .await
+                .context("starting a DNS server")?,
+        );
+    }
     Ok(Demo {
         sims,
         nodes,
         peer_tasks,
         sets,
+        dns,
         api_task,
         api_url,
         token,
@@ -255,6 +273,9 @@ impl Demo {
     async fn stop(self) {
         for s in self.sets {
             s.shutdown().await;
+        }
+        for d in self.dns {
+            d.shutdown().await;
         }
         self.api_task.abort();
         for n in &self.nodes {

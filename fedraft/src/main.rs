@@ -13,6 +13,7 @@ mod bench;
 mod client;
 mod config;
 mod demo;
+mod endpoints;
 mod output;
 mod schedule;
 mod server;
@@ -47,6 +48,9 @@ pub enum Resource {
     Objects,
     #[value(alias = "tenant")]
     Tenants,
+    /// Service discovery views (`get endpoints`, `describe endpoints NS/NAME`).
+    #[value(alias = "endpoint", alias = "ep")]
+    Endpoints,
 }
 
 #[derive(Debug, Subcommand)]

@@ -31,13 +31,16 @@ pub struct ServerArgs {
     /// API listen address for --dev, e.g. 127.0.0.1:8080.
     #[arg(long)]
     pub listen: Option<SocketAddr>,
+    /// Serve service discovery DNS (UDP and TCP) here with --dev, zone `fed.internal`.
+    #[arg(long, requires = "dev")]
+    pub dns_listen: Option<SocketAddr>,
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     init_tracing();
     match (args.config, args.dev, args.data_dir, args.listen) {
         (Some(path), false, None, None) => run_config(NodeFile::load(&path)?).await,
-        (None, true, Some(dir), Some(listen)) => run_dev(dir, listen).await,
+        (None, true, Some(dir), Some(listen)) => run_dev(dir, listen, args.dns_listen).await,
         _ => bail!("use `fedraft server --config node.toml` or `fedraft server --dev --data-dir D --listen ADDR`"),
     }
 }
@@ -109,10 +112,24 @@ async fn run_config(f: NodeFile) -> anyhow::Result<()> {
         .executors
         .enabled
         .then(|| f.executors.to_config(f.node_id));
-    serve(nc, peer, api, tokens, cfg, f.peers.clone(), executors).await
+    serve(
+        nc,
+        peer,
+        api,
+        tokens,
+        cfg,
+        f.peers.clone(),
+        executors,
+        f.dns.clone(),
+    )
+    .await
 }
 
-async fn run_dev(data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<()> {
+async fn run_dev(
+    data_dir: PathBuf,
+    listen: SocketAddr,
+    dns_listen: Option<SocketAddr>,
+) -> anyhow::Result<()> {
     let token = match std::env::var("FEDRAFT_DEV_TOKEN") {
         Ok(t) if !t.is_empty() => {
             println!("admin token: taken from FEDRAFT_DEV_TOKEN");
@@ -156,6 +173,10 @@ async fn run_dev(data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<()> {
         ApiConfig::default(),
         BTreeMap::from([(1, advertise)]),
         Some(ExecutorTiming::default().to_config(1)),
+        dns_listen.map(|listen| fedraft_dns::DnsConfig {
+            listen,
+            ..fedraft_dns::DnsConfig::default()
+        }),
     )
     .await
 }
@@ -168,6 +189,7 @@ async fn serve(
     cfg: ApiConfig,
     members: BTreeMap<u64, String>,
     executors: Option<ExecutorConfig>,
+    dns: Option<fedraft_dns::DnsConfig>,
 ) -> anyhow::Result<()> {
     let node = FedNode::open(nc).await.context("opening the raft node")?;
     let peer_app = node.peer_router();
@@ -179,6 +201,16 @@ async fn serve(
     }
     // Executors start and stop with this node's leadership, so every node runs the set.
     let executors = executors.map(|cfg| ExecutorSet::start(node.clone(), cfg));
+    let dns = match dns {
+        Some(d) => {
+            let server = fedraft_dns::DnsServer::start(node.clone(), d)
+                .await
+                .context("starting the DNS server")?;
+            println!("fedraft DNS: udp+tcp {}", server.udp_addr());
+            Some(server)
+        }
+        None => None,
+    };
     let router = Api::new(node.clone(), tokens, cfg).router();
     tracing::info!(addr = %api.local_addr()?, "API listening");
     let served = axum::serve(api, router)
@@ -187,6 +219,9 @@ async fn serve(
     tracing::info!("shutting down");
     if let Some(set) = executors {
         set.shutdown().await;
+    }
+    if let Some(d) = dns {
+        d.shutdown().await;
     }
     peer_task.abort();
     node.shutdown().await.context("stopping the raft node")?;

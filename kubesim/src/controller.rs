@@ -519,6 +519,7 @@ impl Controller {
             .capacity
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = report;
+        crate::endpoints::sync(&self.shared);
     }
 
     fn write_status(&self, res: &'static ResourceDef, obj: &Value, status: Value) {

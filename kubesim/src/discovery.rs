@@ -198,6 +198,16 @@ pub static CATALOG: &[ResourceDef] = &[
         &["cj"],
     ),
     res(
+        "discovery.k8s.io",
+        "v1",
+        "endpointslices",
+        "endpointslice",
+        "EndpointSlice",
+        true,
+        false,
+        &[],
+    ),
+    res(
         "networking.k8s.io",
         "v1",
         "ingresses",

@@ -29,7 +29,9 @@
 //! - One global resourceVersion counter; writes that change nothing are not stored
 //!   (no resourceVersion or generation bump), which is what makes repeated applies free.
 //! - Nodes generated at start; deployment/statefulset status converging after `status_delay`,
-//!   limited by node capacity; LoadBalancer services get `10.x` ingress addresses.
+//!   limited by node capacity; LoadBalancer services get `10.x` ingress addresses; Services with
+//!   a selector get an EndpointSlice whose ready endpoints follow the matching workloads' ready
+//!   replicas (see [`endpoints`]).
 //! - Faults and counters through [`Admin`] and `/_sim/...` (see [`admin`]).
 //!
 //! Start reading at [`Simulator::start`], then `routes` (HTTP surface), `writes` and `apply`
@@ -42,6 +44,7 @@ pub mod admin;
 mod apply;
 pub mod controller;
 pub mod discovery;
+pub mod endpoints;
 pub mod faults;
 mod fields;
 mod meta;

@@ -4,6 +4,7 @@
 mod audit;
 mod clusters;
 pub(crate) mod common;
+mod endpoints;
 mod objects;
 mod schedule;
 mod system;
@@ -34,6 +35,10 @@ pub(crate) fn router(app: App) -> Router {
             get(objects::get_one)
                 .put(objects::put)
                 .delete(objects::delete),
+        )
+        .route(
+            "/v1/namespaces/{ns}/services/{name}/endpoints",
+            get(endpoints::get),
         )
         .route("/v1/tenants", get(tenants::list))
         .route(

@@ -77,7 +77,11 @@ pub async fn get_one(
     read(&app, q.stale, move |s| {
         let o = s.object(&n, &m)?;
         let decision = s.explain(&n, &m);
-        Some(object_json(o, decision.as_ref()))
+        let mut doc = object_json(o, decision.as_ref());
+        if let Some(d) = s.discovery(&n, &m) {
+            doc["discovery"] = serde_json::to_value(d).unwrap_or(Value::Null);
+        }
+        Some(doc)
     })
     .await?
     .map(Json)
@@ -144,15 +148,30 @@ pub async fn put(
     let (doc, _) = decode_body::<ObjectIn>(&headers, body, app.cfg.body_limit_bytes).await?;
     check_envelope(&doc, &ns, &name)?;
     let expected = expected_version(&headers, doc.expected_version())?;
+    let discovery = doc.discovery.clone();
     let spec = spec_from(doc)?;
+    if let Some(d) = &discovery {
+        d.validate("discovery").map_err(from_field_error)?;
+        fedraft_core::discovery::validate_service_template(&spec.template, &name, "discovery")
+            .map_err(from_field_error)?;
+    }
     if expected.is_some() {
         check_version(expected, current_version(&app, &ns, &name).await?)?;
     }
-    let command = Command::PutObject {
-        namespace: ns.clone(),
-        name: name.clone(),
-        spec,
-        expected_version: expected,
+    let command = match discovery {
+        Some(discovery) => Command::PutObjectWithDiscovery {
+            namespace: ns.clone(),
+            name: name.clone(),
+            spec,
+            discovery,
+            expected_version: expected,
+        },
+        None => Command::PutObject {
+            namespace: ns.clone(),
+            name: name.clone(),
+            spec,
+            expected_version: expected,
+        },
     };
     let applied = submit(&app, &p, &headers, command).await?;
     let rv = resource_version(&applied);

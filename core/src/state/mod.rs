@@ -13,7 +13,7 @@
 //! time, hysteresis), `objects` (put/delete/revoke/status), `tenants` (quota, slices),
 //! `placement` (calling the scheduler, booking capacity, the reschedule queue), `index` (derived
 //! lookup structures, rebuilt on restore), `table` (objects by namespace and name), `dedupe`
-//! (request-id memo), `validate` (input checks).
+//! (request-id memo), `validate` (input checks), `services` (service discovery facts).
 //!
 //! Must not: do I/O, read clocks, or let anything but the entries decide the state. Hash and
 //! snapshot cover `Data`; `Index` is derived, rebuilt on restore, and `check_consistency`
@@ -26,6 +26,7 @@ mod index;
 mod objects;
 mod outcome;
 mod placement;
+mod services;
 mod table;
 mod tenants;
 pub mod validate;
@@ -38,6 +39,7 @@ use sha2::{Digest, Sha256};
 pub use dedupe::{DEDUPE_MAX_ENTRIES, DEDUPE_RETENTION_MS};
 pub use outcome::{Applied, Change, ChangeKind, ChangeOp, Outcome, RejectCode, Rejection};
 pub use placement::{DesiredObject, RESCHEDULE_OBJECTS_PER_ENTRY};
+pub use services::ObservedEndpoints;
 
 use crate::command::{decode_exact, Command, LogEntry};
 use crate::error::CodecError;
@@ -45,10 +47,11 @@ use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
 use crate::scheduler::Decision;
 use dedupe::{Dedupe, Memo};
 use index::Index;
+use services::Services;
 use table::ObjectTable;
 
-/// Snapshot format this binary writes and reads.
-pub const SNAPSHOT_VERSION: u16 = 1;
+/// Snapshot format this binary writes; it reads this and 1 (before service discovery).
+pub const SNAPSHOT_VERSION: u16 = 2;
 /// Most items in one heartbeat or status batch; executors split larger batches.
 pub const MAX_BATCH_ITEMS: usize = 10_000;
 
@@ -95,6 +98,8 @@ pub struct State {
     applied_index: u64,
     pub(crate) d: Data,
     pub(crate) ix: Index,
+    /// Service discovery facts (`services.rs`); replicated, encoded after `d`.
+    pub(crate) svc: Services,
 }
 
 #[derive(Serialize)]
@@ -102,11 +107,21 @@ struct SnapshotRef<'a> {
     version: u16,
     applied_index: u64,
     data: &'a Data,
+    services: &'a Services,
 }
 
 #[derive(Deserialize)]
 struct SnapshotOwned {
     /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+}
+
+/// Version 1 snapshots: no service discovery yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV1 {
     _version: u16,
     applied_index: u64,
     data: Data,
@@ -158,6 +173,9 @@ impl State {
         // Time passes whatever the command turns out to be: log time belongs to the log.
         self.advance_time(&mut ctx);
         let result = self.dispatch(&entry.command, &mut ctx);
+        if result.is_ok() {
+            self.services_follow(&entry.command);
+        }
         self.drain_pending(&mut ctx);
         let outcome = match result {
             Ok(resource_version) => Outcome::Accepted { resource_version },
@@ -218,6 +236,21 @@ impl State {
             Command::ClusterUnreachable { cluster } => self.on_cluster_unreachable(cluster, ctx),
             Command::StatusReports(batch) => self.on_status_reports(batch, ctx),
             Command::Tick => Ok(None),
+            Command::PutObjectWithDiscovery {
+                namespace,
+                name,
+                spec,
+                discovery,
+                expected_version,
+            } => self.on_put_object_with_discovery(
+                namespace,
+                name,
+                spec,
+                discovery,
+                *expected_version,
+                ctx,
+            ),
+            Command::ServiceEndpoints(batch) => self.on_service_endpoints(batch, ctx),
         }
     }
 
@@ -229,6 +262,7 @@ impl State {
             version: SNAPSHOT_VERSION,
             applied_index: self.applied_index,
             data: &self.d,
+            services: &self.svc,
         };
         // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
         bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -245,12 +279,19 @@ impl State {
                 supported: SNAPSHOT_VERSION,
             });
         }
-        let snap: SnapshotOwned = decode_exact(bytes)?;
-        let ix = Index::rebuild(&snap.data);
+        let (applied_index, data, svc) = if version == 1 {
+            let snap: SnapshotOwnedV1 = decode_exact(bytes)?;
+            (snap.applied_index, snap.data, Services::default())
+        } else {
+            let snap: SnapshotOwned = decode_exact(bytes)?;
+            (snap.applied_index, snap.data, snap.services)
+        };
+        let ix = Index::rebuild(&data);
         Ok(State {
-            applied_index: snap.applied_index,
-            d: snap.data,
+            applied_index,
+            d: data,
             ix,
+            svc,
         })
     }
 
@@ -260,7 +301,15 @@ impl State {
     pub fn state_hash(&self) -> [u8; 32] {
         let bytes = bincode::serde::encode_to_vec(&self.d, bincode::config::standard())
             .unwrap_or_else(|e| unreachable!("state encoding failed: {e}"));
-        Sha256::digest(&bytes).into()
+        let mut h = Sha256::new();
+        h.update(&bytes);
+        // Without discovery facts the hash is what it was before they existed.
+        if !self.svc.is_empty() {
+            let svc = bincode::serde::encode_to_vec(&self.svc, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("services encoding failed: {e}"));
+            h.update(&svc);
+        }
+        h.finalize().into()
     }
 
     pub fn state_hash_hex(&self) -> String {
