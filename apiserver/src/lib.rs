@@ -12,6 +12,7 @@
 //! credentials; accept the cluster secret as a token.
 
 pub mod auth;
+pub mod backup;
 pub mod body;
 pub mod error;
 mod layers;

@@ -54,8 +54,9 @@ pub struct NodeFile {
     /// Raft timing; defaults suit three data centers at <= 50 ms round trip.
     #[serde(default)]
     pub raft: RaftTiming,
-    /// TLS for the API and peer listeners. Default: none (plain HTTP). Not supported yet: a node
-    /// with a `[tls]` section refuses to start rather than run without the TLS it was asked for.
+    /// TLS for both listeners: server TLS on the API, mutual TLS between peers. Default: none
+    /// (plain HTTP; loopback and development only). `fedraft certs` creates the files. A node
+    /// whose TLS files are missing or invalid refuses to start rather than run without TLS.
     #[serde(default)]
     pub tls: Option<TlsFiles>,
 }
@@ -78,17 +79,25 @@ pub struct RaftTiming {
     pub propose_timeout_ms: Option<u64>,
 }
 
-/// PEM files for TLS.
+/// PEM files for TLS. With this section every peer address is reached over `https://`, so all
+/// nodes of a cluster must have it (a mixed cluster cannot talk).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsFiles {
-    /// Certificate chain (PEM).
+    /// This node's certificate chain (PEM), served on both listeners and presented to peers.
+    /// Its SANs must cover the host part of `peer_advertise` and of the API address clients use.
+    /// Required.
     pub cert_file: PathBuf,
-    /// Private key (PEM).
+    /// This node's private key (PEM; keep it mode 0600). Required.
     pub key_file: PathBuf,
-    /// CA bundle used to verify peers (mutual TLS on the peer port). Default: none.
+    /// CA bundle (PEM; several certificates during a CA rotation). Peers must present a
+    /// certificate from it (mutual TLS), and this node verifies the peers it calls against it.
+    /// Required.
+    pub ca_file: PathBuf,
+    /// API clients must present a certificate from `ca_file` as well as a bearer token.
+    /// Default false (the token alone authenticates).
     #[serde(default)]
-    pub ca_file: Option<PathBuf>,
+    pub require_client_cert: bool,
 }
 
 fn default_cluster_id() -> String {

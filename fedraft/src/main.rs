@@ -1,19 +1,24 @@
 //! The `fedraft` binary: one node's server (`fedraft server`), the client verbs that talk to the
 //! API (`apply`, `get`, `describe`, `delete`, `cordon`, `uncordon`, `drain`, `watch`), offline
-//! scheduling (`schedule`), the load tool (`bench put`) and the demo entry point.
+//! scheduling (`schedule`), the load tool (`bench put`), the demo entry point, and the operator
+//! tools `certs` (CA and certificates), `backup` (online, through the API) and `restore`
+//! (offline, seeds a new cluster's data directories).
 //!
 //! Start at [`Cli`]: one enum variant per verb, dispatched by one `match` in [`run`]. Exit codes:
 //! 0 success; 1 the server refused the request or answered an error (or a demo step failed); 2
 //! usage error or a feature that is not built yet; 3 the server could not be reached.
 
 mod apply;
+mod backup;
 mod bench;
+mod certs;
 mod client;
 mod config;
 mod demo;
 mod output;
 mod schedule;
 mod server;
+mod tls;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -120,6 +125,12 @@ pub enum Verb {
     },
     /// Three nodes and three simulated clusters on loopback, driven through a failover.
     Demo(demo::DemoArgs),
+    /// Create a cluster CA (or reuse the one in --out) and node / client certificates.
+    Certs(certs::CertsArgs),
+    /// Download an online, consistent backup of the replicated state (admin token).
+    Backup(backup::BackupArgs),
+    /// Seed the data directories of a NEW cluster from a backup file (offline).
+    Restore(backup::RestoreArgs),
 }
 
 fn main() -> ExitCode {
@@ -205,5 +216,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Verb::Schedule { file, output } => schedule::run(&file, output),
         Verb::Bench { what } => bench::run(what).await,
         Verb::Demo(args) => demo::run(args).await,
+        Verb::Certs(args) => certs::run(args).map(|()| ExitCode::SUCCESS),
+        Verb::Backup(args) => backup::run_backup(&Client::new(&opts)?, &args).await,
+        Verb::Restore(args) => backup::run_restore(&args),
     }
 }

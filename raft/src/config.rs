@@ -46,6 +46,9 @@ pub struct NodeConfig {
     pub install_snapshot_timeout_ms: u64,
     /// Entries kept behind a snapshot for followers that lag a little.
     pub max_in_snapshot_log_to_keep: u64,
+    /// Mutual TLS for the peer transport; `None` speaks plain HTTP. The peer listener's owner
+    /// serves with `peer_tls.server`; the node's outbound client uses `peer_tls.client`.
+    pub peer_tls: Option<crate::network::tls::PeerTls>,
 }
 
 impl Default for NodeConfig {
@@ -64,6 +67,7 @@ impl Default for NodeConfig {
             propose_timeout_ms: 5_000,
             install_snapshot_timeout_ms: 10_000,
             max_in_snapshot_log_to_keep: 1_000,
+            peer_tls: None,
         }
     }
 }

@@ -23,5 +23,6 @@ pub mod wire;
 pub use config::NodeConfig;
 pub use error::RaftError;
 pub use network::client::{install_crypto_provider, PeerClient};
+pub use network::tls::PeerTls;
 pub use node::FedNode;
 pub use types::{AppliedEntry, NodeReport, NodeStatus, Proposal, TypeConfig};

@@ -1,6 +1,7 @@
 //! The route table (the one place that lists every endpoint and the order of the layers) and the
 //! handlers, one module per resource.
 
+mod admin;
 mod clusters;
 pub(crate) mod common;
 mod objects;
@@ -43,6 +44,8 @@ pub(crate) fn router(app: App) -> Router {
         )
         .route("/v1/schedule/dry-run", post(schedule::dry_run))
         .route("/v1/watch", get(crate::watch::stream::watch))
+        .route("/v1/status", get(admin::status))
+        .route("/v1/admin/backup", get(admin::backup))
         .route_layer(middleware::from_fn_with_state(
             app.clone(),
             layers::authenticate,

@@ -21,6 +21,7 @@ use openraft::BasicNode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::tls::PeerTls;
 use super::*;
 use crate::error::RaftError;
 use crate::types::{NodeId, Proposal, TypeConfig};
@@ -47,30 +48,50 @@ pub enum CallError {
     Codec(#[from] RaftError),
 }
 
-/// A pooled HTTP client that authenticates with the cluster secret.
+/// A pooled HTTP client that authenticates with the cluster secret (and, with TLS, with this
+/// node's certificate).
 #[derive(Clone)]
 pub struct PeerClient {
     http: reqwest::Client,
     bearer: Arc<str>,
+    /// "http" or "https": every peer of a cluster speaks the same one.
+    scheme: &'static str,
 }
 
 impl PeerClient {
+    /// A plain-HTTP peer client.
     pub fn new(secret: &str) -> Result<PeerClient, RaftError> {
+        Self::with_tls(secret, None)
+    }
+
+    /// A peer client that speaks HTTPS with `tls` (mutual TLS against the cluster CA) when given.
+    pub fn with_tls(secret: &str, tls: Option<&PeerTls>) -> Result<PeerClient, RaftError> {
         install_crypto_provider();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             .pool_idle_timeout(Duration::from_secs(60))
             .pool_max_idle_per_host(64)
-            .tcp_nodelay(true)
+            .tcp_nodelay(true);
+        let scheme = match tls {
+            Some(t) => {
+                builder = builder
+                    .tls_backend_preconfigured((*t.client).clone())
+                    .https_only(true);
+                "https"
+            }
+            None => "http",
+        };
+        let http = builder
             .build()
             .map_err(|e| RaftError::Invalid(format!("http client: {e}")))?;
         Ok(PeerClient {
             http,
             bearer: format!("Bearer {secret}").into(),
+            scheme,
         })
     }
 
-    /// POSTs raw bytes to `http://{addr}{path}` and returns the response body.
+    /// POSTs raw bytes to `{scheme}://{addr}{path}` and returns the response body.
     pub async fn post(
         &self,
         addr: &str,
@@ -81,7 +102,7 @@ impl PeerClient {
     ) -> Result<Vec<u8>, CallError> {
         let mut req = self
             .http
-            .post(format!("http://{addr}{path}"))
+            .post(format!("{}://{addr}{path}", self.scheme))
             .header(AUTH_HEADER, &*self.bearer)
             .header("content-type", "application/octet-stream")
             .timeout(timeout)
@@ -169,7 +190,7 @@ impl PeerClient {
     ) -> Result<crate::NodeReport, CallError> {
         let resp = self
             .http
-            .get(format!("http://{addr}{PATH_STATUS}"))
+            .get(format!("{}://{addr}{PATH_STATUS}", self.scheme))
             .header(AUTH_HEADER, &*self.bearer)
             .timeout(timeout)
             .send()
