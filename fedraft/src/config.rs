@@ -34,6 +34,13 @@ pub struct NodeFile {
     /// Default: empty (join an existing cluster as a learner added by an admin).
     #[serde(default)]
     pub peers: BTreeMap<u64, String>,
+    /// This node's own route to peers: advertised peer address -> address to dial instead (for
+    /// example a local relay or the delaying proxies of `deploy/local-3dc.sh`). The `peers`
+    /// table must stay the same on every node (it becomes the replicated membership); this one
+    /// may differ per node. With TLS the dialled host must be in the peer's certificate.
+    /// Default: empty (dial the advertised addresses).
+    #[serde(default)]
+    pub peer_dial: BTreeMap<String, String>,
     /// The node's data directory (RocksDB). Required.
     pub data_dir: PathBuf,
     /// The secret every peer request carries; the same on all nodes. Either this or
@@ -61,21 +68,27 @@ pub struct NodeFile {
     pub tls: Option<TlsFiles>,
 }
 
-/// Raft timing overrides; each absent field keeps fedraft-raft's default.
+/// Raft timing overrides; each absent field keeps fedraft-raft's default (`NodeConfig::default()`).
+///
+/// The defaults are safe for three data centers at <= 50 ms round-trip time (RTT). For other
+/// links keep `election_timeout_min_ms >= 8 x RTT` (and above a hundred fsyncs),
+/// `heartbeat_interval_ms ~= 2 x RTT` and `election_timeout_max_ms ~= 1.75 x min`; every node
+/// of a cluster should use the same values. A dead leader is replaced after about
+/// `max + rand[min, max)` plus one vote round trip.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RaftTiming {
-    /// Leader heartbeat interval. Default: fedraft-raft's `NodeConfig::default()`.
+    /// Leader heartbeat interval. Default 100 (two round trips at 50 ms).
     pub heartbeat_interval_ms: Option<u64>,
-    /// Lower bound of the randomized election timeout.
+    /// Lower bound of the randomized election timeout. Default 400 (8 round trips at 50 ms).
     pub election_timeout_min_ms: Option<u64>,
-    /// Upper bound of the randomized election timeout.
+    /// Upper bound of the randomized election timeout. Default 700.
     pub election_timeout_max_ms: Option<u64>,
-    /// How often the leader advances log time with a tick entry.
+    /// How often the leader advances log time with a tick entry. Default 1000.
     pub tick_interval_ms: Option<u64>,
-    /// Entries between state machine snapshots.
+    /// Entries between state machine snapshots. Default 10000.
     pub snapshot_every_entries: Option<u64>,
-    /// How long a proposal may wait for a quorum before failing with 503.
+    /// How long a proposal may wait for a quorum before failing with 503. Default 5000.
     pub propose_timeout_ms: Option<u64>,
 }
 

@@ -69,6 +69,7 @@ async fn run_config(f: NodeFile) -> anyhow::Result<()> {
         cluster_secret: secret,
         cluster_id: f.cluster_id.clone(),
         peer_tls: tls.as_ref().map(|t| t.peer.clone()),
+        peer_dial: f.peer_dial.clone(),
         ..NodeConfig::default()
     };
     let t = &f.raft;

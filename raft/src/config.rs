@@ -49,6 +49,9 @@ pub struct NodeConfig {
     /// Mutual TLS for the peer transport; `None` speaks plain HTTP. The peer listener's owner
     /// serves with `peer_tls.server`; the node's outbound client uses `peer_tls.client`.
     pub peer_tls: Option<crate::network::tls::PeerTls>,
+    /// Advertised peer address -> address this node dials instead (a local proxy). Membership
+    /// addresses are replicated and the same on every node; this is each node's own route.
+    pub peer_dial: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for NodeConfig {
@@ -68,6 +71,7 @@ impl Default for NodeConfig {
             install_snapshot_timeout_ms: 10_000,
             max_in_snapshot_log_to_keep: 1_000,
             peer_tls: None,
+            peer_dial: std::collections::BTreeMap::new(),
         }
     }
 }

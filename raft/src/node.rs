@@ -73,7 +73,8 @@ impl FedNode {
         let log_store = LogStore::new(store.clone(), committed.clone());
         let sm = StateMachine::open(store).await?;
         let shared = sm.shared();
-        let client = PeerClient::with_tls(&cfg.cluster_secret, cfg.peer_tls.as_ref())?;
+        let client = PeerClient::with_tls(&cfg.cluster_secret, cfg.peer_tls.as_ref())?
+            .with_dial(cfg.peer_dial.clone());
         let raft = Raft::new(
             cfg.node_id,
             raft_config,

@@ -5,6 +5,7 @@
 //! (back off), anything else that failed in transit is `Network` (retry), and an error the peer
 //! itself returned is `RemoteError`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +57,9 @@ pub struct PeerClient {
     bearer: Arc<str>,
     /// "http" or "https": every peer of a cluster speaks the same one.
     scheme: &'static str,
+    /// Advertised peer address -> address actually dialled (a local proxy or relay). Empty in a
+    /// plain deployment.
+    dial: Arc<BTreeMap<String, String>>,
 }
 
 impl PeerClient {
@@ -88,7 +92,19 @@ impl PeerClient {
             http,
             bearer: format!("Bearer {secret}").into(),
             scheme,
+            dial: Arc::default(),
         })
+    }
+
+    /// Dials `to` whenever a call targets the advertised address `from` (membership addresses
+    /// are shared by all nodes; this table is this node's own route to them).
+    pub fn with_dial(mut self, dial: BTreeMap<String, String>) -> PeerClient {
+        self.dial = Arc::new(dial);
+        self
+    }
+
+    fn route<'a>(&'a self, addr: &'a str) -> &'a str {
+        self.dial.get(addr).map_or(addr, String::as_str)
     }
 
     /// POSTs raw bytes to `{scheme}://{addr}{path}` and returns the response body.
@@ -102,7 +118,7 @@ impl PeerClient {
     ) -> Result<Vec<u8>, CallError> {
         let mut req = self
             .http
-            .post(format!("{}://{addr}{path}", self.scheme))
+            .post(format!("{}://{}{path}", self.scheme, self.route(addr)))
             .header(AUTH_HEADER, &*self.bearer)
             .header("content-type", "application/octet-stream")
             .timeout(timeout)
@@ -190,7 +206,7 @@ impl PeerClient {
     ) -> Result<crate::NodeReport, CallError> {
         let resp = self
             .http
-            .get(format!("{}://{addr}{PATH_STATUS}", self.scheme))
+            .get(format!("{}://{}{PATH_STATUS}", self.scheme, self.route(addr)))
             .header(AUTH_HEADER, &*self.bearer)
             .timeout(timeout)
             .send()
