@@ -201,14 +201,16 @@ fn seed(t: &Target, h: &BackupHeader, snapshot: Vec<u8>) -> anyhow::Result<()> {
         snapshot_id: format!("restore-{}", h.applied_index),
     };
     let meta_bytes = fedraft_raft::wire::encode(&meta)?;
-    let log_id_bytes = fedraft_raft::wire::encode(&log_id)?;
+    // The same encodings fedraft-raft's log store uses: a purged log id, an optional committed one.
+    let purged_bytes = fedraft_raft::wire::encode(&log_id)?;
+    let committed_bytes = fedraft_raft::wire::encode(&Some(log_id))?;
     let store = Store::open(&t.data_dir, &t.cluster_id)
         .with_context(|| format!("creating the store in {}", t.data_dir.display()))?;
     let installed_at = Some(h.applied_index);
     Store::wait(|d| store.save_snapshot(meta_bytes, snapshot, installed_at, d))
         .context("writing the snapshot")?;
-    Store::wait(|d| store.purge(0, log_id_bytes.clone(), d)).context("writing the log start")?;
-    Store::wait(|d| store.save_committed(log_id_bytes, d)).context("writing the commit index")?;
+    Store::wait(|d| store.purge(0, purged_bytes, d)).context("writing the log start")?;
+    Store::wait(|d| store.save_committed(committed_bytes, d)).context("writing the commit index")?;
     Ok(())
 }
 

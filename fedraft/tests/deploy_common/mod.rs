@@ -84,6 +84,7 @@ impl Drop for Cluster {
 impl Cluster {
     /// Writes configs and the token file under `root/<name>/`; starts nothing.
     pub fn layout(root: &Path, name: &str, l: &Layout) -> Cluster {
+        fedraft_raft::install_crypto_provider();
         let base = root.join(name);
         std::fs::create_dir_all(&base).unwrap();
         let tokens = base.join("tokens");
