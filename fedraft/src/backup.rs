@@ -210,7 +210,8 @@ fn seed(t: &Target, h: &BackupHeader, snapshot: Vec<u8>) -> anyhow::Result<()> {
     Store::wait(|d| store.save_snapshot(meta_bytes, snapshot, installed_at, d))
         .context("writing the snapshot")?;
     Store::wait(|d| store.purge(0, purged_bytes, d)).context("writing the log start")?;
-    Store::wait(|d| store.save_committed(committed_bytes, d)).context("writing the commit index")?;
+    Store::wait(|d| store.save_committed(committed_bytes, d))
+        .context("writing the commit index")?;
     Ok(())
 }
 

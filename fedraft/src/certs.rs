@@ -94,8 +94,8 @@ pub fn run(args: CertsArgs) -> anyhow::Result<()> {
     }
     create_private_dir(&args.out)?;
     let (ca_pem, ca_key) = load_or_create_ca(&args)?;
-    let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key)
-        .context("reading the CA certificate (ca.crt)")?;
+    let issuer =
+        Issuer::from_ca_cert_pem(&ca_pem, ca_key).context("reading the CA certificate (ca.crt)")?;
     for n in &nodes {
         let cn = format!("fedraft-node-{}", n.id);
         let eku = [
@@ -208,10 +208,7 @@ fn set_mode(_path: &Path, _mode: u32) -> anyhow::Result<()> {
 /// by others, not even briefly), then renames it into place.
 fn write_file(path: &Path, bytes: &[u8], mode: u32, force: bool) -> anyhow::Result<()> {
     if path.exists() && !force {
-        bail!(
-            "{} exists; pass --force to replace it",
-            path.display()
-        );
+        bail!("{} exists; pass --force to replace it", path.display());
     }
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut builder = tempfile::Builder::new();

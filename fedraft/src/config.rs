@@ -186,6 +186,28 @@ mod tests {
     }
 
     #[test]
+    fn the_deploy_configs_parse_and_differ_only_where_they_should() {
+        let files = [
+            include_str!("../../deploy/config/dc1.toml"),
+            include_str!("../../deploy/config/dc2.toml"),
+            include_str!("../../deploy/config/dc3.toml"),
+        ];
+        let cfgs: Vec<NodeFile> = files.iter().map(|t| NodeFile::parse(t).unwrap()).collect();
+        for (i, c) in cfgs.iter().enumerate() {
+            assert_eq!(c.node_id, i as u64 + 1);
+            assert_eq!(
+                c.peers, cfgs[0].peers,
+                "peers must be identical on every node"
+            );
+            assert_eq!(c.peers.get(&c.node_id), Some(&c.advertise()));
+            assert_eq!(c.cluster_id, cfgs[0].cluster_id);
+            let tls = c.tls.as_ref().unwrap();
+            assert!(tls.cert_file.ends_with(format!("node{}.crt", c.node_id)));
+            assert_eq!(c.raft.election_timeout_min_ms, Some(400));
+        }
+    }
+
+    #[test]
     fn refuses_unknown_fields_and_missing_secret() {
         assert!(
             NodeFile::parse("node_id = 1\ndata_dir = \"d\"\ntoken_file = \"t\"\nbogus = 1\n")

@@ -8,6 +8,7 @@
 //! 0 success; 1 the server refused the request or answered an error (or a demo step failed); 2
 //! usage error or a feature that is not built yet; 3 the server could not be reached.
 
+mod admin;
 mod apply;
 mod backup;
 mod bench;
@@ -131,6 +132,17 @@ pub enum Verb {
     Backup(backup::BackupArgs),
     /// Seed the data directories of a NEW cluster from a backup file (offline).
     Restore(backup::RestoreArgs),
+    /// This node's raft position (term, leader, indexes) and the state hash.
+    Status {
+        /// Local state without a quorum round (works on a node that lost quorum).
+        #[arg(long)]
+        stale: bool,
+    },
+    /// Raft membership: list, add a learner, set the voters (admin).
+    Members {
+        #[command(subcommand)]
+        cmd: admin::MembersCmd,
+    },
 }
 
 fn main() -> ExitCode {
@@ -219,5 +231,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Verb::Certs(args) => certs::run(args).map(|()| ExitCode::SUCCESS),
         Verb::Backup(args) => backup::run_backup(&Client::new(&opts)?, &args).await,
         Verb::Restore(args) => backup::run_restore(&args),
+        Verb::Status { stale } => admin::status(&Client::new(&opts)?, stale).await,
+        Verb::Members { cmd } => admin::members(&Client::new(&opts)?, cmd).await,
     }
 }

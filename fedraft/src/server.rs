@@ -159,12 +159,7 @@ async fn serve(
     let peer_tls = nc.peer_tls.as_ref().map(|t| t.server.clone());
     let node = FedNode::open(nc).await.context("opening the raft node")?;
     let peer_app = node.peer_router();
-    let peer_task = tokio::spawn(tls::serve(
-        peer,
-        peer_app,
-        peer_tls,
-        std::future::pending(),
-    ));
+    let peer_task = tokio::spawn(tls::serve(peer, peer_app, peer_tls, std::future::pending()));
     if !members.is_empty() {
         node.bootstrap(members)
             .await

@@ -45,16 +45,29 @@ async fn three_node_tls_cluster_and_its_refusals() {
     let root = tempfile::tempdir().unwrap();
     let good = root.path().join("tls");
     let rogue = root.path().join("rogue");
-    let nodes = ["--node", "1=127.0.0.1,localhost", "--node", "2=127.0.0.1", "--node", "3=127.0.0.1"];
+    let nodes = [
+        "--node",
+        "1=127.0.0.1,localhost",
+        "--node",
+        "2=127.0.0.1",
+        "--node",
+        "3=127.0.0.1",
+    ];
     certs(&good, &[&nodes[..], &["--client", "ops"]].concat());
-    certs(&rogue, &["--node", "1=127.0.0.1", "--ca-name", "someone else's CA"]);
+    certs(
+        &rogue,
+        &["--node", "1=127.0.0.1", "--ca-name", "someone else's CA"],
+    );
 
     // Keys are private to their owner; a second run without --force refuses to overwrite.
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         for f in ["ca.key", "node1.key", "client-ops.key"] {
-            let mode = std::fs::metadata(good.join(f)).unwrap().permissions().mode();
+            let mode = std::fs::metadata(good.join(f))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600, "{f}");
         }
     }
@@ -78,22 +91,38 @@ async fn three_node_tls_cluster_and_its_refusals() {
     // Writes through a follower are forwarded over mutual TLS; reads on another node see them.
     register_cluster(&c, 1, "dc1").await;
     let deadline = Instant::now() + Duration::from_secs(30);
-    put_object_retrying(&c, 2, "default", "web", deadline).await.unwrap();
-    let v = c.get(0, "/v1/namespaces/default/objects/web").await.unwrap();
+    put_object_retrying(&c, 2, "default", "web", deadline)
+        .await
+        .unwrap();
+    let v = c
+        .get(0, "/v1/namespaces/default/objects/web")
+        .await
+        .unwrap();
     assert_eq!(v["template"]["metadata"]["name"], "web");
 
     let peer1 = c.nodes[0].peer.clone();
     let t = Duration::from_secs(5);
     // The control: a real node certificate and the right secret are accepted on the peer port.
-    let node2 = peer_tls(&good.join("ca.crt"), &good.join("node2.crt"), &good.join("node2.key"));
+    let node2 = peer_tls(
+        &good.join("ca.crt"),
+        &good.join("node2.crt"),
+        &good.join("node2.key"),
+    );
     let ok = PeerClient::with_tls(SECRET, Some(&node2)).unwrap();
     assert!(ok.status(&peer1, t).await.is_ok());
 
     // A certificate from another CA is refused during the handshake.
-    let stranger = peer_tls(&good.join("ca.crt"), &rogue.join("node1.crt"), &rogue.join("node1.key"));
+    let stranger = peer_tls(
+        &good.join("ca.crt"),
+        &rogue.join("node1.crt"),
+        &rogue.join("node1.key"),
+    );
     let bad = PeerClient::with_tls(SECRET, Some(&stranger)).unwrap();
     let e = bad.status(&peer1, t).await.unwrap_err();
-    assert!(!matches!(e, CallError::Status(_)), "handshake should fail, got {e}");
+    assert!(
+        !matches!(e, CallError::Status(_)),
+        "handshake should fail, got {e}"
+    );
 
     // No client certificate at all is refused too.
     let ca = std::fs::read(good.join("ca.crt")).unwrap();
@@ -101,19 +130,43 @@ async fn three_node_tls_cluster_and_its_refusals() {
         client: Arc::new(client_config(&ca, None).unwrap()),
         server: node2.server.clone(),
     };
-    let e = PeerClient::with_tls(SECRET, Some(&anon)).unwrap().status(&peer1, t).await.unwrap_err();
-    assert!(!matches!(e, CallError::Status(_)), "handshake should fail, got {e}");
+    let e = PeerClient::with_tls(SECRET, Some(&anon))
+        .unwrap()
+        .status(&peer1, t)
+        .await
+        .unwrap_err();
+    assert!(
+        !matches!(e, CallError::Status(_)),
+        "handshake should fail, got {e}"
+    );
 
     // A node that trusts another CA refuses our nodes' certificates (it verifies the server).
-    let rogue_self = peer_tls(&rogue.join("ca.crt"), &rogue.join("node1.crt"), &rogue.join("node1.key"));
-    let e = PeerClient::with_tls(SECRET, Some(&rogue_self)).unwrap().status(&peer1, t).await.unwrap_err();
-    assert!(!matches!(e, CallError::Status(_)), "server verification should fail, got {e}");
+    let rogue_self = peer_tls(
+        &rogue.join("ca.crt"),
+        &rogue.join("node1.crt"),
+        &rogue.join("node1.key"),
+    );
+    let e = PeerClient::with_tls(SECRET, Some(&rogue_self))
+        .unwrap()
+        .status(&peer1, t)
+        .await
+        .unwrap_err();
+    assert!(
+        !matches!(e, CallError::Status(_)),
+        "server verification should fail, got {e}"
+    );
 
     // A valid certificate with the wrong cluster secret, or with a client token: 401.
     let wrong = PeerClient::with_tls("not-the-cluster-secret-at-all", Some(&node2)).unwrap();
-    assert!(matches!(wrong.status(&peer1, t).await, Err(CallError::Status(401))));
+    assert!(matches!(
+        wrong.status(&peer1, t).await,
+        Err(CallError::Status(401))
+    ));
     let token = PeerClient::with_tls(ADMIN, Some(&node2)).unwrap();
-    assert!(matches!(token.status(&peer1, t).await, Err(CallError::Status(401))));
+    assert!(matches!(
+        token.status(&peer1, t).await,
+        Err(CallError::Status(401))
+    ));
 
     // Plain HTTP to the TLS peer port and to the TLS API port fails.
     let plain = PeerClient::new(SECRET).unwrap();
@@ -152,7 +205,16 @@ async fn three_node_tls_cluster_and_its_refusals() {
     let (cert, key) = (good.join("client-ops.crt"), good.join("client-ops.key"));
     let (code, _, err) = c.cli(
         1,
-        &["--ca-file", ca_arg, "--cert-file", cert.to_str().unwrap(), "--key-file", key.to_str().unwrap(), "get", "clusters"],
+        &[
+            "--ca-file",
+            ca_arg,
+            "--cert-file",
+            cert.to_str().unwrap(),
+            "--key-file",
+            key.to_str().unwrap(),
+            "get",
+            "clusters",
+        ],
         &[],
     );
     assert_eq!(code, 0, "{err}");

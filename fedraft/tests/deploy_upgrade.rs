@@ -86,7 +86,11 @@ async fn rolling_restart_under_load_loses_nothing() {
         // Load must have continued across the restart.
         let deadline = Instant::now() + Duration::from_secs(30);
         while acked.lock().unwrap().len() < before + 10 {
-            assert!(Instant::now() < deadline, "writes stalled after restarting node {}", i + 1);
+            assert!(
+                Instant::now() < deadline,
+                "writes stalled after restarting node {}",
+                i + 1
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -98,7 +102,11 @@ async fn rolling_restart_under_load_loses_nothing() {
     let failed = failed.lock().unwrap().clone();
     assert!(failed.is_empty(), "writes that never succeeded: {failed:?}");
     let acked = acked.lock().unwrap().clone();
-    assert!(acked.len() >= 30, "only {} writes acknowledged", acked.len());
+    assert!(
+        acked.len() >= 30,
+        "only {} writes acknowledged",
+        acked.len()
+    );
     eprintln!(
         "rolling upgrade: {} writes acknowledged, slowest write (with retries) {:?}",
         acked.len(),
@@ -110,12 +118,25 @@ async fn rolling_restart_under_load_loses_nothing() {
         let items = list["items"].as_array().unwrap();
         let names: std::collections::BTreeMap<String, u64> = items
             .iter()
-            .map(|o| (o["name"].as_str().unwrap_or_default().to_string(), resource_version(o)))
+            .map(|o| {
+                (
+                    o["name"].as_str().unwrap_or_default().to_string(),
+                    resource_version(o),
+                )
+            })
             .collect();
         for (name, rv) in &acked {
             let found = names.get(name);
-            assert!(found.is_some(), "node {}: acknowledged {name} is missing", i + 1);
-            assert!(found.unwrap() >= rv, "node {}: {name} went back in time", i + 1);
+            assert!(
+                found.is_some(),
+                "node {}: acknowledged {name} is missing",
+                i + 1
+            );
+            assert!(
+                found.unwrap() >= rv,
+                "node {}: {name} went back in time",
+                i + 1
+            );
         }
     }
 
@@ -129,7 +150,10 @@ async fn rolling_restart_under_load_loses_nothing() {
             }
         }
         if seen.len() == 3 && seen.iter().all(|s| s.0 == seen[0].0) {
-            assert!(seen.iter().all(|s| s.1 == seen[0].1), "hashes differ: {seen:?}");
+            assert!(
+                seen.iter().all(|s| s.1 == seen[0].1),
+                "hashes differ: {seen:?}"
+            );
             break;
         }
         assert!(Instant::now() < deadline, "nodes never agreed: {seen:?}");

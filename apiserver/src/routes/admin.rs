@@ -57,7 +57,10 @@ pub async fn backup(
     Q(q): Q<ReadParams>,
 ) -> Result<Response, ApiError> {
     if p.role != Role::Admin {
-        return Err(ApiError::forbidden(format!("{} may not take backups", p.name)));
+        return Err(ApiError::forbidden(format!(
+            "{} may not take backups",
+            p.name
+        )));
     }
     let cluster_id = app.node.config().cluster_id.clone();
     // The snapshot is encoded under the state's read lock, which briefly holds back apply: the

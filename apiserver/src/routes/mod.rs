@@ -4,6 +4,7 @@
 mod admin;
 mod clusters;
 pub(crate) mod common;
+mod members;
 mod objects;
 mod schedule;
 mod system;
@@ -46,6 +47,8 @@ pub(crate) fn router(app: App) -> Router {
         .route("/v1/watch", get(crate::watch::stream::watch))
         .route("/v1/status", get(admin::status))
         .route("/v1/admin/backup", get(admin::backup))
+        .route("/v1/admin/members", get(members::list).post(members::add))
+        .route("/v1/admin/voters", put(members::set_voters))
         .route_layer(middleware::from_fn_with_state(
             app.clone(),
             layers::authenticate,

@@ -45,6 +45,9 @@ impl TlsDir {
 #[derive(Clone, Default)]
 pub struct Layout {
     pub nodes: u64,
+    /// Extra nodes laid out (ids after `nodes`) with an empty `[peers]` table: they join an
+    /// existing cluster when an admin adds them.
+    pub joiners: u64,
     pub cluster_id: Option<String>,
     pub tls: Option<TlsDir>,
     /// Extra `[raft]` lines, e.g. `tick_interval_ms = 3600000`.
@@ -93,11 +96,14 @@ impl Cluster {
             format!("{ADMIN} admin admin\n{OPERATOR} ops operator\n"),
         )
         .unwrap();
-        let ids: Vec<u64> = (1..=l.nodes).collect();
-        let ports: BTreeMap<u64, (u16, u16)> =
-            ids.iter().map(|i| (*i, (free_port(), free_port()))).collect();
+        let ids: Vec<u64> = (1..=l.nodes + l.joiners).collect();
+        let ports: BTreeMap<u64, (u16, u16)> = ids
+            .iter()
+            .map(|i| (*i, (free_port(), free_port())))
+            .collect();
         let peers: String = ports
             .iter()
+            .filter(|(i, _)| **i <= l.nodes)
             .map(|(i, (_, p))| format!("{i} = \"127.0.0.1:{p}\"\n"))
             .collect();
         let mut nodes = Vec::new();
@@ -113,7 +119,9 @@ impl Cluster {
                 data_dir.display(),
                 tokens.display()
             );
-            text.push_str(&format!("[peers]\n{peers}"));
+            if id <= l.nodes {
+                text.push_str(&format!("[peers]\n{peers}"));
+            }
             if let Some(dial) = l.peer_dial.get(&id) {
                 text.push_str("[peer_dial]\n");
                 for (from, to) in dial {
@@ -169,6 +177,34 @@ impl Cluster {
             http,
             scheme,
         }
+    }
+
+    /// Adds each node's own route to its peers (`[peer_dial]`), e.g. through delaying proxies:
+    /// `dial(from, to)` is the address node `from` dials to reach node `to`.
+    pub fn route_peers(&mut self, dial: impl Fn(usize, usize) -> String) {
+        let advertised: Vec<String> = self.nodes.iter().map(|n| n.peer.clone()).collect();
+        for (from, n) in self.nodes.iter().enumerate() {
+            let mut text = std::fs::read_to_string(&n.config).unwrap();
+            text.push_str("[peer_dial]\n");
+            for (to, adv) in advertised.iter().enumerate() {
+                if to != from {
+                    text.push_str(&format!("\"{adv}\" = \"{}\"\n", dial(from, to)));
+                }
+            }
+            std::fs::write(&n.config, text).unwrap();
+        }
+    }
+
+    /// The index of the node that currently leads, if one answers.
+    pub async fn leader(&self) -> Option<usize> {
+        for i in 0..self.nodes.len() {
+            if let Some(s) = self.get(i, "/v1/status?stale=true").await {
+                if s["isLeader"] == true {
+                    return Some(i);
+                }
+            }
+        }
+        None
     }
 
     pub fn start(&mut self, i: usize) {
@@ -274,7 +310,12 @@ impl Cluster {
     }
 
     /// Runs the CLI against node `i` (as admin) and returns (exit code, stdout, stderr).
-    pub fn cli(&self, i: usize, args: &[&str], extra_env: &[(&str, &str)]) -> (i32, String, String) {
+    pub fn cli(
+        &self,
+        i: usize,
+        args: &[&str],
+        extra_env: &[(&str, &str)],
+    ) -> (i32, String, String) {
         let mut cmd = Command::new(BIN);
         cmd.args(args)
             .env("FEDRAFT_SERVER", self.url(i, ""))
@@ -315,7 +356,11 @@ pub async fn put_object_retrying(
         let i = (node + attempt) % c.nodes.len();
         attempt += 1;
         let r = c
-            .req(i, reqwest::Method::PUT, &format!("/v1/namespaces/{ns}/objects/{name}"))
+            .req(
+                i,
+                reqwest::Method::PUT,
+                &format!("/v1/namespaces/{ns}/objects/{name}"),
+            )
             .header("Idempotency-Key", &key)
             .json(&body)
             .send()

@@ -206,7 +206,11 @@ impl PeerClient {
     ) -> Result<crate::NodeReport, CallError> {
         let resp = self
             .http
-            .get(format!("{}://{}{PATH_STATUS}", self.scheme, self.route(addr)))
+            .get(format!(
+                "{}://{}{PATH_STATUS}",
+                self.scheme,
+                self.route(addr)
+            ))
             .header(AUTH_HEADER, &*self.bearer)
             .timeout(timeout)
             .send()
