@@ -21,6 +21,9 @@ pub fn target(c: &Command) -> String {
         Command::PutObject {
             namespace, name, ..
         }
+        | Command::PutObjectWithDiscovery {
+            namespace, name, ..
+        }
         | Command::DeleteObject {
             namespace, name, ..
         }
@@ -32,6 +35,7 @@ pub fn target(c: &Command) -> String {
             .join(","),
         Command::ClusterUnreachable { cluster } => cluster.clone(),
         Command::StatusReports(r) => format!("{} reports", r.len()),
+        Command::ServiceEndpoints(r) => format!("{} endpoint reports", r.len()),
         Command::Tick => String::new(),
     }
 }

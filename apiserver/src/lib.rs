@@ -13,6 +13,7 @@
 
 pub mod audit_wire;
 pub mod auth;
+pub mod backup;
 pub mod body;
 pub mod error;
 mod layers;

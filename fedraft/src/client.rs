@@ -3,7 +3,9 @@
 //! Server and token come from `--server` / `--token`, else `FEDRAFT_SERVER` / `FEDRAFT_TOKEN`,
 //! else the client config file (`--client-config`, `FEDRAFT_CLIENT_CONFIG`, or
 //! `~/.config/fedraft/client.toml` with `server = "..."` and `token = "..."`), else
-//! `http://127.0.0.1:8080` and no token. Writes carry an Idempotency-Key, so a retry after a 503
+//! `http://127.0.0.1:8080` and no token. An `https://` server is verified against `--ca-file`
+//! (`FEDRAFT_CA_FILE`, or `ca_file` in the config file) when given, else the system roots;
+//! `--cert-file` / `--key-file` present a client certificate to an API that requires one. Writes carry an Idempotency-Key, so a retry after a 503
 //! or a dropped connection is safe; they are retried a few times with the same key.
 
 use std::path::PathBuf;
@@ -27,9 +29,18 @@ pub struct ClientOpts {
     /// Bearer token.
     #[arg(long, global = true, env = "FEDRAFT_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// Client config file (TOML: server, token).
+    /// Client config file (TOML: server, token, ca_file, cert_file, key_file).
     #[arg(long, global = true, env = "FEDRAFT_CLIENT_CONFIG")]
     pub client_config: Option<PathBuf>,
+    /// CA bundle (PEM) that signed the API's certificate, for an https:// server.
+    #[arg(long, global = true, env = "FEDRAFT_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM), for an API that requires one; needs --key-file.
+    #[arg(long, global = true, env = "FEDRAFT_CERT_FILE", requires = "key_file")]
+    pub cert_file: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, global = true, env = "FEDRAFT_KEY_FILE", requires = "cert_file")]
+    pub key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -37,6 +48,9 @@ pub struct ClientOpts {
 struct ClientFile {
     server: Option<String>,
     token: Option<String>,
+    ca_file: Option<PathBuf>,
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
 }
 
 /// Why a request failed, with what the user needs to see.
@@ -70,9 +84,26 @@ impl Client {
             .trim_end_matches('/')
             .to_string();
         let token = opts.token.clone().or(file.token);
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()?;
+        let mut builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(5));
+        let ca = opts.ca_file.clone().or(file.ca_file);
+        let cert = opts.cert_file.clone().or(file.cert_file);
+        let key = opts.key_file.clone().or(file.key_file);
+        let identity = match (&cert, &key) {
+            (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
+            (None, None) => None,
+            _ => anyhow::bail!("a client certificate needs both cert_file and key_file"),
+        };
+        match (&ca, identity) {
+            (Some(ca), identity) => {
+                let tls = crate::tls::cli_client_config(ca, identity)?;
+                builder = builder.tls_backend_preconfigured(tls);
+            }
+            (None, Some(_)) => {
+                anyhow::bail!("a client certificate needs --ca-file (the CA of the API)")
+            }
+            (None, None) => {}
+        }
+        let http = builder.build()?;
         Ok(Client { http, base, token })
     }
 
@@ -88,10 +119,19 @@ impl Client {
         }
     }
 
-    fn unreachable(&self, e: reqwest::Error) -> ClientError {
+    pub(crate) fn unreachable(&self, e: reqwest::Error) -> ClientError {
+        // reqwest's own message is generic ("error sending request"); the cause (refused, TLS
+        // certificate not trusted, ...) is in the source chain.
+        let mut message = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            message.push_str(": ");
+            message.push_str(&s.to_string());
+            src = s.source();
+        }
         ClientError::Unreachable {
             server: self.base.clone(),
-            message: e.to_string(),
+            message,
         }
     }
 

@@ -34,6 +34,13 @@ pub struct NodeFile {
     /// Default: empty (join an existing cluster as a learner added by an admin).
     #[serde(default)]
     pub peers: BTreeMap<u64, String>,
+    /// This node's own route to peers: advertised peer address -> address to dial instead (for
+    /// example a local relay or the delaying proxies of `deploy/local-3dc.sh`). The `peers`
+    /// table must stay the same on every node (it becomes the replicated membership); this one
+    /// may differ per node. With TLS the dialled host must be in the peer's certificate.
+    /// Default: empty (dial the advertised addresses).
+    #[serde(default)]
+    pub peer_dial: BTreeMap<String, String>,
     /// The node's data directory (RocksDB). Required.
     pub data_dir: PathBuf,
     /// The secret every peer request carries; the same on all nodes. Either this or
@@ -61,8 +68,9 @@ pub struct NodeFile {
     /// commands, keep everything.
     #[serde(default)]
     pub audit: AuditFile,
-    /// TLS for the API and peer listeners. Default: none (plain HTTP). Not supported yet: a node
-    /// with a `[tls]` section refuses to start rather than run without the TLS it was asked for.
+    /// TLS for both listeners: server TLS on the API, mutual TLS between peers. Default: none
+    /// (plain HTTP; loopback and development only). `fedraft certs` creates the files. A node
+    /// whose TLS files are missing or invalid refuses to start rather than run without TLS.
     #[serde(default)]
     pub tls: Option<TlsFiles>,
     /// Service discovery DNS (`[dns]`: `listen`, default `"127.0.0.1:5353"`, UDP and TCP;
@@ -72,21 +80,27 @@ pub struct NodeFile {
     pub dns: Option<fedraft_dns::DnsConfig>,
 }
 
-/// Raft timing overrides; each absent field keeps fedraft-raft's default.
+/// Raft timing overrides; each absent field keeps fedraft-raft's default (`NodeConfig::default()`).
+///
+/// The defaults are safe for three data centers at <= 50 ms round-trip time (RTT). For other
+/// links keep `election_timeout_min_ms >= 8 x RTT` (and above a hundred fsyncs),
+/// `heartbeat_interval_ms ~= 2 x RTT` and `election_timeout_max_ms ~= 1.75 x min`; every node
+/// of a cluster should use the same values. A dead leader is replaced after about
+/// `max + rand[min, max)` plus one vote round trip.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RaftTiming {
-    /// Leader heartbeat interval. Default: fedraft-raft's `NodeConfig::default()`.
+    /// Leader heartbeat interval. Default 100 (two round trips at 50 ms).
     pub heartbeat_interval_ms: Option<u64>,
-    /// Lower bound of the randomized election timeout.
+    /// Lower bound of the randomized election timeout. Default 400 (8 round trips at 50 ms).
     pub election_timeout_min_ms: Option<u64>,
-    /// Upper bound of the randomized election timeout.
+    /// Upper bound of the randomized election timeout. Default 700.
     pub election_timeout_max_ms: Option<u64>,
-    /// How often the leader advances log time with a tick entry.
+    /// How often the leader advances log time with a tick entry. Default 1000.
     pub tick_interval_ms: Option<u64>,
-    /// Entries between state machine snapshots.
+    /// Entries between state machine snapshots. Default 10000.
     pub snapshot_every_entries: Option<u64>,
-    /// How long a proposal may wait for a quorum before failing with 503.
+    /// How long a proposal may wait for a quorum before failing with 503. Default 5000.
     pub propose_timeout_ms: Option<u64>,
 }
 
@@ -169,17 +183,25 @@ pub struct AuditFile {
     pub max_bytes: Option<u64>,
 }
 
-/// PEM files for TLS.
+/// PEM files for TLS. With this section every peer address is reached over `https://`, so all
+/// nodes of a cluster must have it (a mixed cluster cannot talk).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsFiles {
-    /// Certificate chain (PEM).
+    /// This node's certificate chain (PEM), served on both listeners and presented to peers.
+    /// Its SANs must cover the host part of `peer_advertise` and of the API address clients use.
+    /// Required.
     pub cert_file: PathBuf,
-    /// Private key (PEM).
+    /// This node's private key (PEM; keep it mode 0600). Required.
     pub key_file: PathBuf,
-    /// CA bundle used to verify peers (mutual TLS on the peer port). Default: none.
+    /// CA bundle (PEM; several certificates during a CA rotation). Peers must present a
+    /// certificate from it (mutual TLS), and this node verifies the peers it calls against it.
+    /// Required.
+    pub ca_file: PathBuf,
+    /// API clients must present a certificate from `ca_file` as well as a bearer token.
+    /// Default false (the token alone authenticates).
     #[serde(default)]
-    pub ca_file: Option<PathBuf>,
+    pub require_client_cert: bool,
 }
 
 fn default_cluster_id() -> String {
@@ -252,6 +274,28 @@ mod tests {
         assert_eq!(cfg.node_id, 1);
         assert_eq!(cfg.peers.len(), 3);
         assert_eq!(cfg.body_limit_bytes, 2 * 1024 * 1024);
+    }
+
+    #[test]
+    fn the_deploy_configs_parse_and_differ_only_where_they_should() {
+        let files = [
+            include_str!("../../deploy/config/dc1.toml"),
+            include_str!("../../deploy/config/dc2.toml"),
+            include_str!("../../deploy/config/dc3.toml"),
+        ];
+        let cfgs: Vec<NodeFile> = files.iter().map(|t| NodeFile::parse(t).unwrap()).collect();
+        for (i, c) in cfgs.iter().enumerate() {
+            assert_eq!(c.node_id, i as u64 + 1);
+            assert_eq!(
+                c.peers, cfgs[0].peers,
+                "peers must be identical on every node"
+            );
+            assert_eq!(c.peers.get(&c.node_id), Some(&c.advertise()));
+            assert_eq!(c.cluster_id, cfgs[0].cluster_id);
+            let tls = c.tls.as_ref().unwrap();
+            assert!(tls.cert_file.ends_with(format!("node{}.crt", c.node_id)));
+            assert_eq!(c.raft.election_timeout_min_ms, Some(400));
+        }
     }
 
     #[test]

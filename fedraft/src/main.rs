@@ -1,15 +1,20 @@
 //! The `fedraft` binary: one node's server (`fedraft server`), the client verbs that talk to the
 //! API (`apply`, `get`, `describe`, `delete`, `cordon`, `uncordon`, `drain`, `watch`), offline
-//! scheduling (`schedule`), the load tool (`bench put`), the demo entry point and offline
-//! incident analysis of a data directory (`audit`).
+//! scheduling (`schedule`), the load tool (`bench put`), the demo entry point, offline incident
+//! analysis of a data directory (`audit`), and the operator tools `certs` (CA and certificates),
+//! `backup` (online, through the API) and `restore` (offline, seeds a new cluster's data
+//! directories).
 //!
 //! Start at [`Cli`]: one enum variant per verb, dispatched by one `match` in [`run`]. Exit codes:
 //! 0 success; 1 the server refused the request or answered an error (or a demo step failed); 2
 //! usage error or a feature that is not built yet; 3 the server could not be reached.
 
+mod admin;
 mod apply;
 mod audit;
+mod backup;
 mod bench;
+mod certs;
 mod client;
 mod config;
 mod demo;
@@ -17,6 +22,7 @@ mod endpoints;
 mod output;
 mod schedule;
 mod server;
+mod tls;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -129,6 +135,23 @@ pub enum Verb {
     /// Incident analysis on a (copy of a) node's data directory, offline: replay, diff,
     /// explain, export, verify.
     Audit(audit::AuditArgs),
+    /// Create a cluster CA (or reuse the one in --out) and node / client certificates.
+    Certs(certs::CertsArgs),
+    /// Download an online, consistent backup of the replicated state (admin token).
+    Backup(backup::BackupArgs),
+    /// Seed the data directories of a NEW cluster from a backup file (offline).
+    Restore(backup::RestoreArgs),
+    /// This node's raft position (term, leader, indexes) and the state hash.
+    Status {
+        /// Local state without a quorum round (works on a node that lost quorum).
+        #[arg(long)]
+        stale: bool,
+    },
+    /// Raft membership: list, add a learner, set the voters (admin).
+    Members {
+        #[command(subcommand)]
+        cmd: admin::MembersCmd,
+    },
 }
 
 fn main() -> ExitCode {
@@ -215,5 +238,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Verb::Bench { what } => bench::run(what).await,
         Verb::Demo(args) => demo::run(args).await,
         Verb::Audit(args) => audit::run(args),
+        Verb::Certs(args) => certs::run(args).map(|()| ExitCode::SUCCESS),
+        Verb::Backup(args) => backup::run_backup(&Client::new(&opts)?, &args).await,
+        Verb::Restore(args) => backup::run_restore(&args),
+        Verb::Status { stale } => admin::status(&Client::new(&opts)?, stale).await,
+        Verb::Members { cmd } => admin::members(&Client::new(&opts)?, cmd).await,
     }
 }

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use fedraft_apiserver::{Api, ApiConfig, Principal, Role, TokenStore};
@@ -16,6 +17,7 @@ use fedraft_raft::{FedNode, NodeConfig};
 use tokio::net::TcpListener;
 
 use crate::config::{ExecutorTiming, NodeFile};
+use crate::tls::{self, NodeTls};
 
 #[derive(Debug, clap::Args)]
 pub struct ServerArgs {
@@ -61,14 +63,7 @@ fn random_hex(bytes: usize) -> String {
 }
 
 async fn run_config(f: NodeFile) -> anyhow::Result<()> {
-    if let Some(tls) = &f.tls {
-        bail!(
-            "TLS is not supported yet (cert {}, key {}, ca {:?}): remove the [tls] section; this version serves plain HTTP only",
-            tls.cert_file.display(),
-            tls.key_file.display(),
-            tls.ca_file.as_ref().map(|p| p.display().to_string())
-        );
-    }
+    let tls = f.tls.as_ref().map(NodeTls::load).transpose()?;
     let secret = f.secret()?;
     let tokens = TokenStore::load(&f.token_file, Some(secret.clone()))?;
     let mut nc = NodeConfig {
@@ -77,6 +72,8 @@ async fn run_config(f: NodeFile) -> anyhow::Result<()> {
         advertise_peer_addr: f.advertise(),
         cluster_secret: secret,
         cluster_id: f.cluster_id.clone(),
+        peer_tls: tls.as_ref().map(|t| t.peer.clone()),
+        peer_dial: f.peer_dial.clone(),
         ..NodeConfig::default()
     };
     let t = &f.raft;
@@ -108,6 +105,7 @@ async fn run_config(f: NodeFile) -> anyhow::Result<()> {
         watch_history_events: f.watch_history_events,
         ..ApiConfig::default()
     };
+    let api_tls = tls.map(|t| t.api);
     let executors = f
         .executors
         .enabled
@@ -116,6 +114,7 @@ async fn run_config(f: NodeFile) -> anyhow::Result<()> {
         nc,
         peer,
         api,
+        api_tls,
         tokens,
         cfg,
         f.peers.clone(),
@@ -169,6 +168,7 @@ async fn run_dev(
         nc,
         peer,
         api,
+        None,
         tokens,
         ApiConfig::default(),
         BTreeMap::from([(1, advertise)]),
@@ -185,15 +185,17 @@ async fn serve(
     nc: NodeConfig,
     peer: TcpListener,
     api: TcpListener,
+    api_tls: Option<Arc<rustls::ServerConfig>>,
     tokens: TokenStore,
     cfg: ApiConfig,
     members: BTreeMap<u64, String>,
     executors: Option<ExecutorConfig>,
     dns: Option<fedraft_dns::DnsConfig>,
 ) -> anyhow::Result<()> {
+    let peer_tls = nc.peer_tls.as_ref().map(|t| t.server.clone());
     let node = FedNode::open(nc).await.context("opening the raft node")?;
     let peer_app = node.peer_router();
-    let peer_task = tokio::spawn(async move { axum::serve(peer, peer_app).await });
+    let peer_task = tokio::spawn(tls::serve(peer, peer_app, peer_tls, std::future::pending()));
     if !members.is_empty() {
         node.bootstrap(members)
             .await
@@ -212,10 +214,8 @@ async fn serve(
         None => None,
     };
     let router = Api::new(node.clone(), tokens, cfg).router();
-    tracing::info!(addr = %api.local_addr()?, "API listening");
-    let served = axum::serve(api, router)
-        .with_graceful_shutdown(shutdown_signal())
-        .await;
+    tracing::info!(addr = %api.local_addr()?, tls = api_tls.is_some(), "API listening");
+    let served = tls::serve(api, router, api_tls, shutdown_signal()).await;
     tracing::info!("shutting down");
     if let Some(set) = executors {
         set.shutdown().await;
@@ -225,7 +225,7 @@ async fn serve(
     }
     peer_task.abort();
     node.shutdown().await.context("stopping the raft node")?;
-    served.context("API server failed")
+    served
 }
 
 async fn shutdown_signal() {

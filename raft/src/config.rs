@@ -49,6 +49,12 @@ pub struct NodeConfig {
     /// Audit archive: checkpoint interval and retention (default: checkpoint every 10,000
     /// commands, keep everything).
     pub audit: crate::audit::AuditOptions,
+    /// Mutual TLS for the peer transport; `None` speaks plain HTTP. The peer listener's owner
+    /// serves with `peer_tls.server`; the node's outbound client uses `peer_tls.client`.
+    pub peer_tls: Option<crate::network::tls::PeerTls>,
+    /// Advertised peer address -> address this node dials instead (a local proxy). Membership
+    /// addresses are replicated and the same on every node; this is each node's own route.
+    pub peer_dial: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for NodeConfig {
@@ -68,6 +74,8 @@ impl Default for NodeConfig {
             install_snapshot_timeout_ms: 10_000,
             max_in_snapshot_log_to_keep: 1_000,
             audit: crate::audit::AuditOptions::default(),
+            peer_tls: None,
+            peer_dial: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -29,4 +29,5 @@ pub use config::NodeConfig;
 pub use error::RaftError;
 pub use network::client::{install_crypto_provider, PeerClient};
 pub use node::{FedNode, ForwardingStats};
+pub use network::tls::PeerTls;
 pub use types::{AppliedEntry, NodeReport, NodeStatus, Proposal, TypeConfig};

@@ -5,6 +5,8 @@ mod audit;
 mod clusters;
 pub(crate) mod common;
 mod endpoints;
+mod admin;
+mod members;
 mod objects;
 mod schedule;
 mod system;
@@ -53,6 +55,10 @@ pub(crate) fn router(app: App) -> Router {
         .route("/v1/audit/state", get(audit::state))
         .route("/v1/audit/diff", get(audit::diff))
         .route("/v1/audit/explain/{ns}/{name}", get(audit::explain))
+        .route("/v1/status", get(admin::status))
+        .route("/v1/admin/backup", get(admin::backup))
+        .route("/v1/admin/members", get(members::list).post(members::add))
+        .route("/v1/admin/voters", put(members::set_voters))
         .route_layer(middleware::from_fn_with_state(
             app.clone(),
             layers::authenticate,

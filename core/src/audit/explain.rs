@@ -123,8 +123,14 @@ fn command_cause(s: &State, r: &Record, key: &ObjectKey, before_empty: bool) -> 
     let actor = &r.entry.actor;
     let mine = r.command_object() == Some((key.namespace.as_str(), key.name.as_str()));
     match &r.entry.command {
-        Command::PutObject { .. } if mine && before_empty => format!("created by {actor}"),
-        Command::PutObject { .. } if mine => format!("spec changed by {actor}"),
+        Command::PutObject { .. } | Command::PutObjectWithDiscovery { .. }
+            if mine && before_empty =>
+        {
+            format!("created by {actor}")
+        }
+        Command::PutObject { .. } | Command::PutObjectWithDiscovery { .. } if mine => {
+            format!("spec changed by {actor}")
+        }
         Command::DeleteObject { .. } if mine => format!("deleted by {actor}"),
         Command::RevokePlacement { .. } if mine => {
             format!("placement revoked by {actor} (scheduled afresh)")

@@ -39,6 +39,9 @@ impl Record {
             Command::PutObject {
                 namespace, name, ..
             }
+            | Command::PutObjectWithDiscovery {
+                namespace, name, ..
+            }
             | Command::DeleteObject {
                 namespace, name, ..
             }

@@ -5,6 +5,7 @@
 //! (back off), anything else that failed in transit is `Network` (retry), and an error the peer
 //! itself returned is `RemoteError`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +22,7 @@ use openraft::BasicNode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::tls::PeerTls;
 use super::*;
 use crate::error::RaftError;
 use crate::types::{NodeId, Proposal, TypeConfig};
@@ -47,30 +49,65 @@ pub enum CallError {
     Codec(#[from] RaftError),
 }
 
-/// A pooled HTTP client that authenticates with the cluster secret.
+/// A pooled HTTP client that authenticates with the cluster secret (and, with TLS, with this
+/// node's certificate).
 #[derive(Clone)]
 pub struct PeerClient {
     http: reqwest::Client,
     bearer: Arc<str>,
+    /// "http" or "https": every peer of a cluster speaks the same one.
+    scheme: &'static str,
+    /// Advertised peer address -> address actually dialled (a local proxy or relay). Empty in a
+    /// plain deployment.
+    dial: Arc<BTreeMap<String, String>>,
 }
 
 impl PeerClient {
+    /// A plain-HTTP peer client.
     pub fn new(secret: &str) -> Result<PeerClient, RaftError> {
+        Self::with_tls(secret, None)
+    }
+
+    /// A peer client that speaks HTTPS with `tls` (mutual TLS against the cluster CA) when given.
+    pub fn with_tls(secret: &str, tls: Option<&PeerTls>) -> Result<PeerClient, RaftError> {
         install_crypto_provider();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             .pool_idle_timeout(Duration::from_secs(60))
             .pool_max_idle_per_host(64)
-            .tcp_nodelay(true)
+            .tcp_nodelay(true);
+        let scheme = match tls {
+            Some(t) => {
+                builder = builder
+                    .tls_backend_preconfigured((*t.client).clone())
+                    .https_only(true);
+                "https"
+            }
+            None => "http",
+        };
+        let http = builder
             .build()
             .map_err(|e| RaftError::Invalid(format!("http client: {e}")))?;
         Ok(PeerClient {
             http,
             bearer: format!("Bearer {secret}").into(),
+            scheme,
+            dial: Arc::default(),
         })
     }
 
-    /// POSTs raw bytes to `http://{addr}{path}` and returns the response body.
+    /// Dials `to` whenever a call targets the advertised address `from` (membership addresses
+    /// are shared by all nodes; this table is this node's own route to them).
+    pub fn with_dial(mut self, dial: BTreeMap<String, String>) -> PeerClient {
+        self.dial = Arc::new(dial);
+        self
+    }
+
+    fn route<'a>(&'a self, addr: &'a str) -> &'a str {
+        self.dial.get(addr).map_or(addr, String::as_str)
+    }
+
+    /// POSTs raw bytes to `{scheme}://{addr}{path}` and returns the response body.
     pub async fn post(
         &self,
         addr: &str,
@@ -81,7 +118,7 @@ impl PeerClient {
     ) -> Result<Vec<u8>, CallError> {
         let mut req = self
             .http
-            .post(format!("http://{addr}{path}"))
+            .post(format!("{}://{}{path}", self.scheme, self.route(addr)))
             .header(AUTH_HEADER, &*self.bearer)
             .header("content-type", "application/octet-stream")
             .timeout(timeout)
@@ -207,7 +244,11 @@ impl PeerClient {
     ) -> Result<crate::NodeReport, CallError> {
         let resp = self
             .http
-            .get(format!("http://{addr}{PATH_STATUS}"))
+            .get(format!(
+                "{}://{}{PATH_STATUS}",
+                self.scheme,
+                self.route(addr)
+            ))
             .header(AUTH_HEADER, &*self.bearer)
             .timeout(timeout)
             .send()

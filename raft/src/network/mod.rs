@@ -1,9 +1,11 @@
 //! Node-to-node transport: HTTP POST with bincode bodies, every request authenticated by the
 //! cluster secret. `client` is the pooled outbound side (openraft's `RaftNetwork` plus the
-//! forwarding calls); `server` is the axum peer router that answers them.
+//! forwarding calls); `server` is the axum peer router that answers them; `tls` builds the
+//! mutual-TLS configurations both sides use when the node has certificates.
 
 pub mod client;
 pub mod server;
+pub mod tls;
 
 /// Header carrying the cluster secret: `authorization: Bearer <secret>`.
 pub const AUTH_HEADER: &str = "authorization";

@@ -86,7 +86,8 @@ impl FedNode {
         let log_store = LogStore::new(store.clone(), committed.clone());
         let sm = StateMachine::open_with(store, cfg.audit).await?;
         let shared = sm.shared();
-        let client = PeerClient::new(&cfg.cluster_secret)?;
+        let client = PeerClient::with_tls(&cfg.cluster_secret, cfg.peer_tls.as_ref())?
+            .with_dial(cfg.peer_dial.clone());
         let raft = Raft::new(
             cfg.node_id,
             raft_config,

@@ -1,0 +1,70 @@
+//! Operator verbs over the admin API: `fedraft status` (this node's raft position and state
+//! hash) and `fedraft members` (list, add a learner, set the voters). Each is one request; the
+//! answer is printed as JSON so runbooks can pipe it to `jq`.
+
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use crate::client::Client;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum MembersCmd {
+    /// Voters, learners, their peer addresses and the leader.
+    List,
+    /// Add a node as a learner and wait until it has caught up (run against the leader).
+    Add {
+        /// The new node's id (never reuse the id of a removed node).
+        #[arg(long)]
+        id: u64,
+        /// The new node's advertised peer address (its `peer_advertise`).
+        #[arg(long)]
+        peer_addr: String,
+    },
+    /// Replace the voter set (run against the leader); members not listed are removed.
+    Voters {
+        /// Comma-separated node ids, e.g. 1,2,4.
+        #[arg(value_delimiter = ',', required = true)]
+        ids: Vec<u64>,
+    },
+}
+
+fn print(v: &serde_json::Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+    );
+}
+
+pub async fn status(c: &Client, stale: bool) -> anyhow::Result<ExitCode> {
+    let path = if stale {
+        "/v1/status?stale=true"
+    } else {
+        "/v1/status"
+    };
+    print(&c.get_json(path).await?);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn members(c: &Client, cmd: MembersCmd) -> anyhow::Result<ExitCode> {
+    let v = match cmd {
+        MembersCmd::List => c.get_json("/v1/admin/members").await?,
+        MembersCmd::Add { id, peer_addr } => {
+            let body = json!({"id": id, "peerAddr": peer_addr});
+            c.write(
+                reqwest::Method::POST,
+                "/v1/admin/members",
+                Some(&body),
+                None,
+            )
+            .await?
+        }
+        MembersCmd::Voters { ids } => {
+            let body = json!({ "voters": ids });
+            c.write(reqwest::Method::PUT, "/v1/admin/voters", Some(&body), None)
+                .await?
+        }
+    };
+    print(&v);
+    Ok(ExitCode::SUCCESS)
+}
