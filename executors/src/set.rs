@@ -131,7 +131,11 @@ async fn run_cluster<C: ControlPlane>(
     ));
     let probe = Tasks(vec![
         tokio::spawn(run_probe(ctx.clone(), obs.clone())),
-        tokio::spawn(run_service_observer(ctrl.clone(), ctx.clone(), svc_obs.clone())),
+        tokio::spawn(run_service_observer(
+            ctrl.clone(),
+            ctx.clone(),
+            svc_obs.clone(),
+        )),
     ]);
     let mut reconciler = Reconciler::new(ctrl, ctx, obs.clone(), wake);
     tokio::select! {

@@ -127,7 +127,12 @@ fn check_args(args: &PutArgs) -> anyhow::Result<()> {
     if args.clients.is_empty() || args.clients.contains(&0) {
         bail!("--clients needs positive levels, e.g. 1,16,64");
     }
-    if args.rounds == 0 || !(args.round_secs > 0.0) || !(args.warmup_secs >= 0.0) {
+    if args.rounds == 0
+        || args.round_secs.is_nan()
+        || args.round_secs <= 0.0
+        || args.warmup_secs.is_nan()
+        || args.warmup_secs < 0.0
+    {
         bail!("--rounds and --round-secs must be positive, --warmup-secs not negative");
     }
     if args.value_size < 16 || args.value_size > 64 * 1024 {

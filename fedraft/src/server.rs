@@ -112,14 +112,14 @@ async fn run_config(f: NodeFile) -> anyhow::Result<()> {
         .then(|| f.executors.to_config(f.node_id));
     serve(
         nc,
-        peer,
-        api,
-        api_tls,
+        Listeners { peer, api, api_tls },
         tokens,
         cfg,
         f.peers.clone(),
-        executors,
-        f.dns.clone(),
+        Extras {
+            executors,
+            dns: f.dns.clone(),
+        },
     )
     .await
 }
@@ -164,34 +164,52 @@ async fn run_dev(
         ..NodeConfig::default()
     };
     println!("fedraft dev server: API on http://{}", api.local_addr()?);
-    serve(
-        nc,
+    let listeners = Listeners {
         peer,
         api,
-        None,
-        tokens,
-        ApiConfig::default(),
-        BTreeMap::from([(1, advertise)]),
-        Some(ExecutorTiming::default().to_config(1)),
-        dns_listen.map(|listen| fedraft_dns::DnsConfig {
+        api_tls: None,
+    };
+    let extras = Extras {
+        executors: Some(ExecutorTiming::default().to_config(1)),
+        dns: dns_listen.map(|listen| fedraft_dns::DnsConfig {
             listen,
             ..fedraft_dns::DnsConfig::default()
         }),
+    };
+    serve(
+        nc,
+        listeners,
+        tokens,
+        ApiConfig::default(),
+        BTreeMap::from([(1, advertise)]),
+        extras,
     )
     .await
 }
 
-async fn serve(
-    nc: NodeConfig,
+/// The bound listeners of one node.
+struct Listeners {
     peer: TcpListener,
     api: TcpListener,
     api_tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+/// What runs beside raft and the API; `None` leaves it off.
+struct Extras {
+    executors: Option<ExecutorConfig>,
+    dns: Option<fedraft_dns::DnsConfig>,
+}
+
+async fn serve(
+    nc: NodeConfig,
+    listeners: Listeners,
     tokens: TokenStore,
     cfg: ApiConfig,
     members: BTreeMap<u64, String>,
-    executors: Option<ExecutorConfig>,
-    dns: Option<fedraft_dns::DnsConfig>,
+    extras: Extras,
 ) -> anyhow::Result<()> {
+    let Listeners { peer, api, api_tls } = listeners;
+    let Extras { executors, dns } = extras;
     let peer_tls = nc.peer_tls.as_ref().map(|t| t.server.clone());
     let node = FedNode::open(nc).await.context("opening the raft node")?;
     let peer_app = node.peer_router();

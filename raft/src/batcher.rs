@@ -7,7 +7,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use fedraft_core::command::LogEntry;
 use fedraft_core::state::Applied;
@@ -47,6 +47,34 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// How much faster than the monotonic clock log time may run while it catches up with a wall
+/// clock that stepped forward (as a fraction: 1/4 = 25 % faster).
+const CATCH_UP_DIVISOR: u64 = 4;
+
+/// The leader's log time: its wall clock, never below what was applied before, and never running
+/// ahead of its own monotonic clock by more than [`CATCH_UP_DIVISOR`]. A wall clock that leaps
+/// forward (a bad NTP step, a VM resumed with a stale offset) would otherwise move log time by
+/// the leap in one entry and expire every cluster's health deadline at once; bounded, log time
+/// catches up gradually and a 30 s failure threshold still needs at least 24 s of real silence.
+#[derive(Debug, Default)]
+struct LogClock {
+    /// The last stamp given here and the monotonic instant it was given at.
+    last: Option<(u64, Instant)>,
+}
+
+impl LogClock {
+    fn stamp(&mut self, wall_ms: u64, now: Instant, floor_ms: u64) -> u64 {
+        let mut stamp = wall_ms.max(floor_ms);
+        if let Some((last_ms, at)) = self.last {
+            let elapsed = now.saturating_duration_since(at).as_millis() as u64;
+            let ceiling = last_ms + elapsed + elapsed / CATCH_UP_DIVISOR;
+            stamp = stamp.min(ceiling).max(last_ms).max(floor_ms);
+        }
+        self.last = Some((stamp, now));
+        stamp
+    }
+}
+
 /// Packs queued proposals into raft entries: waits for a free in-flight slot, takes everything
 /// queued (up to `MAX_BATCH_COMMANDS`), stamps it with the leader's time and writes it as one
 /// entry. Each proposer gets its own command's outcome.
@@ -56,7 +84,7 @@ pub(crate) async fn run_batcher(
     mut rx: tokio::sync::mpsc::Receiver<Pending>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_BATCHES_IN_FLIGHT));
-    let mut last_stamp_ms = 0u64;
+    let mut clock = LogClock::default();
     loop {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
@@ -71,11 +99,8 @@ pub(crate) async fn run_batcher(
         }
         // Never below anything stamped here or applied anywhere before (a new leader's clock
         // may be behind the old one's).
-        let floor = sm
-            .last_timestamp_ms
-            .load(Ordering::Relaxed)
-            .max(last_stamp_ms);
-        last_stamp_ms = now_ms().max(floor);
+        let floor = sm.last_timestamp_ms.load(Ordering::Relaxed);
+        let last_stamp_ms = clock.stamp(now_ms(), Instant::now(), floor);
         let (entries, replies): (Vec<LogEntry>, Vec<_>) = batch
             .into_iter()
             .map(|p| {
@@ -118,5 +143,38 @@ pub(crate) async fn run_batcher(
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_forward_leap_of_the_wall_clock_is_absorbed_gradually() {
+        let t0 = Instant::now();
+        let mut c = LogClock::default();
+        assert_eq!(c.stamp(1_000_000, t0, 0), 1_000_000);
+        // One second later the wall clock leaps 65 s ahead: log time moves 1.25 s at most.
+        let s1 = c.stamp(1_066_000, t0 + Duration::from_secs(1), 0);
+        assert_eq!(s1, 1_001_250);
+        // It keeps catching up at most 25 % faster than real time.
+        let s2 = c.stamp(1_070_000, t0 + Duration::from_secs(5), 0);
+        assert_eq!(s2, 1_001_250 + 5_000);
+    }
+
+    #[test]
+    fn never_below_the_floor_or_the_last_stamp() {
+        let t0 = Instant::now();
+        let mut c = LogClock::default();
+        assert_eq!(c.stamp(5_000, t0, 9_000), 9_000);
+        // The wall clock went back: log time holds.
+        assert_eq!(c.stamp(1_000, t0 + Duration::from_millis(10), 0), 9_000);
+        // A newer applied stamp (another leader's) lifts it.
+        assert_eq!(
+            c.stamp(1_000, t0 + Duration::from_millis(20), 12_000),
+            12_000
+        );
     }
 }

@@ -28,6 +28,6 @@ pub mod wire;
 pub use config::NodeConfig;
 pub use error::RaftError;
 pub use network::client::{install_crypto_provider, PeerClient};
-pub use node::{FedNode, ForwardingStats};
 pub use network::tls::PeerTls;
+pub use node::{FedNode, ForwardingStats};
 pub use types::{AppliedEntry, NodeReport, NodeStatus, Proposal, TypeConfig};

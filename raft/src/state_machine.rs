@@ -225,7 +225,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                                 applied: applied.clone(),
                             }));
                             out.push(applied);
-                            if every > 0 && seq % every == 0 {
+                            if every > 0 && seq.is_multiple_of(every) {
                                 checkpoints.push((seq, g.state.to_snapshot()));
                             }
                         }

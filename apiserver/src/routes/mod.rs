@@ -1,11 +1,11 @@
 //! The route table (the one place that lists every endpoint and the order of the layers) and the
 //! handlers, one module per resource.
 
+mod admin;
 mod audit;
 mod clusters;
 pub(crate) mod common;
 mod endpoints;
-mod admin;
 mod members;
 mod objects;
 mod schedule;

@@ -15,6 +15,9 @@ use super::{decode_entry, decode_record, AuditLog, LiveState};
 use crate::error::RaftError;
 use crate::wire;
 
+/// Sees every replayed record and the state right after it.
+type RecordVisitor<'a> = dyn FnMut(&AuditRecord, &State) -> Result<(), RaftError> + 'a;
+
 /// Problems a verification lists before it stops collecting.
 const MAX_LISTED: usize = 100;
 
@@ -71,7 +74,7 @@ impl AuditLog {
         &self,
         state: &mut State,
         to: u64,
-        each: Option<&mut dyn FnMut(&AuditRecord, &State) -> Result<(), RaftError>>,
+        each: Option<&mut RecordVisitor<'_>>,
         progress: &mut dyn FnMut(u64),
     ) -> Result<(), RaftError> {
         match each {
