@@ -16,9 +16,7 @@
 //! event): those change every few seconds and nothing user-visible depends on them.
 
 use super::index::health_deadline;
-use super::{
-    validate, ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State, MAX_BATCH_ITEMS,
-};
+use super::{validate, ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
 use crate::command::Heartbeat;
 use crate::model::{Capacity, Health};
 
@@ -84,15 +82,7 @@ impl State {
     }
 
     pub(crate) fn on_heartbeats(&mut self, batch: &[Heartbeat], ctx: &mut Ctx) -> HandlerResult {
-        if batch.len() > MAX_BATCH_ITEMS {
-            return Err(Rejection::from(crate::error::FieldError::new(
-                "heartbeats",
-                format!(
-                    "{} items exceed the batch limit of {MAX_BATCH_ITEMS}",
-                    batch.len()
-                ),
-            )));
-        }
+        super::check_batch_len(batch.len(), "heartbeats")?;
         for (i, hb) in batch.iter().enumerate() {
             // The field path is only formatted on error: this loop is on the hot path.
             validate::dns_label(&hb.cluster, "").map_err(|e| {

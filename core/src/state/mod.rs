@@ -55,6 +55,17 @@ pub const SNAPSHOT_VERSION: u16 = 2;
 /// Most items in one heartbeat or status batch; executors split larger batches.
 pub const MAX_BATCH_ITEMS: usize = 10_000;
 
+/// Refuses an event batch longer than [`MAX_BATCH_ITEMS`], naming the batch's field.
+pub(crate) fn check_batch_len(len: usize, field: &str) -> Result<(), Rejection> {
+    if len > MAX_BATCH_ITEMS {
+        return Err(Rejection::from(crate::error::FieldError::new(
+            field,
+            format!("{len} items exceed the batch limit of {MAX_BATCH_ITEMS}"),
+        )));
+    }
+    Ok(())
+}
+
 /// The replicated part of the state: everything the snapshot carries and the hash covers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Data {

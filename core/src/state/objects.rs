@@ -8,9 +8,7 @@
 //! and just re-renders. Revoke forgets the placement and schedules from scratch.
 //! Status reports are facts: reports about objects or clusters that are gone are skipped.
 
-use super::{
-    index, validate, ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State, MAX_BATCH_ITEMS,
-};
+use super::{index, validate, ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
 use crate::command::ObjectStatusReport;
 use crate::error::FieldError;
 use crate::model::{FederatedObject, ObjectKey, ObjectSpec, ObjectStatus, TemplateInfo};
@@ -182,15 +180,7 @@ impl State {
         batch: &[ObjectStatusReport],
         ctx: &mut Ctx,
     ) -> HandlerResult {
-        if batch.len() > MAX_BATCH_ITEMS {
-            return Err(Rejection::from(FieldError::new(
-                "reports",
-                format!(
-                    "{} items exceed the batch limit of {MAX_BATCH_ITEMS}",
-                    batch.len()
-                ),
-            )));
-        }
+        super::check_batch_len(batch.len(), "reports")?;
         for (i, r) in batch.iter().enumerate() {
             // The field path is only formatted on error: this loop is on the hot path.
             let at = |what: &'static str| {

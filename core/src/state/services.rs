@@ -24,10 +24,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State, MAX_BATCH_ITEMS};
+use super::{ChangeKind, ChangeOp, Ctx, HandlerResult, State};
 use crate::command::Command;
 use crate::discovery::{validate_service_template, DiscoverySpec, EndpointsReport, ServicePort};
-use crate::error::FieldError;
 use crate::model::{ObjectKey, ObjectSpec};
 
 /// The latest observation of one Service in one member cluster.
@@ -88,15 +87,7 @@ impl State {
         batch: &[EndpointsReport],
         ctx: &mut Ctx,
     ) -> HandlerResult {
-        if batch.len() > MAX_BATCH_ITEMS {
-            return Err(Rejection::from(FieldError::new(
-                "reports",
-                format!(
-                    "{} items exceed the batch limit of {MAX_BATCH_ITEMS}",
-                    batch.len()
-                ),
-            )));
-        }
+        super::check_batch_len(batch.len(), "reports")?;
         for (i, r) in batch.iter().enumerate() {
             r.validate(&format!("reports[{i}]"))?;
         }
