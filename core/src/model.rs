@@ -43,6 +43,20 @@ impl ObjectKey {
             name: name.into(),
         }
     }
+
+    /// `namespace/name`, the text `Display` writes, built without the formatter: change
+    /// records on the apply path carry it for every touched object.
+    pub fn join(namespace: &str, name: &str) -> String {
+        let mut s = String::with_capacity(namespace.len() + 1 + name.len());
+        s.push_str(namespace);
+        s.push('/');
+        s.push_str(name);
+        s
+    }
+
+    pub fn path(&self) -> String {
+        Self::join(&self.namespace, &self.name)
+    }
 }
 
 impl fmt::Display for ObjectKey {

@@ -355,7 +355,10 @@ impl Placement {
     pub fn validate(&self, field_prefix: &str) -> Result<(), FieldError> {
         if let Some(clusters) = &self.clusters {
             for (i, name) in clusters.iter().enumerate() {
-                validate_dns_label(name, &format!("{field_prefix}.clusters[{i}]"))?;
+                // The path is formatted only on error: every put checks every listed cluster.
+                validate_dns_label(name, "").map_err(|e| {
+                    FieldError::new(format!("{field_prefix}.clusters[{i}]"), e.message)
+                })?;
             }
         }
         if let Some(sel) = &self.cluster_selector {
@@ -383,8 +386,8 @@ impl Placement {
                 ));
             }
         }
-        let rp = format!("{field_prefix}.replicas");
         if let Some(division) = &self.replicas.division {
+            let rp = format!("{field_prefix}.replicas");
             if self.replicas.mode == ReplicaMode::Duplicated {
                 return Err(FieldError::new(
                     format!("{rp}.division"),

@@ -113,7 +113,7 @@ impl State {
             },
             resource_version: ctx.index,
         };
-        self.d.clusters.insert(spec.name.clone(), cluster);
+        self.d.clusters.insert(&spec.name, cluster);
         self.ix.booked.insert(spec.name.clone(), Resources::ZERO);
         ctx.change(ChangeKind::Cluster, spec.name.clone(), ChangeOp::Added);
         // Unknown until its first heartbeat: nothing can be placed on it yet.
@@ -187,7 +187,7 @@ impl State {
         obj.status.clusters.retain(|p| p.cluster != cluster);
         obj.status.ready_replicas = obj.status.clusters.iter().map(|p| p.ready_replicas).sum();
         if obj.resource_version != ctx.index {
-            ctx.change(ChangeKind::Object, key.to_string(), ChangeOp::Modified);
+            ctx.change(ChangeKind::Object, key.path(), ChangeOp::Modified);
         }
         obj.resource_version = ctx.index;
         self.ix.add_object(obj);

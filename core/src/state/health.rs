@@ -84,7 +84,11 @@ impl State {
     pub(crate) fn on_heartbeats(&mut self, batch: &[Heartbeat], ctx: &mut Ctx) -> HandlerResult {
         super::check_batch_len(batch.len(), "heartbeats")?;
         for (i, hb) in batch.iter().enumerate() {
-            // The field path is only formatted on error: this loop is on the hot path.
+            // A registered cluster's name was validated when it registered; the lookup is
+            // cheaper than the check, and this loop runs for every heartbeat.
+            if self.d.clusters.contains_key(&hb.cluster) {
+                continue;
+            }
             validate::dns_label(&hb.cluster, "").map_err(|e| {
                 crate::error::FieldError::new(format!("heartbeats[{i}].cluster"), e.message)
             })?;

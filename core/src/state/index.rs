@@ -49,7 +49,7 @@ pub(crate) fn health_deadline(c: &Cluster) -> Option<u64> {
 impl Index {
     pub fn rebuild(d: &Data) -> Index {
         let mut ix = Index::default();
-        for (name, c) in &d.clusters {
+        for (name, c) in d.clusters.iter() {
             ix.booked.insert(name.clone(), Resources::ZERO);
             ix.rearm(name, health_deadline(c));
         }

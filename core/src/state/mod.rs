@@ -10,10 +10,11 @@
 //! log, not to the command).
 //!
 //! Layout: `clusters` (register/update/deregister/cordon/drain), `health` (heartbeats, log
-//! time, hysteresis), `objects` (put/delete/revoke/status), `tenants` (quota, slices),
-//! `placement` (calling the scheduler, booking capacity, the reschedule queue), `index` (derived
-//! lookup structures, rebuilt on restore), `table` (objects by namespace and name), `dedupe`
-//! (request-id memo), `validate` (input checks), `services` (service discovery facts).
+//! time, hysteresis), `objects` (put/delete/revoke), `reports` (status reports), `tenants`
+//! (quota, slices), `placement` (calling the scheduler, booking capacity, the reschedule
+//! queue), `index` (derived lookup structures, rebuilt on restore), `table` (objects by
+//! namespace and name), `dedupe` (request-id memo), `validate` (input checks), `services`
+//! (service discovery facts).
 //!
 //! Must not: do I/O, read clocks, or let anything but the entries decide the state. Hash and
 //! snapshot cover `Data`; `Index` is derived, rebuilt on restore, and `check_consistency`
@@ -26,8 +27,10 @@ mod index;
 mod objects;
 mod outcome;
 mod placement;
+mod reports;
 mod services;
 mod table;
+mod template_fast;
 mod tenants;
 pub mod validate;
 
@@ -48,7 +51,7 @@ use crate::scheduler::Decision;
 use dedupe::{Dedupe, Memo};
 use index::Index;
 use services::Services;
-use table::ObjectTable;
+use table::{Keyed, ObjectTable};
 
 /// Snapshot format this binary writes; it reads this and 1 (before service discovery).
 pub const SNAPSHOT_VERSION: u16 = 2;
@@ -71,7 +74,7 @@ pub(crate) fn check_batch_len(len: usize, field: &str) -> Result<(), Rejection> 
 pub(crate) struct Data {
     /// Never decreases: max of every accepted entry's timestamp.
     pub log_time_ms: u64,
-    pub clusters: BTreeMap<String, Cluster>,
+    pub clusters: Keyed<Cluster>,
     /// namespace -> name -> object (see `table` for why it is not a plain B-tree).
     pub objects: ObjectTable,
     pub tenants: BTreeMap<String, Tenant>,

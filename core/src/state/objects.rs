@@ -1,4 +1,4 @@
-//! Object intents (put, delete, revoke placement) and status reports from executors.
+//! Object intents: put, delete, revoke placement.
 //!
 //! Put = create or replace, with optional compare-and-swap on the resource version
 //! (`Some(0)`: must not exist). Validation covers names, the template (JSON object with
@@ -6,16 +6,9 @@
 //! tenant's quota; only then does anything change. A put reschedules only when the placement
 //! spec or the template's replicas/requests changed; a template-only edit keeps the placement
 //! and just re-renders. Revoke forgets the placement and schedules from scratch.
-//! Status reports are facts: reports about objects or clusters that are gone are skipped.
 
 use super::{index, validate, ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
-use crate::command::ObjectStatusReport;
-use crate::error::FieldError;
 use crate::model::{FederatedObject, ObjectKey, ObjectSpec, ObjectStatus, TemplateInfo};
-
-/// Status messages longer than this are cut (at a character boundary): executors relay
-/// Kubernetes messages, which can be long, and every byte is replicated.
-pub const MAX_STATUS_MESSAGE_BYTES: usize = 1024;
 
 fn validate_names(namespace: &str, name: &str) -> Result<(), Rejection> {
     validate::dns_label(namespace, "metadata.namespace")?;
@@ -30,17 +23,6 @@ fn validate_spec(spec: &ObjectSpec) -> Result<TemplateInfo, Rejection> {
         o.validate(&format!("spec.overrides[{i}]"))?;
     }
     Ok(info)
-}
-
-fn truncate(message: &str) -> String {
-    if message.len() <= MAX_STATUS_MESSAGE_BYTES {
-        return message.to_string();
-    }
-    let mut end = MAX_STATUS_MESSAGE_BYTES;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    message[..end].to_string()
 }
 
 impl State {
@@ -102,7 +84,7 @@ impl State {
             if reschedule {
                 self.ix.refresh_flags(&key, before, obj);
             }
-            ctx.change(ChangeKind::Object, key.to_string(), ChangeOp::Modified);
+            ctx.change(ChangeKind::Object, key.path(), ChangeOp::Modified);
         } else {
             let obj = FederatedObject {
                 namespace: namespace.to_string(),
@@ -114,7 +96,7 @@ impl State {
             };
             self.ix.add_object(&obj);
             self.d.objects.insert(obj);
-            ctx.change(ChangeKind::Object, key.to_string(), ChangeOp::Added);
+            ctx.change(ChangeKind::Object, key.path(), ChangeOp::Added);
         }
         self.book_quota(namespace, old_need.unwrap_or_default(), new_need);
         if reschedule {
@@ -152,7 +134,7 @@ impl State {
         if self.ix.pending_set.remove(&key) {
             self.d.pending.retain(|k| *k != key);
         }
-        ctx.change(ChangeKind::Object, key.to_string(), ChangeOp::Deleted);
+        ctx.change(ChangeKind::Object, key.path(), ChangeOp::Deleted);
         Ok(Some(ctx.index))
     }
 
@@ -173,73 +155,5 @@ impl State {
         let key = obj.key();
         let changed = self.reschedule(&key, true, ctx);
         Ok(Some(if changed { ctx.index } else { before }))
-    }
-
-    pub(crate) fn on_status_reports(
-        &mut self,
-        batch: &[ObjectStatusReport],
-        ctx: &mut Ctx,
-    ) -> HandlerResult {
-        super::check_batch_len(batch.len(), "reports")?;
-        for (i, r) in batch.iter().enumerate() {
-            // The field path is only formatted on error: this loop is on the hot path.
-            let at = |what: &'static str| {
-                move |e: FieldError| FieldError::new(format!("reports[{i}].{what}"), e.message)
-            };
-            validate::dns_label(&r.namespace, "").map_err(at("namespace"))?;
-            validate::dns_subdomain(&r.name, "").map_err(at("name"))?;
-            validate::dns_label(&r.cluster, "").map_err(at("cluster"))?;
-        }
-        // First a read-only pass that finds where each report lands. With many objects every
-        // lookup is a chain of cache misses; the lookups of different reports do not depend on
-        // each other, so in a tight loop the processor overlaps them, and the writing pass
-        // below then finds everything in cache. Reports never change which clusters an object
-        // is placed on, so the positions stay valid.
-        let found: Vec<Option<usize>> = batch
-            .iter()
-            .map(|r| {
-                let obj = self.d.objects.get(&r.namespace, &r.name)?;
-                // Reports from clusters the object no longer runs on are stale: executors
-                // report while they remove what fedraft moved away.
-                obj.status
-                    .clusters
-                    .binary_search_by(|p| p.cluster.as_str().cmp(&r.cluster))
-                    .ok()
-            })
-            .collect();
-        for (r, at) in batch.iter().zip(found) {
-            if let Some(i) = at {
-                self.status_report(r, i, ctx);
-            }
-        }
-        Ok(None)
-    }
-
-    /// Records one report about the object's `i`th placed cluster.
-    fn status_report(&mut self, r: &ObjectStatusReport, i: usize, ctx: &mut Ctx) {
-        let Some(obj) = self.d.objects.get_mut(&r.namespace, &r.name) else {
-            return;
-        };
-        let message = r.message.as_deref().map(truncate);
-        let pc = &mut obj.status.clusters[i];
-        let same = pc.applied == r.applied
-            && pc.ready_replicas == r.ready_replicas
-            && pc.message == message;
-        pc.reported_ms = Some(ctx.now_ms);
-        if same {
-            return;
-        }
-        pc.applied = r.applied;
-        pc.ready_replicas = r.ready_replicas;
-        pc.message = message;
-        obj.status.ready_replicas = obj.status.clusters.iter().map(|p| p.ready_replicas).sum();
-        if obj.resource_version != ctx.index {
-            ctx.change(
-                ChangeKind::Object,
-                format!("{}/{}", r.namespace, r.name),
-                ChangeOp::Modified,
-            );
-        }
-        obj.resource_version = ctx.index;
     }
 }

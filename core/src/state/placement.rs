@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::table::Keyed;
 use super::{index, ChangeKind, ChangeOp, Ctx, Data, State};
 use crate::model::{
     Cluster, FederatedObject, Health, ObjectKey, PlacedCluster, ShortfallStatus, Tenant,
@@ -72,7 +73,7 @@ fn free(c: &Cluster, booked: Resources) -> Option<Resources> {
 
 /// Views of every registered cluster with what fedraft's placements left free.
 pub(crate) fn fleet_views<'a>(
-    clusters: &'a BTreeMap<String, Cluster>,
+    clusters: &'a Keyed<Cluster>,
     booked: &BTreeMap<String, Resources>,
 ) -> Vec<ClusterView<'a>> {
     clusters
@@ -140,7 +141,7 @@ impl State {
             obj.placement_map()
         };
         let allowed = allowed_for(&self.d, &self.ix.ns_owner, &obj.namespace);
-        let object_key = format!("{}/{}", obj.namespace, obj.name);
+        let object_key = ObjectKey::join(&obj.namespace, &obj.name);
         let req = ScheduleRequest {
             object_key: &object_key,
             placement: &obj.spec.placement,
@@ -227,7 +228,7 @@ impl State {
         obj.status.shortfall = shortfall;
         obj.status.decision_summary = summary;
         if obj.resource_version != ctx.index {
-            ctx.change(ChangeKind::Object, key.to_string(), ChangeOp::Modified);
+            ctx.change(ChangeKind::Object, key.path(), ChangeOp::Modified);
         }
         obj.resource_version = ctx.index;
         self.ix.refresh_flags(key, before, obj);
@@ -372,11 +373,7 @@ impl State {
 }
 
 /// Failover deadlines for the object's replicas on unhealthy clusters that are still ahead.
-fn failover_timers(
-    obj: &FederatedObject,
-    clusters: &BTreeMap<String, Cluster>,
-    now_ms: u64,
-) -> Vec<u64> {
+fn failover_timers(obj: &FederatedObject, clusters: &Keyed<Cluster>, now_ms: u64) -> Vec<u64> {
     let failover = &obj.spec.placement.failover;
     if !failover.enabled {
         return Vec::new();

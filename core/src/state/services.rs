@@ -76,7 +76,7 @@ impl State {
         if let Some(obj) = self.d.objects.get_mut(namespace, name) {
             if obj.resource_version != ctx.index {
                 obj.resource_version = ctx.index;
-                ctx.change(ChangeKind::Object, key.to_string(), ChangeOp::Modified);
+                ctx.change(ChangeKind::Object, key.path(), ChangeOp::Modified);
             }
         }
         Ok(Some(ctx.index))

@@ -1,13 +1,18 @@
-//! The object table: federated objects by namespace and name, with O(1) lookups and ordered
-//! iteration.
+//! Tables keyed by name with O(1) lookups and ordered iteration: the clusters, and the objects
+//! by namespace and name.
 //!
-//! Executors report status for random objects many times a second; a B-tree lookup by string
-//! key costs a cache miss per comparison, so each namespace keeps its objects in a hash map for
-//! lookups and a sorted set of names for iteration. Determinism: the hash map is never iterated
-//! (its order is random per process); every iteration, the snapshot and the hash go through the
-//! sorted names, and the encoding is exactly that of `BTreeMap<String, FederatedObject>`.
+//! Executors report heartbeats and status for random clusters and objects many times a
+//! second; a B-tree lookup by string key costs a cache miss per comparison, so a [`Keyed`]
+//! table keeps its values in a hash map for lookups, next to a sorted set of the names for
+//! iteration. Determinism: the hash maps are never iterated (their order is random per
+//! process); every iteration, the snapshot and the hash go through the sorted names, and the
+//! encoding is exactly that of a `BTreeMap<String, V>`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// foldhash rather than SipHash: hashing the two names of every status report was a visible
+/// share of applying it. Seeded per process like std's, and never iterated (see above).
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -74,34 +79,63 @@ impl std::fmt::Debug for Name {
     }
 }
 
-/// Objects of one namespace.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Namespace {
-    /// Boxed: moving an object never copies it, and the table stays small.
-    by_name: HashMap<Name, Box<FederatedObject>>,
-    /// The same names, sorted: the only way this namespace is iterated.
+/// Values by name: hashed for lookups, sorted for iteration, encoded as a `BTreeMap`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Keyed<V> {
+    /// Boxed: moving a value never copies it, and the table stays small.
+    by_name: Map<Name, Box<V>>,
+    /// The same names, sorted: the only way the table is iterated.
     names: BTreeSet<String>,
 }
 
-impl Namespace {
-    pub fn get(&self, name: &str) -> Option<&FederatedObject> {
-        self.by_name.get(name).map(|o| &**o)
-    }
-
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut FederatedObject> {
-        self.by_name.get_mut(name).map(|o| &mut **o)
-    }
-
-    pub fn insert(&mut self, obj: FederatedObject) {
-        if !self.by_name.contains_key(obj.name.as_str()) {
-            self.names.insert(obj.name.clone());
+impl<V> Default for Keyed<V> {
+    fn default() -> Self {
+        Keyed {
+            by_name: Map::default(),
+            names: BTreeSet::new(),
         }
-        self.by_name.insert(Name::new(&obj.name), Box::new(obj));
+    }
+}
+
+impl<V> Keyed<V> {
+    pub fn get(&self, name: &str) -> Option<&V> {
+        self.by_name.get(name).map(|v| &**v)
     }
 
-    pub fn remove(&mut self, name: &str) -> Option<FederatedObject> {
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut V> {
+        self.by_name.get_mut(name).map(|v| &mut **v)
+    }
+
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
+    /// Inserts or replaces; returns the value that was there.
+    pub fn insert(&mut self, name: &str, value: V) -> Option<V> {
+        if let Some(slot) = self.by_name.get_mut(name) {
+            return Some(std::mem::replace(&mut **slot, value));
+        }
+        self.names.insert(name.to_owned());
+        self.by_name.insert(Name::new(name), Box::new(value));
+        None
+    }
+
+    /// The value under `name`, inserting `make()` first when there is none.
+    pub fn get_or_insert_with(&mut self, name: &str, make: impl FnOnce() -> V) -> &mut V {
+        if !self.by_name.contains_key(name) {
+            self.names.insert(name.to_owned());
+            self.by_name.insert(Name::new(name), Box::new(make()));
+        }
+        // Present: found or inserted just above.
+        match self.by_name.get_mut(name) {
+            Some(v) => v,
+            None => unreachable!("value inserted above"),
+        }
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<V> {
         self.names.remove(name);
-        self.by_name.remove(name).map(|o| *o)
+        self.by_name.remove(name).map(|v| *v)
     }
 
     pub fn len(&self) -> usize {
@@ -112,33 +146,36 @@ impl Namespace {
         self.names.is_empty()
     }
 
-    /// Objects sorted by name.
-    pub fn values(&self) -> impl Iterator<Item = &FederatedObject> {
-        self.names.iter().filter_map(|n| self.get(n))
+    /// Entries sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &V)> {
+        self.names
+            .iter()
+            .filter_map(|n| self.by_name.get(n.as_str()).map(|v| (n, &**v)))
+    }
+
+    /// Values sorted by name.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.iter().map(|(_, v)| v)
     }
 }
 
-impl Serialize for Namespace {
+impl<V: Serialize> Serialize for Keyed<V> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         // bincode needs the length up front; `names` and `by_name` hold the same keys.
         let mut map = s.serialize_map(Some(self.names.len()))?;
-        for (n, o) in self
-            .names
-            .iter()
-            .filter_map(|n| self.by_name.get(n.as_str()).map(|o| (n, o)))
-        {
-            map.serialize_entry(n, o)?;
+        for (n, v) in self.iter() {
+            map.serialize_entry(n, v)?;
         }
         map.end()
     }
 }
 
-impl<'de> Deserialize<'de> for Namespace {
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Keyed<V> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let sorted = BTreeMap::<String, Box<FederatedObject>>::deserialize(d)?;
+        let sorted = BTreeMap::<String, Box<V>>::deserialize(d)?;
         let names = sorted.keys().cloned().collect();
-        Ok(Namespace {
+        Ok(Keyed {
             by_name: sorted
                 .into_iter()
                 .map(|(k, v)| (Name::new(&k), v))
@@ -148,11 +185,11 @@ impl<'de> Deserialize<'de> for Namespace {
     }
 }
 
-/// All objects: namespace -> `Namespace`.
+/// All objects: namespace -> name -> object. Empty namespaces are dropped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub(crate) struct ObjectTable {
-    namespaces: BTreeMap<String, Namespace>,
+    namespaces: Keyed<Keyed<FederatedObject>>,
 }
 
 impl ObjectTable {
@@ -165,10 +202,15 @@ impl ObjectTable {
     }
 
     pub fn insert(&mut self, obj: FederatedObject) {
-        self.namespaces
-            .entry(obj.namespace.clone())
-            .or_default()
-            .insert(obj);
+        let ns = self
+            .namespaces
+            .get_or_insert_with(&obj.namespace, Keyed::default);
+        if let Some(slot) = ns.get_mut(&obj.name) {
+            *slot = obj;
+            return;
+        }
+        let name = obj.name.clone();
+        ns.insert(&name, obj);
     }
 
     pub fn remove(&mut self, namespace: &str, name: &str) -> Option<FederatedObject> {
@@ -182,7 +224,7 @@ impl ObjectTable {
 
     /// Every object, by namespace then name.
     pub fn iter(&self) -> impl Iterator<Item = &FederatedObject> {
-        self.namespaces.values().flat_map(Namespace::values)
+        self.namespaces.values().flat_map(Keyed::values)
     }
 
     /// The objects of one namespace, by name.
@@ -190,11 +232,11 @@ impl ObjectTable {
         self.namespaces
             .get(namespace)
             .into_iter()
-            .flat_map(Namespace::values)
+            .flat_map(Keyed::values)
     }
 
     pub fn len(&self) -> usize {
-        self.namespaces.values().map(Namespace::len).sum()
+        self.namespaces.values().map(Keyed::len).sum()
     }
 }
 

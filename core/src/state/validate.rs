@@ -82,6 +82,15 @@ pub fn template(text: &str, field: &str) -> Result<TemplateInfo, FieldError> {
             ),
         ));
     }
+    if let Some(info) = super::template_fast::template_info(text) {
+        return Ok(info);
+    }
+    template_by_value(text, field)
+}
+
+/// [`template`] through a full `serde_json::Value`: the authority for every case the fast read
+/// declines, and the reference it is tested against.
+pub(crate) fn template_by_value(text: &str, field: &str) -> Result<TemplateInfo, FieldError> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| FieldError::new(field, format!("not valid JSON: {e}")))?;
     let Some(obj) = value.as_object() else {
