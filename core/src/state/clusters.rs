@@ -114,7 +114,7 @@ impl State {
             resource_version: ctx.index,
         };
         self.d.clusters.insert(&spec.name, cluster);
-        self.ix.booked.insert(spec.name.clone(), Resources::ZERO);
+        self.ix.booked.insert(&spec.name, Resources::ZERO);
         ctx.change(ChangeKind::Cluster, spec.name.clone(), ChangeOp::Added);
         // Unknown until its first heartbeat: nothing can be placed on it yet.
         Ok(Some(ctx.index))

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::table::Keyed;
 use super::Data;
 use crate::model::{Cluster, FederatedObject, Health, ObjectKey};
 use crate::policy::{ReplicaMode, Resources};
@@ -20,13 +21,13 @@ pub(crate) struct Index {
     /// cluster -> its alarm time in `alarms`.
     pub armed: BTreeMap<String, u64>,
     /// cluster -> objects with replicas there.
-    pub placed_on: BTreeMap<String, BTreeSet<ObjectKey>>,
+    pub placed_on: Keyed<BTreeSet<ObjectKey>>,
     /// cluster -> requests booked there (one entry per registered cluster).
-    pub booked: BTreeMap<String, Resources>,
+    pub booked: Keyed<Resources>,
     /// Objects without an explicit cluster list: any new cluster may concern them.
     pub wide: BTreeSet<ObjectKey>,
     /// cluster name -> objects whose explicit cluster list names it.
-    pub named: BTreeMap<String, BTreeSet<ObjectKey>>,
+    pub named: Keyed<BTreeSet<ObjectKey>>,
     /// Objects that may want a cluster that becomes usable: Duplicated, rebalancing, or short of
     /// replicas. Others are stable by design and ignore new clusters.
     pub hungry: BTreeSet<ObjectKey>,
@@ -50,7 +51,7 @@ impl Index {
     pub fn rebuild(d: &Data) -> Index {
         let mut ix = Index::default();
         for (name, c) in d.clusters.iter() {
-            ix.booked.insert(name.clone(), Resources::ZERO);
+            ix.booked.insert(name, Resources::ZERO);
             ix.rearm(name, health_deadline(c));
         }
         for obj in d.objects.iter() {
@@ -112,7 +113,9 @@ impl Index {
             }
             Some(names) => {
                 for n in names {
-                    self.named.entry(n.clone()).or_default().insert(key.clone());
+                    self.named
+                        .get_or_insert_with(n, BTreeSet::new)
+                        .insert(key.clone());
                 }
             }
         }
@@ -153,11 +156,12 @@ impl Index {
                 .template_info
                 .per_replica
                 .saturating_mul(u64::from(pc.replicas));
-            let booked = self.booked.entry(pc.cluster.clone()).or_default();
+            let booked = self
+                .booked
+                .get_or_insert_with(&pc.cluster, Resources::default);
             *booked = booked.saturating_add(&need);
             self.placed_on
-                .entry(pc.cluster.clone())
-                .or_default()
+                .get_or_insert_with(&pc.cluster, BTreeSet::new)
                 .insert(key.clone());
         }
     }
@@ -203,7 +207,7 @@ impl Index {
             match self.booked.get_mut(c) {
                 Some(booked) => *booked = booked.saturating_add(&need),
                 None => {
-                    self.booked.insert(c.to_string(), need);
+                    self.booked.insert(c, need);
                 }
             }
         }
@@ -232,8 +236,7 @@ impl Index {
                             set.insert(key.clone());
                         }
                         None => {
-                            self.placed_on
-                                .insert(y.to_string(), BTreeSet::from([key.clone()]));
+                            self.placed_on.insert(y, BTreeSet::from([key.clone()]));
                         }
                     }
                 }
@@ -273,7 +276,9 @@ impl Index {
             }
             Some(names) => {
                 for n in names {
-                    self.named.entry(n.clone()).or_default().insert(key.clone());
+                    self.named
+                        .get_or_insert_with(n, BTreeSet::new)
+                        .insert(key.clone());
                 }
             }
         }

@@ -74,7 +74,7 @@ fn free(c: &Cluster, booked: Resources) -> Option<Resources> {
 /// Views of every registered cluster with what fedraft's placements left free.
 pub(crate) fn fleet_views<'a>(
     clusters: &'a Keyed<Cluster>,
-    booked: &BTreeMap<String, Resources>,
+    booked: &Keyed<Resources>,
 ) -> Vec<ClusterView<'a>> {
     clusters
         .values()
@@ -82,7 +82,7 @@ pub(crate) fn fleet_views<'a>(
         .collect()
 }
 
-fn booked_on(booked: &BTreeMap<String, Resources>, cluster: &str) -> Resources {
+fn booked_on(booked: &Keyed<Resources>, cluster: &str) -> Resources {
     booked.get(cluster).copied().unwrap_or_default()
 }
 
