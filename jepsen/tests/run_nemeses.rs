@@ -39,6 +39,7 @@ fn binaries() -> &'static PathBuf {
         );
         let harness = PathBuf::from(env!("CARGO_BIN_EXE_fedraft-jepsen"));
         let target = harness.parent().unwrap().to_path_buf();
+        remove_stale_copies();
         let dir = std::env::temp_dir().join(format!("fedraft-jepsen-bins-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         for name in ["fedraft", "fedraft-kubesim"] {
@@ -47,6 +48,26 @@ fn binaries() -> &'static PathBuf {
         std::fs::copy(&harness, dir.join("fedraft-jepsen")).unwrap();
         dir
     })
+}
+
+/// Copies left by earlier runs whose process is gone (a test binary cannot clean up at exit):
+/// about 600 MB each.
+fn remove_stale_copies() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("fedraft-jepsen-bins-"))
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 fn verdict_of(out: &Path, checker: &str) -> serde_json::Value {
