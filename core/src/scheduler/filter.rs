@@ -9,21 +9,29 @@ use super::decision::DropReason;
 use super::{ClusterView, HealthView, ScheduleRequest};
 use crate::policy::{tolerated, Division, TaintEffect};
 
-/// What the filters made of one cluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the filters made of one cluster; the reason, when there is one, is in
+/// `Classes::reasons`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Class {
     /// May receive new replicas.
     Candidate,
     /// Keeps the replicas it has (never more), e.g. cordoned or NotReady within grace.
-    Frozen(DropReason),
+    Frozen,
     /// Its replicas are re-placed elsewhere.
-    Evicted(DropReason),
+    Evicted,
 }
 
 /// Per-cluster filter results, parallel to the sorted cluster slice.
+///
+/// The class is one byte per cluster and the reasons sit apart, one per dropped cluster:
+/// most clusters pass, and a reason per cluster (a `DropReason` is 56 bytes with a destructor)
+/// made this table the largest allocation of a decision.
 #[derive(Debug, Clone)]
 pub(crate) struct Classes {
     pub class: Vec<Class>,
+    /// (cluster position, why it was dropped), one per non-candidate, by position once
+    /// `classify` and `spread::apply` are done.
+    pub reasons: Vec<(usize, DropReason)>,
     /// The most replicas of this object the cluster may hold; None = no capacity limit.
     pub cap: Vec<Option<u64>>,
     /// Spread constraints ask for at least one replica here (to reach minGroups).
@@ -33,12 +41,23 @@ pub(crate) struct Classes {
 }
 
 impl Classes {
-    fn drop(&mut self, i: usize, reason: DropReason) {
+    /// Drops a candidate (each cluster is dropped at most once). Callers that drop out of
+    /// position order call `sort_reasons` afterwards.
+    pub(crate) fn drop(&mut self, i: usize, reason: DropReason) {
+        debug_assert_eq!(self.class[i], Class::Candidate);
         self.class[i] = if reason.keeps_existing() {
-            Class::Frozen(reason)
+            Class::Frozen
         } else {
-            Class::Evicted(reason)
+            Class::Evicted
         };
+        self.reasons.push((i, reason));
+    }
+
+    /// Puts the reasons back in position order (positions are unique: one drop per cluster).
+    pub(crate) fn sort_reasons(&mut self) {
+        if !self.reasons.is_sorted_by_key(|(i, _)| *i) {
+            self.reasons.sort_unstable_by_key(|(i, _)| *i);
+        }
     }
 }
 
@@ -46,6 +65,7 @@ pub(crate) fn classify(req: &ScheduleRequest<'_>, clusters: &[ClusterView<'_>]) 
     let n = clusters.len();
     let mut out = Classes {
         class: vec![Class::Candidate; n],
+        reasons: Vec::new(),
         cap: vec![None; n],
         need_one: vec![false; n],
         spread_error: None,

@@ -45,7 +45,7 @@ impl NameBuf {
         self.ends.len()
     }
 
-    fn get(&self, i: usize) -> &str {
+    pub(crate) fn get(&self, i: usize) -> &str {
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         &self.text[start..self.ends[i] as usize]
     }

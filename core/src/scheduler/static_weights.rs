@@ -54,43 +54,56 @@ pub fn fnv1_32(a: &str, b: &str) -> u32 {
     h
 }
 
-/// `fnv1_32(name, salt)` for many names. FNV is one long multiply chain per name, so four
+/// `fnv1_32(name, salt)` for `n` names. FNV is one long multiply chain per name, so eight
 /// names are hashed side by side to let their chains overlap; the results are those of
 /// `fnv1_32`.
-fn fnv1_32_many<'a>(names: impl ExactSizeIterator<Item = &'a str>, salt: &str) -> Vec<u32> {
-    const BASIS: u32 = 0x811c_9dc5;
-    const PRIME: u32 = 0x0100_0193;
-    let names: Vec<&[u8]> = names.map(str::as_bytes).collect();
-    let mut out = Vec::with_capacity(names.len());
-    let mut chunks = names.chunks_exact(4);
-    for c in &mut chunks {
-        let mut h = [BASIS; 4];
-        let common = c.iter().map(|n| n.len()).min().unwrap_or(0);
+fn fnv1_32_many<'a>(
+    n: usize,
+    name: impl Fn(usize) -> &'a str,
+    salt: &str,
+    mut out: impl FnMut(usize, u32),
+) {
+    const LANES: usize = 8;
+    let mut i = 0;
+    while i + LANES <= n {
+        let names: [&[u8]; LANES] = std::array::from_fn(|l| name(i + l).as_bytes());
+        let common = names.iter().map(|n| n.len()).min().unwrap_or(0);
+        let heads: [&[u8]; LANES] = names.map(|n| &n[..common]);
+        let mut h = [FNV_BASIS; LANES];
         for j in 0..common {
-            for (lane, n) in h.iter_mut().zip(c) {
-                *lane = lane.wrapping_mul(PRIME) ^ u32::from(n[j]);
+            for (lane, head) in h.iter_mut().zip(&heads) {
+                *lane = lane.wrapping_mul(FNV_PRIME) ^ u32::from(head[j]);
             }
         }
-        for (lane, n) in h.iter_mut().zip(c) {
-            for &b in &n[common..] {
-                *lane = lane.wrapping_mul(PRIME) ^ u32::from(b);
-            }
+        for (lane, n) in h.iter_mut().zip(&names) {
+            *lane = fnv1_32_from(*lane, &n[common..]);
         }
         for &b in salt.as_bytes() {
             for lane in h.iter_mut() {
-                *lane = lane.wrapping_mul(PRIME) ^ u32::from(b);
+                *lane = lane.wrapping_mul(FNV_PRIME) ^ u32::from(b);
             }
         }
-        out.extend_from_slice(&h);
-    }
-    for n in chunks.remainder() {
-        let mut h = BASIS;
-        for &b in n.iter().chain(salt.as_bytes()) {
-            h = h.wrapping_mul(PRIME) ^ u32::from(b);
+        for (l, &h) in h.iter().enumerate() {
+            out(i + l, h);
         }
-        out.push(h);
+        i += LANES;
     }
-    out
+    for k in i..n {
+        out(
+            k,
+            fnv1_32_from(fnv1_32_from(FNV_BASIS, name(k).as_bytes()), salt.as_bytes()),
+        );
+    }
+}
+
+const FNV_BASIS: u32 = 0x811c_9dc5;
+const FNV_PRIME: u32 = 0x0100_0193;
+
+fn fnv1_32_from(mut h: u32, bytes: &[u8]) -> u32 {
+    for &b in bytes {
+        h = h.wrapping_mul(FNV_PRIME) ^ u32::from(b);
+    }
+    h
 }
 
 /// The preference that applies to `cluster`: its own, else `"*"`, else none.
@@ -140,29 +153,100 @@ pub fn plan_entries(
     rebalance: bool,
     salt: &str,
 ) -> (Vec<u64>, Vec<u64>) {
-    let n = entries.len();
-    let mut planned = vec![0u64; n];
-    let mut overflow = vec![0u64; n];
-    let mut prealloc = vec![0u64; n];
-
-    // Rule 1 and 2: only clusters with a preference take part, in weight-then-hash order. The
-    // sort key packs (weight descending, hash, position) into one integer; positions make keys
-    // unique, and the rare runs of equal weight and hash are then put in name order.
-    let weight = |i: usize| entries[i].pref.map_or(0, |p| p.weight);
-    let max_of = |i: usize| entries[i].pref.and_then(|p| p.max_replicas).map(u64::from);
-    let taking_part: Vec<usize> = (0..n).filter(|&i| entries[i].pref.is_some()).collect();
-    let hashes = fnv1_32_many(taking_part.iter().map(|&i| entries[i].name), salt);
-    // Positions fit in 32 bits: a planner input of 2^32 clusters could not be held in memory.
-    let mut keys: Vec<u128> = taking_part
+    let parts: Vec<Part> = entries
         .iter()
-        .zip(&hashes)
-        .map(|(&i, &h)| {
-            let rank = u128::from(u64::MAX - weight(i));
-            (rank << 64) | (u128::from(h) << 32) | i as u128
+        .enumerate()
+        .filter_map(|(i, e)| {
+            let p = e.pref?;
+            Some(Part::new(
+                i,
+                p.weight,
+                u64::from(p.min_replicas),
+                p.max_replicas.map_or(u64::MAX, u64::from),
+                e.capacity.unwrap_or(u64::MAX),
+                e.current.unwrap_or(0),
+            ))
         })
         .collect();
+    let mut planned = vec![0u64; entries.len()];
+    let mut overflow = vec![0u64; entries.len()];
+    let over = plan_parts(
+        total,
+        parts,
+        |i| entries[i].name,
+        rebalance,
+        salt,
+        |i, n| planned[i] = n,
+    );
+    for (i, o) in over {
+        overflow[i as usize] = o;
+    }
+    (planned, overflow)
+}
+
+/// One cluster taking part in the planner (it has a preference), kept in planning order while
+/// the rules run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Part {
+    weight: u64,
+    /// `u64::MAX` = no maxReplicas: a cap no count reaches behaves exactly as none.
+    max: u64,
+    /// `u64::MAX` = no capacity limit, for the same reason.
+    cap: u64,
+    /// The minimum until rule 3, then the replicas planned so far.
+    planned: u64,
+    /// What it runs now until rule 4 (0 = none: rule 4 ignores a count not above the
+    /// minimum), then the replicas preallocated to it.
+    keep: u64,
+    /// Its position in the caller's input.
+    pos: u32,
+}
+
+impl Part {
+    pub(crate) fn new(pos: usize, weight: u64, min: u64, max: u64, cap: u64, current: u64) -> Self {
+        Self {
+            weight,
+            max,
+            cap,
+            planned: min,
+            keep: current,
+            // A planner input of 2^32 clusters could not be held in memory.
+            pos: u32::try_from(pos).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// The planner itself over the clusters that take part, listed by ascending input position
+/// (`name(pos)` names them). Positions not listed get 0 and are not reported; `set(pos,
+/// replicas)` receives every listed position's count, once. Returns the capacity overflow as
+/// (position, replicas), positions without overflow left out.
+///
+/// The parts are put in planning order once, so every rule is a sequential pass over one
+/// compact array, and each round drops the clusters that became full by compacting it in
+/// place.
+pub(crate) fn plan_parts<'a>(
+    total: u64,
+    mut parts: Vec<Part>,
+    name: impl Fn(usize) -> &'a str,
+    rebalance: bool,
+    salt: &str,
+    mut set: impl FnMut(usize, u64),
+) -> Vec<(u32, u64)> {
+    debug_assert!(parts.windows(2).all(|w| w[0].pos < w[1].pos));
+    // Rule 1 and 2: planning order is weight (descending), then hash. The sort key packs
+    // (weight descending, hash, index in `parts`) into one integer; indexes make keys unique,
+    // and the rare runs of equal weight and hash are then put in name order.
+    let mut keys: Vec<u128> = Vec::with_capacity(parts.len());
+    fnv1_32_many(
+        parts.len(),
+        |j| name(parts[j].pos as usize),
+        salt,
+        |j, h| {
+            let rank = u128::from(u64::MAX - parts[j].weight);
+            keys.push((rank << 64) | (u128::from(h) << 32) | j as u128);
+        },
+    );
     keys.sort_unstable();
-    let mut active: Vec<usize> = keys.iter().map(|&k| (k as u32) as usize).collect();
     let mut start = 0;
     while start < keys.len() {
         let mut end = start + 1;
@@ -170,118 +254,150 @@ pub fn plan_entries(
             end += 1;
         }
         if end - start > 1 {
-            active[start..end]
-                .sort_by(|&a, &b| entries[a].name.cmp(entries[b].name).then(a.cmp(&b)));
+            // Same weight and hash: name order, then input order (`parts` is in input order,
+            // so comparing indexes compares positions).
+            keys[start..end].sort_by(|&a, &b| {
+                let (a, b) = (a as u32 as usize, b as u32 as usize);
+                name(parts[a].pos as usize)
+                    .cmp(name(parts[b].pos as usize))
+                    .then(a.cmp(&b))
+            });
         }
         start = end;
     }
-    let mut remaining = total;
+    permute(&mut parts, &mut keys);
+    drop(keys);
 
     // Rule 3: minimums, in order, as far as replicas and capacity allow.
-    for &i in &active {
-        let min = entries[i].pref.map_or(0, |p| u64::from(p.min_replicas));
-        let mut take = min.min(remaining);
-        if let Some(cap) = entries[i].capacity {
-            take = take.min(cap);
-        }
+    let mut remaining = total;
+    for p in parts.iter_mut() {
+        let take = p.planned.min(remaining).min(p.cap);
         remaining -= take;
-        planned[i] = take;
+        p.planned = take;
     }
 
     // Rule 4: keep what already runs when rebalancing is off.
-    if !rebalance {
-        for &i in &active {
-            let Some(count) = entries[i].current else {
-                continue;
-            };
-            if count <= planned[i] {
-                continue;
-            }
-            let mut target = count;
-            if let Some(max) = max_of(i) {
-                target = target.min(max);
-            }
-            if let Some(cap) = entries[i].capacity {
-                target = target.min(cap);
-            }
-            let extra = target.saturating_sub(planned[i]).min(remaining);
-            remaining -= extra;
-            prealloc[i] = extra;
-            planned[i] += extra;
+    for p in parts.iter_mut() {
+        let count = std::mem::take(&mut p.keep);
+        if rebalance || count <= p.planned {
+            continue;
         }
+        let target = count.min(p.max).min(p.cap);
+        let extra = target.saturating_sub(p.planned).min(remaining);
+        remaining -= extra;
+        p.keep = extra;
+        p.planned += extra;
     }
 
     // Rule 5: proportional rounds. Each round either places everything, fills a cluster, or
     // consumes preallocated replicas (at least half of them), so it ends after
     // O(clusters * log(replicas)) rounds; usually two or three.
+    let mut overflow: Vec<(u32, u64)> = Vec::new();
+    let mut weight_sum: u128 = parts.iter().map(|p| u128::from(p.weight)).sum();
     let mut changed = true;
     while changed && remaining > 0 {
         changed = false;
-        let weight_sum: u128 = active.iter().map(|&i| u128::from(weight(i))).sum();
         if weight_sum == 0 {
             break;
         }
+        let round_sum = weight_sum;
         let to_share = u128::from(remaining);
-        let mut still_open = Vec::with_capacity(active.len());
-        for &i in &active {
-            let start = planned[i];
-            // Share rounded up, never more than what remains.
-            // Once nothing remains every share is cut to 0: skip the division.
-            let share = if remaining == 0 {
-                0
-            } else {
-                super::webster::div_fast(
-                    to_share * u128::from(weight(i)) + weight_sum - 1,
-                    weight_sum,
-                )
+        // Planning order sorts by weight, so equal weights (equal shares) come in runs: one
+        // division per run instead of one per cluster.
+        let mut share_of: Option<(u64, u128)> = None;
+        let mut open = 0;
+        for j in 0..parts.len() {
+            let mut p = parts[j];
+            let start = p.planned;
+            // Share rounded up, never more than what remains; once nothing remains every
+            // share is cut to 0, so the division is skipped.
+            let share = match share_of {
+                _ if remaining == 0 => 0,
+                Some((w, s)) if w == p.weight => s,
+                _ => {
+                    let s = super::webster::div_fast(
+                        to_share * u128::from(p.weight) + round_sum - 1,
+                        round_sum,
+                    );
+                    share_of = Some((p.weight, s));
+                    s
+                }
             };
             let mut extra = (share.min(u128::from(remaining))) as u64;
-            let used = extra.min(prealloc[i]);
-            prealloc[i] -= used;
+            let used = extra.min(p.keep);
+            p.keep -= used;
             extra -= used;
             if used > 0 {
                 changed = true;
             }
             let mut total_here = start + extra;
             let mut full = false;
-            if let Some(max) = max_of(i) {
-                if total_here > max {
-                    total_here = max;
-                    full = true;
-                }
+            if total_here > p.max {
+                total_here = p.max;
+                full = true;
             }
-            if let Some(cap) = entries[i].capacity {
-                if total_here > cap {
-                    overflow[i] = total_here - cap;
-                    total_here = cap;
-                    full = true;
-                }
+            if total_here > p.cap {
+                overflow.push((p.pos, total_here - p.cap));
+                total_here = p.cap;
+                full = true;
             }
-            if !full {
-                still_open.push(i);
-            }
-            // A cluster capped below what it already had (KubeFed keeps `total - start` signed;
-            // here the count simply drops back and the replicas return to the pool).
+            // A cluster capped below what it already had (KubeFed keeps `total - start`
+            // signed; here the count simply drops back and the replicas return to the pool).
             if total_here >= start {
                 remaining -= total_here - start;
             } else {
                 remaining += start - total_here;
             }
-            planned[i] = total_here;
+            p.planned = total_here;
             if total_here > start {
                 changed = true;
             }
+            if full {
+                set(p.pos as usize, p.planned);
+                weight_sum -= u128::from(p.weight);
+            } else {
+                parts[open] = p;
+                open += 1;
+            }
         }
-        active = still_open;
+        parts.truncate(open);
+    }
+    for p in &parts {
+        set(p.pos as usize, p.planned);
     }
 
     // Rule 6.
     if !rebalance {
-        for o in overflow.iter_mut() {
+        for (_, o) in overflow.iter_mut() {
             *o = (*o).min(remaining);
         }
+        overflow.retain(|&(_, o)| o > 0);
     }
-    (planned, overflow)
+    overflow
+}
+
+/// Reorders `parts` so that `parts[j]` becomes the old `parts[keys[j] as u32]`, in place by
+/// following the permutation's cycles; `keys` is used up (entries are marked as they are
+/// placed).
+fn permute(parts: &mut [Part], keys: &mut [u128]) {
+    const DONE: u128 = u128::MAX;
+    for j in 0..parts.len() {
+        if keys[j] == DONE {
+            continue;
+        }
+        let first = parts[j];
+        let mut at = j;
+        loop {
+            let from = keys[at] as u32 as usize;
+            keys[at] = DONE;
+            if from == j {
+                parts[at] = first;
+                break;
+            }
+            parts[at] = parts[from];
+            at = from;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -294,7 +410,16 @@ mod tests {
             .map(|i| "c".repeat(i % 9) + &i.to_string())
             .collect();
         for salt in ["", "ns/web", "default/a-much-longer-object-name"] {
-            let many = fnv1_32_many(names.iter().map(String::as_str), salt);
+            let mut many = Vec::new();
+            fnv1_32_many(
+                names.len(),
+                |i| names[i].as_str(),
+                salt,
+                |i, h| {
+                    assert_eq!(i, many.len());
+                    many.push(h);
+                },
+            );
             let one: Vec<u32> = names.iter().map(|n| fnv1_32(n, salt)).collect();
             assert_eq!(many, one, "salt {salt:?}");
         }
