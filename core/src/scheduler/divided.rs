@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::bytes;
 use super::decision::{diff, Decision, DroppedCluster, Shortfall};
 use super::filter::{Class, Classes};
 use super::names::{ClusterNames, ClusterWeights, NameBuf};
@@ -255,7 +256,7 @@ fn divide(
             plan_parts(
                 budget,
                 parts,
-                |k| names.get(k),
+                |k| names.bytes(k),
                 *rebalance,
                 req.object_key,
                 |k, n| {
@@ -318,19 +319,22 @@ fn divide(
     got.iter().sum()
 }
 
-/// The current count of each cluster, by one merge walk of two name-sorted sequences instead of
-/// a map lookup per cluster.
+/// The current count of each cluster (`clusters` sorted by name). The current placement is
+/// usually far shorter than the fleet, so each of its entries is found by galloping ahead from
+/// the previous one rather than by walking every cluster.
 fn current_by_index(current: &BTreeMap<String, u32>, clusters: &[ClusterView<'_>]) -> Vec<u64> {
     let mut out = vec![0u64; clusters.len()];
-    let mut it = current.iter().peekable();
-    for (i, c) in clusters.iter().enumerate() {
-        while it.peek().is_some_and(|(k, _)| k.as_str() < c.name) {
-            it.next();
+    let mut at = 0;
+    for (name, &n) in current {
+        let name = name.as_bytes();
+        at = bytes::lower_bound_from(clusters, at, name, |c| c.name.as_bytes());
+        // Repeated names (a caller's list need not be unique) all get the count.
+        while at < clusters.len() && bytes::eq(clusters[at].name.as_bytes(), name) {
+            out[at] = u64::from(n);
+            at += 1;
         }
-        match it.peek() {
-            Some((k, &n)) if k.as_str() == c.name => out[i] = u64::from(n),
-            Some(_) => {}
-            None => break,
+        if at == clusters.len() {
+            break;
         }
     }
     out

@@ -26,6 +26,7 @@
 
 use std::collections::BTreeMap;
 
+use super::order::{fnv1_32_from, fnv1_32_many, Order, FNV_BASIS};
 use crate::policy::{ClusterPreference, DEFAULT_PREFERENCE_KEY};
 
 /// A plan: replicas per cluster, and the capacity overflow KubeFed reports beside it.
@@ -46,64 +47,7 @@ pub struct Entry<'a> {
 
 /// 32-bit FNV-1 (multiply, then xor) over the bytes of `a` followed by `b`.
 pub fn fnv1_32(a: &str, b: &str) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for &byte in a.as_bytes().iter().chain(b.as_bytes()) {
-        h = h.wrapping_mul(0x0100_0193);
-        h ^= u32::from(byte);
-    }
-    h
-}
-
-/// `fnv1_32(name, salt)` for `n` names. FNV is one long multiply chain per name, so eight
-/// names are hashed side by side to let their chains overlap; the results are those of
-/// `fnv1_32`.
-fn fnv1_32_many<'a>(
-    n: usize,
-    name: impl Fn(usize) -> &'a str,
-    salt: &str,
-    mut out: impl FnMut(usize, u32),
-) {
-    const LANES: usize = 8;
-    let mut i = 0;
-    while i + LANES <= n {
-        let names: [&[u8]; LANES] = std::array::from_fn(|l| name(i + l).as_bytes());
-        let common = names.iter().map(|n| n.len()).min().unwrap_or(0);
-        let heads: [&[u8]; LANES] = names.map(|n| &n[..common]);
-        let mut h = [FNV_BASIS; LANES];
-        for j in 0..common {
-            for (lane, head) in h.iter_mut().zip(&heads) {
-                *lane = lane.wrapping_mul(FNV_PRIME) ^ u32::from(head[j]);
-            }
-        }
-        for (lane, n) in h.iter_mut().zip(&names) {
-            *lane = fnv1_32_from(*lane, &n[common..]);
-        }
-        for &b in salt.as_bytes() {
-            for lane in h.iter_mut() {
-                *lane = lane.wrapping_mul(FNV_PRIME) ^ u32::from(b);
-            }
-        }
-        for (l, &h) in h.iter().enumerate() {
-            out(i + l, h);
-        }
-        i += LANES;
-    }
-    for k in i..n {
-        out(
-            k,
-            fnv1_32_from(fnv1_32_from(FNV_BASIS, name(k).as_bytes()), salt.as_bytes()),
-        );
-    }
-}
-
-const FNV_BASIS: u32 = 0x811c_9dc5;
-const FNV_PRIME: u32 = 0x0100_0193;
-
-fn fnv1_32_from(mut h: u32, bytes: &[u8]) -> u32 {
-    for &b in bytes {
-        h = h.wrapping_mul(FNV_PRIME) ^ u32::from(b);
-    }
-    h
+    fnv1_32_from(fnv1_32_from(FNV_BASIS, a.as_bytes()), b.as_bytes())
 }
 
 /// The preference that applies to `cluster`: its own, else `"*"`, else none.
@@ -173,7 +117,7 @@ pub fn plan_entries(
     let over = plan_parts(
         total,
         parts,
-        |i| entries[i].name,
+        |i| entries[i].name.as_bytes(),
         rebalance,
         salt,
         |i, n| planned[i] = n,
@@ -221,79 +165,97 @@ impl Part {
 /// replicas)` receives every listed position's count, once. Returns the capacity overflow as
 /// (position, replicas), positions without overflow left out.
 ///
-/// The parts are put in planning order once, so every rule is a sequential pass over one
-/// compact array, and each round drops the clusters that became full by compacting it in
-/// place.
+/// Each rule reads the planning order only as far as its outcome depends on it (see
+/// `order::Order`): a rule whose demands all fit serves everyone without it, and a round
+/// stops reading once nothing remains, because from there on it changes nothing (unless a
+/// cluster holds more than its maximum, which only a minimum above the maximum causes).
 pub(crate) fn plan_parts<'a>(
     total: u64,
     mut parts: Vec<Part>,
-    name: impl Fn(usize) -> &'a str,
+    name: impl Fn(usize) -> &'a [u8],
     rebalance: bool,
     salt: &str,
     mut set: impl FnMut(usize, u64),
 ) -> Vec<(u32, u64)> {
     debug_assert!(parts.windows(2).all(|w| w[0].pos < w[1].pos));
-    // Rule 1 and 2: planning order is weight (descending), then hash. The sort key packs
-    // (weight descending, hash, index in `parts`) into one integer; indexes make keys unique,
-    // and the rare runs of equal weight and hash are then put in name order.
-    let mut keys: Vec<u128> = Vec::with_capacity(parts.len());
-    fnv1_32_many(
-        parts.len(),
-        |j| name(parts[j].pos as usize),
-        salt,
-        |j, h| {
-            let rank = u128::from(u64::MAX - parts[j].weight);
-            keys.push((rank << 64) | (u128::from(h) << 32) | j as u128);
-        },
-    );
-    keys.sort_unstable();
-    let mut start = 0;
-    while start < keys.len() {
-        let mut end = start + 1;
-        while end < keys.len() && keys[end] >> 32 == keys[start] >> 32 {
-            end += 1;
-        }
-        if end - start > 1 {
-            // Same weight and hash: name order, then input order (`parts` is in input order,
-            // so comparing indexes compares positions).
-            keys[start..end].sort_by(|&a, &b| {
-                let (a, b) = (a as u32 as usize, b as u32 as usize);
-                name(parts[a].pos as usize)
-                    .cmp(name(parts[b].pos as usize))
-                    .then(a.cmp(&b))
-            });
-        }
-        start = end;
-    }
-    permute(&mut parts, &mut keys);
-    drop(keys);
+    let n = parts.len();
+    let positions: Vec<u32> = parts.iter().map(|p| p.pos).collect();
+    let name_of = |j: usize| name(positions[j] as usize);
+    // Rule 1 and 2: planning order (see `order`).
+    let mut hashes = vec![0u32; n];
+    fnv1_32_many(n, name_of, salt.as_bytes(), |j, h| hashes[j] = h);
+    let mut order = Order::new(parts.iter().map(|p| p.weight).collect(), hashes);
+    let mut remaining = total;
 
     // Rule 3: minimums, in order, as far as replicas and capacity allow.
-    let mut remaining = total;
-    for p in parts.iter_mut() {
-        let take = p.planned.min(remaining).min(p.cap);
-        remaining -= take;
-        p.planned = take;
+    let asked: u128 = parts.iter().map(|p| u128::from(p.planned.min(p.cap))).sum();
+    if asked <= u128::from(remaining) {
+        for p in parts.iter_mut() {
+            p.planned = p.planned.min(p.cap);
+            remaining -= p.planned;
+        }
+    } else {
+        let mut served = Vec::new();
+        let mut t = 0;
+        while remaining > 0 && t < n {
+            let j = order.at(t, name_of);
+            let take = parts[j].planned.min(remaining).min(parts[j].cap);
+            remaining -= take;
+            served.push((j, take));
+            t += 1;
+        }
+        for p in parts.iter_mut() {
+            p.planned = 0;
+        }
+        for (j, take) in served {
+            parts[j].planned = take;
+        }
     }
 
     // Rule 4: keep what already runs when rebalancing is off.
-    for p in parts.iter_mut() {
-        let count = std::mem::take(&mut p.keep);
-        if rebalance || count <= p.planned {
-            continue;
+    let topping = |p: &Part| {
+        if rebalance || p.keep <= p.planned {
+            0
+        } else {
+            p.keep.min(p.max).min(p.cap).saturating_sub(p.planned)
         }
-        let target = count.min(p.max).min(p.cap);
-        let extra = target.saturating_sub(p.planned).min(remaining);
-        remaining -= extra;
-        p.keep = extra;
-        p.planned += extra;
+    };
+    let asked: u128 = parts.iter().map(|p| u128::from(topping(p))).sum();
+    if asked <= u128::from(remaining) {
+        for p in parts.iter_mut() {
+            let extra = topping(p);
+            remaining -= extra;
+            p.keep = extra;
+            p.planned += extra;
+        }
+    } else {
+        let mut served = Vec::new();
+        let mut t = 0;
+        while remaining > 0 && t < n {
+            let j = order.at(t, name_of);
+            let extra = topping(&parts[j]).min(remaining);
+            remaining -= extra;
+            served.push((j, extra));
+            t += 1;
+        }
+        for p in parts.iter_mut() {
+            p.keep = 0;
+        }
+        for (j, extra) in served {
+            parts[j].keep = extra;
+            parts[j].planned += extra;
+        }
     }
+    let tail_matters = parts.iter().any(|p| p.planned > p.max);
 
     // Rule 5: proportional rounds. Each round either places everything, fills a cluster, or
     // consumes preallocated replicas (at least half of them), so it ends after
-    // O(clusters * log(replicas)) rounds; usually two or three.
+    // O(clusters * log(replicas)) rounds; usually two or three. `open` lists, in planning
+    // order, the clusters read so far that are not full; `read` counts the positions read.
     let mut overflow: Vec<(u32, u64)> = Vec::new();
     let mut weight_sum: u128 = parts.iter().map(|p| u128::from(p.weight)).sum();
+    let mut open: Vec<u32> = Vec::new();
+    let mut read = 0;
     let mut changed = true;
     while changed && remaining > 0 {
         changed = false;
@@ -305,9 +267,28 @@ pub(crate) fn plan_parts<'a>(
         // Planning order sorts by weight, so equal weights (equal shares) come in runs: one
         // division per run instead of one per cluster.
         let mut share_of: Option<(u64, u128)> = None;
-        let mut open = 0;
-        for j in 0..parts.len() {
-            let mut p = parts[j];
+        let (mut t, mut kept) = (0, 0);
+        loop {
+            if remaining == 0 && !tail_matters {
+                // Every later share is cut to 0 and no count can drop back: the rest of the
+                // round would change nothing, and no round follows.
+                let rest = open.len() - t;
+                open.copy_within(t.., kept);
+                kept += rest;
+                break;
+            }
+            let j = if t < open.len() {
+                open[t] as usize
+            } else if read < n {
+                let j = order.at(read, name_of);
+                read += 1;
+                open.push(j as u32);
+                j
+            } else {
+                break;
+            };
+            t += 1;
+            let p = &mut parts[j];
             let start = p.planned;
             // Share rounded up, never more than what remains; once nothing remains every
             // share is cut to 0, so the division is skipped.
@@ -353,14 +334,13 @@ pub(crate) fn plan_parts<'a>(
                 changed = true;
             }
             if full {
-                set(p.pos as usize, p.planned);
                 weight_sum -= u128::from(p.weight);
             } else {
-                parts[open] = p;
-                open += 1;
+                open[kept] = j as u32;
+                kept += 1;
             }
         }
-        parts.truncate(open);
+        open.truncate(kept);
     }
     for p in &parts {
         set(p.pos as usize, p.planned);
@@ -374,54 +354,4 @@ pub(crate) fn plan_parts<'a>(
         overflow.retain(|&(_, o)| o > 0);
     }
     overflow
-}
-
-/// Reorders `parts` so that `parts[j]` becomes the old `parts[keys[j] as u32]`, in place by
-/// following the permutation's cycles; `keys` is used up (entries are marked as they are
-/// placed).
-fn permute(parts: &mut [Part], keys: &mut [u128]) {
-    const DONE: u128 = u128::MAX;
-    for j in 0..parts.len() {
-        if keys[j] == DONE {
-            continue;
-        }
-        let first = parts[j];
-        let mut at = j;
-        loop {
-            let from = keys[at] as u32 as usize;
-            keys[at] = DONE;
-            if from == j {
-                parts[at] = first;
-                break;
-            }
-            parts[at] = parts[from];
-            at = from;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hashing_side_by_side_matches_one_at_a_time() {
-        let names: Vec<String> = (0..23)
-            .map(|i| "c".repeat(i % 9) + &i.to_string())
-            .collect();
-        for salt in ["", "ns/web", "default/a-much-longer-object-name"] {
-            let mut many = Vec::new();
-            fnv1_32_many(
-                names.len(),
-                |i| names[i].as_str(),
-                salt,
-                |i, h| {
-                    assert_eq!(i, many.len());
-                    many.push(h);
-                },
-            );
-            let one: Vec<u32> = names.iter().map(|n| fnv1_32(n, salt)).collect();
-            assert_eq!(many, one, "salt {salt:?}");
-        }
-    }
 }
