@@ -37,6 +37,17 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
         }
         i += 8;
     }
+    if i < n && n >= 8 {
+        // The last eight bytes, overlapping bytes already found equal.
+        if let (Some(x), Some(y)) = (a[n - 8..].first_chunk::<8>(), b[n - 8..].first_chunk::<8>()) {
+            let diff = u64::from_le_bytes(*x) ^ u64::from_le_bytes(*y);
+            return if diff == 0 {
+                n
+            } else {
+                n - 8 + (diff.trailing_zeros() / 8) as usize
+            };
+        }
+    }
     while i < n && a[i] == b[i] {
         i += 1;
     }
@@ -318,6 +329,29 @@ mod tests {
         assert_eq!(common_prefix(b"cluster-0", b"cluster-00013"), 9);
         assert_eq!(common_prefix(b"cluster-", b"cluster-"), 8);
         assert_eq!(common_prefix(b"abcdefghij", b"abcdefghXj"), 8);
+        assert_eq!(common_prefix(b"abcdefghij", b"abcdefghiX"), 9);
+        assert_eq!(common_prefix(b"abcdefghij", b"abcdefghij"), 10);
+        assert_eq!(common_prefix(b"abcdefghij", b"abcdefghijk"), 10);
+        for a in [
+            "",
+            "a",
+            "abcdefg",
+            "abcdefgh",
+            "cluster-00012",
+            "cluster-00112",
+        ] {
+            for b in [
+                "",
+                "a",
+                "abcdefgX",
+                "abcdefgh",
+                "cluster-00013",
+                "cluster-0011",
+            ] {
+                let want = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+                assert_eq!(common_prefix(a.as_bytes(), b.as_bytes()), want, "{a} {b}");
+            }
+        }
     }
 
     #[test]
