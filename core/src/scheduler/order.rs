@@ -123,6 +123,13 @@ pub(crate) fn planning_order<'a>(
 ) -> Vec<u32> {
     debug_assert_eq!(weights.len(), hashes.len());
     let n = hashes.len();
+    if n < SMALL {
+        let mut keys = packed(weights, hashes);
+        keys.sort_unstable();
+        let mut order: Vec<u32> = keys.into_iter().map(|k| k as u32).collect();
+        name_ties(&mut order, weights, hashes, name);
+        return order;
+    }
     // (hash, index) in one word; indexes fit 32 bits, as planner positions do.
     let mut keys: Vec<u64> = hashes
         .iter()
@@ -153,6 +160,20 @@ pub(crate) fn planning_order<'a>(
     let mut order: Vec<u32> = keys.into_iter().map(|k| k as u32).collect();
     name_ties(&mut order, weights, hashes, name);
     order
+}
+
+/// Below this many indexes a comparison sort beats the radix passes, whose 256-slot
+/// counting tables cost the same whatever the input's size.
+const SMALL: usize = 64;
+
+/// One sortable key per index: (weight descending, hash, index).
+fn packed(weights: &[u64], hashes: &[u32]) -> Vec<u128> {
+    weights
+        .iter()
+        .zip(hashes)
+        .enumerate()
+        .map(|(j, (&w, &h))| (u128::from(u64::MAX - w) << 64) | (u128::from(h) << 32) | j as u128)
+        .collect()
 }
 
 /// Puts runs of equal weight and hash (a 32-bit hash collision, or one name listed twice) in
@@ -226,15 +247,7 @@ impl Order {
     /// The first `HEAD` positions, or `name` back when a run of equal weight and hash crosses
     /// the edge of the selection (its name order would need both sides).
     fn head<'a, F: Fn(usize) -> &'a [u8]>(&self, name: F) -> Result<Vec<u32>, F> {
-        let mut keys: Vec<u128> = self
-            .weights
-            .iter()
-            .zip(&self.hashes)
-            .enumerate()
-            .map(|(j, (&w, &h))| {
-                (u128::from(u64::MAX - w) << 64) | (u128::from(h) << 32) | j as u128
-            })
-            .collect();
+        let mut keys = packed(&self.weights, &self.hashes);
         keys.select_nth_unstable(HEAD - 1);
         let edge = keys[HEAD - 1] >> 32;
         if keys[HEAD..].iter().any(|&k| k >> 32 == edge) {
