@@ -11,10 +11,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::bytes;
 use super::decision::{diff, Decision, DroppedCluster, Shortfall};
 use super::filter::{Class, Classes};
 use super::names::{ClusterNames, ClusterWeights, NameBuf};
-use super::static_weights::{plan_entries, preference_for, Entry};
+use super::static_weights::{plan_parts, preference_for, Part};
 use super::webster::{apportion, Seat};
 use super::{dynamic, ClusterView, ScheduleRequest};
 use crate::policy::{ClusterPreference, Division, ReplicaMode, DEFAULT_PREFERENCE_KEY};
@@ -41,21 +42,22 @@ pub(crate) fn decide(
 ) -> Decision {
     let cur = current_by_index(req.current, clusters);
     let mut counts = vec![0u64; clusters.len()];
-    let mut dropped = Vec::new();
     let mut cand: Vec<usize> = Vec::with_capacity(clusters.len());
     let mut name_bytes = 0usize;
     for (i, class) in classes.class.iter().enumerate() {
-        match class {
-            Class::Candidate => {
-                cand.push(i);
-                name_bytes += clusters[i].name.len();
-            }
-            Class::Frozen(r) | Class::Evicted(r) => dropped.push(DroppedCluster {
-                cluster: clusters[i].name.to_string(),
-                reason: r.clone(),
-            }),
+        if *class == Class::Candidate {
+            cand.push(i);
+            name_bytes += clusters[i].name.len();
         }
     }
+    let dropped: Vec<DroppedCluster> = classes
+        .reasons
+        .iter()
+        .map(|(i, r)| DroppedCluster {
+            cluster: clusters[*i].name.to_string(),
+            reason: r.clone(),
+        })
+        .collect();
     // The candidates' names, once, shared by `candidates` and `weights` (see `names`).
     let mut names = NameBuf::with_capacity(cand.len(), name_bytes);
     for &i in &cand {
@@ -66,7 +68,7 @@ pub(crate) fn decide(
     let mut budget = total;
     // Frozen clusters keep their replicas (no new ones), in name order if the total shrank.
     for (i, class) in classes.class.iter().enumerate() {
-        if let Class::Frozen(_) = class {
+        if *class == Class::Frozen {
             let keep = cur[i].min(budget);
             counts[i] = keep;
             if req.placement.replicas.mode == ReplicaMode::Divided {
@@ -98,7 +100,7 @@ pub(crate) fn decide(
                 .collect();
             let placed = divide(
                 req,
-                clusters,
+                &names,
                 &classes,
                 &cand,
                 &prefs,
@@ -211,7 +213,7 @@ fn weight_with(
 #[allow(clippy::too_many_arguments)]
 fn divide(
     req: &ScheduleRequest<'_>,
-    clusters: &[ClusterView<'_>],
+    names: &NameBuf,
     classes: &Classes,
     cand: &[usize],
     prefs: &[Option<&ClusterPreference>],
@@ -233,33 +235,36 @@ fn divide(
             .any(|p| p.min_replicas > 0 || p.max_replicas.is_some())
         {
             // Spread's "at least one here" becomes a raised minimum.
-            let raised: Vec<Option<ClusterPreference>> = cand
+            let parts: Vec<Part> = cand
                 .iter()
                 .zip(prefs)
-                .map(|(&i, p)| {
+                .enumerate()
+                .filter_map(|(k, (&i, p))| {
                     let p = (*p)?;
-                    classes.need_one[i].then(|| ClusterPreference {
-                        min_replicas: p.min_replicas.max(1),
-                        ..p.clone()
-                    })
+                    let min = u64::from(p.min_replicas);
+                    Some(Part::new(
+                        k,
+                        p.weight,
+                        if classes.need_one[i] { min.max(1) } else { min },
+                        p.max_replicas.map_or(u64::MAX, u64::from),
+                        classes.cap[i].unwrap_or(u64::MAX),
+                        cur_of[i],
+                    ))
                 })
                 .collect();
-            let entries: Vec<Entry<'_>> = cand
-                .iter()
-                .zip(prefs)
-                .zip(&raised)
-                .map(|((&i, p), r)| Entry {
-                    name: clusters[i].name,
-                    pref: r.as_ref().or(*p),
-                    current: (cur_of[i] > 0).then_some(cur_of[i]),
-                    capacity: classes.cap[i],
-                })
-                .collect();
-            let (plan, _overflow) = plan_entries(budget, &entries, *rebalance, req.object_key);
-            for (k, &i) in cand.iter().enumerate() {
-                counts[i] = plan[k];
-            }
-            return plan.iter().sum();
+            let mut placed = 0;
+            plan_parts(
+                budget,
+                parts,
+                |k| names.bytes(k),
+                *rebalance,
+                req.object_key,
+                |k, n| {
+                    counts[cand[k]] = n;
+                    placed += n;
+                },
+            );
+            return placed;
         }
     }
 
@@ -314,19 +319,22 @@ fn divide(
     got.iter().sum()
 }
 
-/// The current count of each cluster, by one merge walk of two name-sorted sequences instead of
-/// a map lookup per cluster.
+/// The current count of each cluster (`clusters` sorted by name). The current placement is
+/// usually far shorter than the fleet, so each of its entries is found by galloping ahead from
+/// the previous one rather than by walking every cluster.
 fn current_by_index(current: &BTreeMap<String, u32>, clusters: &[ClusterView<'_>]) -> Vec<u64> {
     let mut out = vec![0u64; clusters.len()];
-    let mut it = current.iter().peekable();
-    for (i, c) in clusters.iter().enumerate() {
-        while it.peek().is_some_and(|(k, _)| k.as_str() < c.name) {
-            it.next();
+    let mut at = 0;
+    for (name, &n) in current {
+        let name = name.as_bytes();
+        at = bytes::lower_bound_from(clusters, at, name, |c| c.name.as_bytes());
+        // Repeated names (a caller's list need not be unique) all get the count.
+        while at < clusters.len() && bytes::eq(clusters[at].name.as_bytes(), name) {
+            out[at] = u64::from(n);
+            at += 1;
         }
-        match it.peek() {
-            Some((k, &n)) if k.as_str() == c.name => out[i] = u64::from(n),
-            Some(_) => {}
-            None => break,
+        if at == clusters.len() {
+            break;
         }
     }
     out

@@ -5,25 +5,37 @@
 //! selector, NoExecute taints, health vs grace period, cordon, NoSchedule taints, and for
 //! DynamicByCapacity the reported capacity. Must not: decide replica counts.
 
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use super::bytes;
 use super::decision::DropReason;
 use super::{ClusterView, HealthView, ScheduleRequest};
-use crate::policy::{tolerated, Division, TaintEffect};
+use crate::policy::{tolerated, Division, LabelSelector, TaintEffect};
 
-/// What the filters made of one cluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the filters made of one cluster; the reason, when there is one, is in
+/// `Classes::reasons`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Class {
     /// May receive new replicas.
     Candidate,
     /// Keeps the replicas it has (never more), e.g. cordoned or NotReady within grace.
-    Frozen(DropReason),
+    Frozen,
     /// Its replicas are re-placed elsewhere.
-    Evicted(DropReason),
+    Evicted,
 }
 
 /// Per-cluster filter results, parallel to the sorted cluster slice.
+///
+/// The class is one byte per cluster and the reasons sit apart, one per dropped cluster:
+/// most clusters pass, and a reason per cluster (a `DropReason` is 56 bytes with a destructor)
+/// made this table the largest allocation of a decision.
 #[derive(Debug, Clone)]
 pub(crate) struct Classes {
     pub class: Vec<Class>,
+    /// (cluster position, why it was dropped), one per non-candidate, by position once
+    /// `classify` and `spread::apply` are done.
+    pub reasons: Vec<(usize, DropReason)>,
     /// The most replicas of this object the cluster may hold; None = no capacity limit.
     pub cap: Vec<Option<u64>>,
     /// Spread constraints ask for at least one replica here (to reach minGroups).
@@ -33,12 +45,23 @@ pub(crate) struct Classes {
 }
 
 impl Classes {
-    fn drop(&mut self, i: usize, reason: DropReason) {
+    /// Drops a candidate (each cluster is dropped at most once). Callers that drop out of
+    /// position order call `sort_reasons` afterwards.
+    pub(crate) fn drop(&mut self, i: usize, reason: DropReason) {
+        debug_assert_eq!(self.class[i], Class::Candidate);
         self.class[i] = if reason.keeps_existing() {
-            Class::Frozen(reason)
+            Class::Frozen
         } else {
-            Class::Evicted(reason)
+            Class::Evicted
         };
+        self.reasons.push((i, reason));
+    }
+
+    /// Puts the reasons back in position order (positions are unique: one drop per cluster).
+    pub(crate) fn sort_reasons(&mut self) {
+        if !self.reasons.is_sorted_by_key(|(i, _)| *i) {
+            self.reasons.sort_unstable_by_key(|(i, _)| *i);
+        }
     }
 }
 
@@ -46,6 +69,7 @@ pub(crate) fn classify(req: &ScheduleRequest<'_>, clusters: &[ClusterView<'_>]) 
     let n = clusters.len();
     let mut out = Classes {
         class: vec![Class::Candidate; n],
+        reasons: Vec::new(),
         cap: vec![None; n],
         need_one: vec![false; n],
         spread_error: None,
@@ -86,7 +110,7 @@ fn first_reason(
         }
     }
     if let Some(sel) = &p.cluster_selector {
-        if !sel.matches(c.labels) {
+        if !selector_matches(sel, c.labels) {
             return Some(DropReason::SelectorMismatch);
         }
     }
@@ -130,4 +154,87 @@ fn first_reason(
         }
     }
     None
+}
+
+/// `LabelSelector::matches`, with `matchLabels` checked by one walk over both sorted maps
+/// with inline comparisons instead of a map lookup (and two `memcmp` calls) per label: this
+/// runs for every cluster of every decision.
+fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let mut have = labels.iter();
+    for (key, value) in &sel.match_labels {
+        loop {
+            let Some((k, v)) = have.next() else {
+                return false;
+            };
+            match bytes::cmp(k.as_bytes(), key.as_bytes()) {
+                Ordering::Less => continue,
+                Ordering::Equal if bytes::eq(v.as_bytes(), value.as_bytes()) => break,
+                _ => return false,
+            }
+        }
+    }
+    sel.match_expressions.iter().all(|r| r.matches(labels))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{LabelSelectorRequirement, SelectorOperator};
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn selector_walk_agrees_with_the_selector() {
+        let label_sets = [
+            map(&[]),
+            map(&[("env", "prod")]),
+            map(&[("env", "prod"), ("region", "r1")]),
+            map(&[("env", "dev"), ("region", "r1"), ("zone", "z1")]),
+            map(&[
+                ("a", "1"),
+                ("env", "prod"),
+                ("region", "r2"),
+                ("zone", "z2"),
+            ]),
+            map(&[("region", "r1"), ("zone", "z1")]),
+        ];
+        let mut selectors = Vec::new();
+        for labels in &label_sets {
+            for expr in [
+                None,
+                Some(SelectorOperator::In),
+                Some(SelectorOperator::NotIn),
+            ] {
+                selectors.push(LabelSelector {
+                    match_labels: labels.clone(),
+                    match_expressions: expr
+                        .map(|operator| LabelSelectorRequirement {
+                            key: "zone".into(),
+                            operator,
+                            values: vec!["z1".into()],
+                        })
+                        .into_iter()
+                        .collect(),
+                });
+            }
+        }
+        selectors.push(LabelSelector {
+            match_labels: map(&[("env", "prod"), ("zz", "")]),
+            match_expressions: vec![],
+        });
+        for sel in &selectors {
+            for labels in &label_sets {
+                assert_eq!(
+                    selector_matches(sel, labels),
+                    sel.matches(labels),
+                    "{sel:?} on {labels:?}"
+                );
+            }
+        }
+    }
 }

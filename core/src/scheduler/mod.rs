@@ -16,11 +16,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::policy::{Placement, Resources, Taint};
 
+mod bytes;
 pub mod decision;
 mod divided;
 mod dynamic;
 mod filter;
 mod names;
+mod order;
 mod slices;
 mod spread;
 pub mod static_weights;
@@ -81,9 +83,11 @@ pub fn schedule(req: &ScheduleRequest<'_>) -> Decision {
     let sorted: Vec<ClusterView<'_>>;
     // Strictly ascending (the usual case: a name-keyed map's values) proves the names unique
     // too, which lets the record share one name buffer between candidates and weights.
-    let strictly = req.clusters.is_sorted_by(|a, b| a.name < b.name);
+    let order =
+        |a: &ClusterView<'_>, b: &ClusterView<'_>| bytes::cmp(a.name.as_bytes(), b.name.as_bytes());
+    let strictly = req.clusters.is_sorted_by(|a, b| order(a, b).is_lt());
     let clusters: &[ClusterView<'_>] =
-        if strictly || req.clusters.is_sorted_by(|a, b| a.name <= b.name) {
+        if strictly || req.clusters.is_sorted_by(|a, b| order(a, b).is_le()) {
             req.clusters
         } else {
             sorted = {

@@ -50,6 +50,12 @@ impl NameBuf {
         &self.text[start..self.ends[i] as usize]
     }
 
+    /// Name `i` as bytes (no UTF-8 boundary checks: the planner hashes and compares bytes).
+    pub(crate) fn bytes(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.text.as_bytes()[start..self.ends[i] as usize]
+    }
+
     fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
         (0..self.len()).map(move |i| self.get(i))
     }

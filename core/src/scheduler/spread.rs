@@ -42,15 +42,18 @@ pub(crate) fn apply(
         let mut groups: BTreeMap<&str, Group> = BTreeMap::new();
         for (i, c) in clusters.iter().enumerate() {
             let current = u64::from(req.current.get(c.name).copied().unwrap_or(0));
-            match (&classes.class[i], c.labels.get(&sc.label_key)) {
-                (Class::Evicted(_), _) => {}
+            match (classes.class[i], c.labels.get(&sc.label_key)) {
+                (Class::Evicted, _) => {}
                 (Class::Candidate, None) => {
-                    classes.class[i] = Class::Evicted(DropReason::MissingSpreadLabel {
-                        label_key: sc.label_key.clone(),
-                    });
+                    classes.drop(
+                        i,
+                        DropReason::MissingSpreadLabel {
+                            label_key: sc.label_key.clone(),
+                        },
+                    );
                 }
-                (Class::Frozen(_), None) => {}
-                (Class::Frozen(_), Some(v)) => {
+                (Class::Frozen, None) => {}
+                (Class::Frozen, Some(v)) => {
                     let g = groups.entry(v.as_str()).or_default();
                     g.frozen_replicas += current;
                     g.current += current;
@@ -107,10 +110,13 @@ pub(crate) fn apply(
                 continue;
             }
             for &i in &g.members {
-                classes.class[i] = Class::Evicted(DropReason::SpreadConstraint {
-                    label_key: sc.label_key.clone(),
-                    group: (*value).to_string(),
-                });
+                classes.drop(
+                    i,
+                    DropReason::SpreadConstraint {
+                        label_key: sc.label_key.clone(),
+                        group: (*value).to_string(),
+                    },
+                );
             }
         }
         if divided {
@@ -135,4 +141,5 @@ pub(crate) fn apply(
             }
         }
     }
+    classes.sort_reasons();
 }

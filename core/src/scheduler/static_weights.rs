@@ -23,9 +23,16 @@
 //! Every other ordering is identical. `schedule` salts the hash with the object's
 //! `namespace/name` (`ScheduleRequest::object_key`). Must not: filter clusters or read capacity
 //! reports; the caller passes capacity as replica counts.
+//!
+//! Cost: [`plan_parts`] hashes every name once and then reads the order only as far as the
+//! outcome depends on it (`order.rs`), so placing a few dozen replicas over 1,000 clusters
+//! costs a selection, not a sort, and each round stops once nothing remains. The
+//! `scheduler_kubefed` cases check the rules; `order.rs` tests that the lazy order reads as
+//! the full one.
 
 use std::collections::BTreeMap;
 
+use super::order::{fnv1_32_from, fnv1_32_many, Order, FNV_BASIS};
 use crate::policy::{ClusterPreference, DEFAULT_PREFERENCE_KEY};
 
 /// A plan: replicas per cluster, and the capacity overflow KubeFed reports beside it.
@@ -46,51 +53,7 @@ pub struct Entry<'a> {
 
 /// 32-bit FNV-1 (multiply, then xor) over the bytes of `a` followed by `b`.
 pub fn fnv1_32(a: &str, b: &str) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for &byte in a.as_bytes().iter().chain(b.as_bytes()) {
-        h = h.wrapping_mul(0x0100_0193);
-        h ^= u32::from(byte);
-    }
-    h
-}
-
-/// `fnv1_32(name, salt)` for many names. FNV is one long multiply chain per name, so four
-/// names are hashed side by side to let their chains overlap; the results are those of
-/// `fnv1_32`.
-fn fnv1_32_many<'a>(names: impl ExactSizeIterator<Item = &'a str>, salt: &str) -> Vec<u32> {
-    const BASIS: u32 = 0x811c_9dc5;
-    const PRIME: u32 = 0x0100_0193;
-    let names: Vec<&[u8]> = names.map(str::as_bytes).collect();
-    let mut out = Vec::with_capacity(names.len());
-    let mut chunks = names.chunks_exact(4);
-    for c in &mut chunks {
-        let mut h = [BASIS; 4];
-        let common = c.iter().map(|n| n.len()).min().unwrap_or(0);
-        for j in 0..common {
-            for (lane, n) in h.iter_mut().zip(c) {
-                *lane = lane.wrapping_mul(PRIME) ^ u32::from(n[j]);
-            }
-        }
-        for (lane, n) in h.iter_mut().zip(c) {
-            for &b in &n[common..] {
-                *lane = lane.wrapping_mul(PRIME) ^ u32::from(b);
-            }
-        }
-        for &b in salt.as_bytes() {
-            for lane in h.iter_mut() {
-                *lane = lane.wrapping_mul(PRIME) ^ u32::from(b);
-            }
-        }
-        out.extend_from_slice(&h);
-    }
-    for n in chunks.remainder() {
-        let mut h = BASIS;
-        for &b in n.iter().chain(salt.as_bytes()) {
-            h = h.wrapping_mul(PRIME) ^ u32::from(b);
-        }
-        out.push(h);
-    }
-    out
+    fnv1_32_from(fnv1_32_from(FNV_BASIS, a.as_bytes()), b.as_bytes())
 }
 
 /// The preference that applies to `cluster`: its own, else `"*"`, else none.
@@ -140,163 +103,261 @@ pub fn plan_entries(
     rebalance: bool,
     salt: &str,
 ) -> (Vec<u64>, Vec<u64>) {
-    let n = entries.len();
-    let mut planned = vec![0u64; n];
-    let mut overflow = vec![0u64; n];
-    let mut prealloc = vec![0u64; n];
-
-    // Rule 1 and 2: only clusters with a preference take part, in weight-then-hash order. The
-    // sort key packs (weight descending, hash, position) into one integer; positions make keys
-    // unique, and the rare runs of equal weight and hash are then put in name order.
-    let weight = |i: usize| entries[i].pref.map_or(0, |p| p.weight);
-    let max_of = |i: usize| entries[i].pref.and_then(|p| p.max_replicas).map(u64::from);
-    let taking_part: Vec<usize> = (0..n).filter(|&i| entries[i].pref.is_some()).collect();
-    let hashes = fnv1_32_many(taking_part.iter().map(|&i| entries[i].name), salt);
-    // Positions fit in 32 bits: a planner input of 2^32 clusters could not be held in memory.
-    let mut keys: Vec<u128> = taking_part
+    let parts: Vec<Part> = entries
         .iter()
-        .zip(&hashes)
-        .map(|(&i, &h)| {
-            let rank = u128::from(u64::MAX - weight(i));
-            (rank << 64) | (u128::from(h) << 32) | i as u128
+        .enumerate()
+        .filter_map(|(i, e)| {
+            let p = e.pref?;
+            Some(Part::new(
+                i,
+                p.weight,
+                u64::from(p.min_replicas),
+                p.max_replicas.map_or(u64::MAX, u64::from),
+                e.capacity.unwrap_or(u64::MAX),
+                e.current.unwrap_or(0),
+            ))
         })
         .collect();
-    keys.sort_unstable();
-    let mut active: Vec<usize> = keys.iter().map(|&k| (k as u32) as usize).collect();
-    let mut start = 0;
-    while start < keys.len() {
-        let mut end = start + 1;
-        while end < keys.len() && keys[end] >> 32 == keys[start] >> 32 {
-            end += 1;
-        }
-        if end - start > 1 {
-            active[start..end]
-                .sort_by(|&a, &b| entries[a].name.cmp(entries[b].name).then(a.cmp(&b)));
-        }
-        start = end;
+    let mut planned = vec![0u64; entries.len()];
+    let mut overflow = vec![0u64; entries.len()];
+    let over = plan_parts(
+        total,
+        parts,
+        |i| entries[i].name.as_bytes(),
+        rebalance,
+        salt,
+        |i, n| planned[i] = n,
+    );
+    for (i, o) in over {
+        overflow[i as usize] = o;
     }
+    (planned, overflow)
+}
+
+/// One cluster taking part in the planner (it has a preference). Parts stay in input order;
+/// the rules reach them through the planning order (`order::Order`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Part {
+    weight: u64,
+    /// `u64::MAX` = no maxReplicas: a cap no count reaches behaves exactly as none.
+    max: u64,
+    /// `u64::MAX` = no capacity limit, for the same reason.
+    cap: u64,
+    /// The minimum until rule 3, then the replicas planned so far.
+    planned: u64,
+    /// What it runs now until rule 4 (0 = none: rule 4 ignores a count not above the
+    /// minimum), then the replicas preallocated to it.
+    keep: u64,
+    /// Its position in the caller's input.
+    pos: u32,
+}
+
+impl Part {
+    pub(crate) fn new(pos: usize, weight: u64, min: u64, max: u64, cap: u64, current: u64) -> Self {
+        Self {
+            weight,
+            max,
+            cap,
+            planned: min,
+            keep: current,
+            // A planner input of 2^32 clusters could not be held in memory.
+            pos: u32::try_from(pos).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// The planner itself over the clusters that take part, listed by ascending input position
+/// (`name(pos)` names them). Positions not listed get 0 and are not reported; `set(pos,
+/// replicas)` receives every listed position's count, once. Returns the capacity overflow as
+/// (position, replicas), positions without overflow left out.
+///
+/// Each rule reads the planning order only as far as its outcome depends on it (see
+/// `order::Order`): a rule whose demands all fit serves everyone without it, and a round
+/// stops reading once nothing remains, because from there on it changes nothing (unless a
+/// cluster holds more than its maximum, which only a minimum above the maximum causes).
+pub(crate) fn plan_parts<'a>(
+    total: u64,
+    mut parts: Vec<Part>,
+    name: impl Fn(usize) -> &'a [u8],
+    rebalance: bool,
+    salt: &str,
+    mut set: impl FnMut(usize, u64),
+) -> Vec<(u32, u64)> {
+    debug_assert!(parts.windows(2).all(|w| w[0].pos < w[1].pos));
+    let n = parts.len();
+    let positions: Vec<u32> = parts.iter().map(|p| p.pos).collect();
+    let name_of = |j: usize| name(positions[j] as usize);
+    // Rule 1 and 2: planning order (see `order`).
+    let mut hashes = vec![0u32; n];
+    fnv1_32_many(n, name_of, salt.as_bytes(), |j, h| hashes[j] = h);
+    let mut order = Order::new(parts.iter().map(|p| p.weight).collect(), hashes);
     let mut remaining = total;
 
     // Rule 3: minimums, in order, as far as replicas and capacity allow.
-    for &i in &active {
-        let min = entries[i].pref.map_or(0, |p| u64::from(p.min_replicas));
-        let mut take = min.min(remaining);
-        if let Some(cap) = entries[i].capacity {
-            take = take.min(cap);
+    let asked: u128 = parts.iter().map(|p| u128::from(p.planned.min(p.cap))).sum();
+    if asked <= u128::from(remaining) {
+        for p in parts.iter_mut() {
+            p.planned = p.planned.min(p.cap);
+            remaining -= p.planned;
         }
-        remaining -= take;
-        planned[i] = take;
+    } else {
+        let mut served = Vec::new();
+        let mut t = 0;
+        while remaining > 0 && t < n {
+            let j = order.at(t, name_of);
+            let take = parts[j].planned.min(remaining).min(parts[j].cap);
+            remaining -= take;
+            served.push((j, take));
+            t += 1;
+        }
+        for p in parts.iter_mut() {
+            p.planned = 0;
+        }
+        for (j, take) in served {
+            parts[j].planned = take;
+        }
     }
 
     // Rule 4: keep what already runs when rebalancing is off.
-    if !rebalance {
-        for &i in &active {
-            let Some(count) = entries[i].current else {
-                continue;
-            };
-            if count <= planned[i] {
-                continue;
-            }
-            let mut target = count;
-            if let Some(max) = max_of(i) {
-                target = target.min(max);
-            }
-            if let Some(cap) = entries[i].capacity {
-                target = target.min(cap);
-            }
-            let extra = target.saturating_sub(planned[i]).min(remaining);
+    let topping = |p: &Part| {
+        if rebalance || p.keep <= p.planned {
+            0
+        } else {
+            p.keep.min(p.max).min(p.cap).saturating_sub(p.planned)
+        }
+    };
+    let asked: u128 = parts.iter().map(|p| u128::from(topping(p))).sum();
+    if asked <= u128::from(remaining) {
+        for p in parts.iter_mut() {
+            let extra = topping(p);
             remaining -= extra;
-            prealloc[i] = extra;
-            planned[i] += extra;
+            p.keep = extra;
+            p.planned += extra;
+        }
+    } else {
+        let mut served = Vec::new();
+        let mut t = 0;
+        while remaining > 0 && t < n {
+            let j = order.at(t, name_of);
+            let extra = topping(&parts[j]).min(remaining);
+            remaining -= extra;
+            served.push((j, extra));
+            t += 1;
+        }
+        for p in parts.iter_mut() {
+            p.keep = 0;
+        }
+        for (j, extra) in served {
+            parts[j].keep = extra;
+            parts[j].planned += extra;
         }
     }
+    let tail_matters = parts.iter().any(|p| p.planned > p.max);
 
     // Rule 5: proportional rounds. Each round either places everything, fills a cluster, or
     // consumes preallocated replicas (at least half of them), so it ends after
-    // O(clusters * log(replicas)) rounds; usually two or three.
+    // O(clusters * log(replicas)) rounds; usually two or three. `open` lists, in planning
+    // order, the clusters read so far that are not full; `read` counts the positions read.
+    let mut overflow: Vec<(u32, u64)> = Vec::new();
+    let mut weight_sum: u128 = parts.iter().map(|p| u128::from(p.weight)).sum();
+    let mut open: Vec<u32> = Vec::new();
+    let mut read = 0;
     let mut changed = true;
     while changed && remaining > 0 {
         changed = false;
-        let weight_sum: u128 = active.iter().map(|&i| u128::from(weight(i))).sum();
         if weight_sum == 0 {
             break;
         }
+        let round_sum = weight_sum;
         let to_share = u128::from(remaining);
-        let mut still_open = Vec::with_capacity(active.len());
-        for &i in &active {
-            let start = planned[i];
-            // Share rounded up, never more than what remains.
-            // Once nothing remains every share is cut to 0: skip the division.
-            let share = if remaining == 0 {
-                0
+        // Planning order sorts by weight, so equal weights (equal shares) come in runs: one
+        // division per run instead of one per cluster.
+        let mut share_of: Option<(u64, u128)> = None;
+        let (mut t, mut kept) = (0, 0);
+        loop {
+            if remaining == 0 && !tail_matters {
+                // Every later share is cut to 0 and no count can drop back: the rest of the
+                // round would change nothing, and no round follows.
+                let rest = open.len() - t;
+                open.copy_within(t.., kept);
+                kept += rest;
+                break;
+            }
+            let j = if t < open.len() {
+                open[t] as usize
+            } else if read < n {
+                let j = order.at(read, name_of);
+                read += 1;
+                open.push(j as u32);
+                j
             } else {
-                super::webster::div_fast(
-                    to_share * u128::from(weight(i)) + weight_sum - 1,
-                    weight_sum,
-                )
+                break;
+            };
+            t += 1;
+            let p = &mut parts[j];
+            let start = p.planned;
+            // Share rounded up, never more than what remains; once nothing remains every
+            // share is cut to 0, so the division is skipped.
+            let share = match share_of {
+                _ if remaining == 0 => 0,
+                Some((w, s)) if w == p.weight => s,
+                _ => {
+                    let s = super::webster::div_fast(
+                        to_share * u128::from(p.weight) + round_sum - 1,
+                        round_sum,
+                    );
+                    share_of = Some((p.weight, s));
+                    s
+                }
             };
             let mut extra = (share.min(u128::from(remaining))) as u64;
-            let used = extra.min(prealloc[i]);
-            prealloc[i] -= used;
+            let used = extra.min(p.keep);
+            p.keep -= used;
             extra -= used;
             if used > 0 {
                 changed = true;
             }
             let mut total_here = start + extra;
             let mut full = false;
-            if let Some(max) = max_of(i) {
-                if total_here > max {
-                    total_here = max;
-                    full = true;
-                }
+            if total_here > p.max {
+                total_here = p.max;
+                full = true;
             }
-            if let Some(cap) = entries[i].capacity {
-                if total_here > cap {
-                    overflow[i] = total_here - cap;
-                    total_here = cap;
-                    full = true;
-                }
+            if total_here > p.cap {
+                overflow.push((p.pos, total_here - p.cap));
+                total_here = p.cap;
+                full = true;
             }
-            if !full {
-                still_open.push(i);
-            }
-            // A cluster capped below what it already had (KubeFed keeps `total - start` signed;
-            // here the count simply drops back and the replicas return to the pool).
+            // A cluster capped below what it already had (KubeFed keeps `total - start`
+            // signed; here the count simply drops back and the replicas return to the pool).
             if total_here >= start {
                 remaining -= total_here - start;
             } else {
                 remaining += start - total_here;
             }
-            planned[i] = total_here;
+            p.planned = total_here;
             if total_here > start {
                 changed = true;
             }
+            if full {
+                weight_sum -= u128::from(p.weight);
+            } else {
+                open[kept] = j as u32;
+                kept += 1;
+            }
         }
-        active = still_open;
+        open.truncate(kept);
+    }
+    for p in &parts {
+        set(p.pos as usize, p.planned);
     }
 
     // Rule 6.
     if !rebalance {
-        for o in overflow.iter_mut() {
+        for (_, o) in overflow.iter_mut() {
             *o = (*o).min(remaining);
         }
+        overflow.retain(|&(_, o)| o > 0);
     }
-    (planned, overflow)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hashing_side_by_side_matches_one_at_a_time() {
-        let names: Vec<String> = (0..23)
-            .map(|i| "c".repeat(i % 9) + &i.to_string())
-            .collect();
-        for salt in ["", "ns/web", "default/a-much-longer-object-name"] {
-            let many = fnv1_32_many(names.iter().map(String::as_str), salt);
-            let one: Vec<u32> = names.iter().map(|n| fnv1_32(n, salt)).collect();
-            assert_eq!(many, one, "salt {salt:?}");
-        }
-    }
+    overflow
 }
