@@ -247,7 +247,14 @@ mod tests {
         for doc in cases {
             assert_eq!(direct(doc).unwrap_err(), err(doc), "{doc}");
         }
-        assert_eq!(direct(r#" {"apiEndpoint":"x","inner":{"minReplicas":2}} "#).unwrap().inner.unwrap().min_replicas, 2);
+        assert_eq!(
+            direct(r#" {"apiEndpoint":"x","inner":{"minReplicas":2}} "#)
+                .unwrap()
+                .inner
+                .unwrap()
+                .min_replicas,
+            2
+        );
         // Not JSON, or not an object, or trailing garbage: malformed, whatever came first.
         for doc in [
             "",

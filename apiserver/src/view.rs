@@ -268,7 +268,10 @@ mod tests {
         };
         o.status.clusters = vec![placed("dc1", 2), placed("dc2", 1)];
         let doc = serde_json::to_value(ObjectView(&o)).unwrap();
-        assert_eq!(doc["status"]["placement"], serde_json::json!({"dc1": 2, "dc2": 1}));
+        assert_eq!(
+            doc["status"]["placement"],
+            serde_json::json!({"dc1": 2, "dc2": 1})
+        );
         assert_eq!(doc["status"]["clusters"]["dc1"]["applied"], true);
         assert_eq!(doc["status"]["clusters"]["dc2"]["reportedMs"], 5);
         assert_eq!(
@@ -280,6 +283,9 @@ mod tests {
             replicas: 2,
             message: "no capacity".into(),
         });
-        assert_eq!(serde_json::to_value(ObjectView(&o)).unwrap(), value_rendering(&o));
+        assert_eq!(
+            serde_json::to_value(ObjectView(&o)).unwrap(),
+            value_rendering(&o)
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{send, TestCluster, ADMIN};
+use common::{send, ADMIN};
 use fedraft_apiserver::ApiConfig;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -76,10 +76,9 @@ async fn a_late_watcher_replays_retained_history_from_its_version() {
     for (i, (name, replicas)) in writes.iter().enumerate() {
         let node = if i % 2 == 0 { leader } else { follower };
         let r = match replicas {
-            Some(n) => {
-                c.req(node, Method::PUT, &path(name), Some(ADMIN))
-                    .json(&object(name, *n))
-            }
+            Some(n) => c
+                .req(node, Method::PUT, &path(name), Some(ADMIN))
+                .json(&object(name, *n)),
             None => c.req(node, Method::DELETE, &path(name), Some(ADMIN)),
         };
         let r = send(r, &seen).await;
@@ -92,7 +91,10 @@ async fn a_late_watcher_replays_retained_history_from_its_version() {
             (false, Some(_)) => "ADDED",
         };
         if let Some(n) = replicas {
-            at_version.entry(name.to_string()).or_default().insert(rv, *n);
+            at_version
+                .entry(name.to_string())
+                .or_default()
+                .insert(rv, *n);
         }
         expected.push((kind, name.to_string(), rv));
     }
@@ -177,11 +179,7 @@ async fn a_late_watcher_replays_retained_history_from_its_version() {
     .await;
     assert_eq!(r.status, 410, "{}", r.text);
     assert_eq!(r.json["error"]["code"], "Gone", "{}", r.text);
-    let now = send(
-        c.req(leader, Method::GET, &path("b"), Some(ADMIN)),
-        &seen,
-    )
-    .await;
+    let now = send(c.req(leader, Method::GET, &path("b"), Some(ADMIN)), &seen).await;
     let now_rv = now.json["resourceVersion"].as_u64().unwrap();
     let w = c
         .req(

@@ -99,14 +99,7 @@ fn event(state: &State, index: u64, kind: ChangeKind, key: &str, op: EventType) 
                 .map(|o| Payload::Object(Box::new(o.clone()))),
         },
     };
-    WatchEvent::new(
-        op,
-        Some(kind_name),
-        namespace,
-        Some(name),
-        index,
-        object,
-    )
+    WatchEvent::new(op, Some(kind_name), namespace, Some(name), index, object)
 }
 
 #[cfg(test)]

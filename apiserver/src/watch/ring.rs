@@ -120,7 +120,14 @@ impl WatchEvent {
     }
 
     pub fn bookmark(resource_version: u64) -> Self {
-        WatchEvent::new(EventType::Bookmark, None, None, None, resource_version, None)
+        WatchEvent::new(
+            EventType::Bookmark,
+            None,
+            None,
+            None,
+            resource_version,
+            None,
+        )
     }
 
     pub fn gone(resource_version: u64, message: &str) -> Self {

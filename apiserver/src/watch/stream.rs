@@ -133,16 +133,35 @@ pub async fn watch(
             let (at, initial) = read(&app, false, |s| {
                 let at = s.applied_index();
                 let added = |kind, ns: Option<String>, name: String, rv, object| {
-                    WatchEvent::new(EventType::Added, Some(kind), ns, Some(name), rv, Some(object))
+                    WatchEvent::new(
+                        EventType::Added,
+                        Some(kind),
+                        ns,
+                        Some(name),
+                        rv,
+                        Some(object),
+                    )
                 };
                 let mut v = Vec::new();
                 for c in s.clusters() {
                     let object = Payload::Cluster(Box::new(c.clone()));
-                    v.push(added("Cluster", None, c.spec.name.clone(), c.resource_version, object));
+                    v.push(added(
+                        "Cluster",
+                        None,
+                        c.spec.name.clone(),
+                        c.resource_version,
+                        object,
+                    ));
                 }
                 for t in s.tenants() {
                     let object = Payload::Tenant(Box::new(t.clone()));
-                    v.push(added("Tenant", None, t.spec.name.clone(), t.resource_version, object));
+                    v.push(added(
+                        "Tenant",
+                        None,
+                        t.spec.name.clone(),
+                        t.resource_version,
+                        object,
+                    ));
                 }
                 for o in s.objects() {
                     let (ns, n) = (Some(o.namespace.clone()), o.name.clone());
