@@ -11,3 +11,13 @@ export FEDRAFT_ROCKSDB_CACHE="${FEDRAFT_ROCKSDB_CACHE:-$HOME/.cache/fedraft-rock
 if [ -f "$FEDRAFT_ROCKSDB_CACHE/librocksdb.a" ]; then
   export ROCKSDB_LIB_DIR="$FEDRAFT_ROCKSDB_CACHE" ROCKSDB_STATIC=1
 fi
+# Opt-in, for benchmarking release binaries: FEDRAFT_ROCKSDB_OPT=1 links the optimized library that
+# `scripts/rocksdb-lib --release` built. Use it for `cargo build --release` only: switching the
+# library relinks everything above librocksdb-sys, so debug builds and CI keep the -O0 one.
+if [ "${FEDRAFT_ROCKSDB_OPT:-0}" = 1 ]; then
+  if [ -f "$FEDRAFT_ROCKSDB_CACHE-opt/librocksdb.a" ]; then
+    export ROCKSDB_LIB_DIR="$FEDRAFT_ROCKSDB_CACHE-opt" ROCKSDB_STATIC=1
+  else
+    echo "env.sh: FEDRAFT_ROCKSDB_OPT=1 but $FEDRAFT_ROCKSDB_CACHE-opt/librocksdb.a is missing (scripts/rocksdb-lib --release); using the default library" >&2
+  fi
+fi

@@ -20,6 +20,7 @@ mod layers;
 pub mod metrics;
 pub mod openapi;
 mod routes;
+pub mod view;
 pub mod watch;
 pub mod wire;
 

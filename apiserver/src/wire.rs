@@ -278,49 +278,15 @@ pub fn cluster_json(c: &Cluster) -> Value {
     })
 }
 
-/// An object as the API shows it; `decision` adds the scheduler's current reasoning.
+/// An object as the API shows it; `decision` adds the scheduler's current reasoning. The shape is
+/// [`crate::view::ObjectView`]'s; paths that only write the document out use the view directly.
 pub fn object_json(o: &FederatedObject, decision: Option<&Decision>) -> Value {
-    let template: Value = serde_json::from_str(&o.spec.template)
-        .unwrap_or_else(|_| Value::String(o.spec.template.clone()));
-    let placement: BTreeMap<&str, u32> = o
-        .status
-        .clusters
-        .iter()
-        .map(|c| (c.cluster.as_str(), c.replicas))
-        .collect();
-    let clusters: BTreeMap<&str, Value> = o
-        .status
-        .clusters
-        .iter()
-        .map(|c| {
-            (
-                c.cluster.as_str(),
-                json!({
-                    "replicas": c.replicas,
-                    "applied": c.applied,
-                    "readyReplicas": c.ready_replicas,
-                    "message": c.message,
-                    "reportedMs": c.reported_ms,
-                }),
-            )
-        })
-        .collect();
-    let conditions: Vec<Value> = o
-        .conditions()
-        .iter()
-        .map(|c| {
-            json!({
-                "type": to_value(&c.type_),
-                "status": if c.status { "True" } else { "False" },
-                "message": c.message,
-            })
-        })
-        .collect();
-    let mut last = json!({
-        "summary": o.status.decision_summary,
-        "decidedIndex": o.status.decided_index,
-    });
-    if let (Some(d), Some(m)) = (decision, last.as_object_mut()) {
+    let mut doc = to_value(&crate::view::ObjectView(o));
+    let last = doc
+        .get_mut("status")
+        .and_then(|st| st.get_mut("lastDecision"))
+        .and_then(Value::as_object_mut);
+    if let (Some(d), Some(m)) = (decision, last) {
         if let Value::Object(dm) = decision_json(d) {
             for (k, v) in dm {
                 if k != "summary" {
@@ -329,24 +295,7 @@ pub fn object_json(o: &FederatedObject, decision: Option<&Decision>) -> Value {
             }
         }
     }
-    json!({
-        "kind": "FederatedObject",
-        "namespace": o.namespace,
-        "name": o.name,
-        "template": template,
-        "placement": to_value(&o.spec.placement),
-        "overrides": to_value(&o.spec.overrides),
-        "resourceVersion": o.resource_version,
-        "status": {
-            "placement": placement,
-            "clusters": clusters,
-            "readyReplicas": o.status.ready_replicas,
-            "desiredReplicas": o.template_info.replicas,
-            "shortfall": o.status.shortfall.as_ref().map(|s| json!({"replicas": s.replicas, "message": s.message})),
-            "conditions": conditions,
-            "lastDecision": last,
-        },
-    })
+    doc
 }
 
 /// A decision record, with each drop reason also as a sentence.

@@ -116,7 +116,7 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, ApiError> {
     allow(&app, &p, Access::WriteClusters)?;
-    let (doc, _) = decode_body::<ClusterIn>(&headers, body, app.cfg.body_limit_bytes).await?;
+    let doc = decode_body::<ClusterIn>(&headers, body, app.cfg.body_limit_bytes).await?;
     doc.check_kind()?;
     let meta_name = doc.metadata.as_ref().and_then(|m| m.name.clone());
     let name = doc
@@ -156,7 +156,7 @@ pub async fn replace(
 ) -> Result<Response, ApiError> {
     valid_label(&name, "name")?;
     allow(&app, &p, Access::WriteClusters)?;
-    let (doc, _) = decode_body::<ClusterIn>(&headers, body, app.cfg.body_limit_bytes).await?;
+    let doc = decode_body::<ClusterIn>(&headers, body, app.cfg.body_limit_bytes).await?;
     doc.check_kind()?;
     check_same("name", doc.name.as_deref(), &name)?;
     check_same(

@@ -202,6 +202,10 @@ pub fn resource_version(applied: &Applied) -> u64 {
 /// Waits until this node applied `index` (a forwarded write commits on the leader first).
 async fn wait_applied(app: &App, index: u64) -> Result<(), ApiError> {
     use tokio::sync::broadcast::error::RecvError;
+    // The common case (the leader applied before answering): no subscription needed.
+    if app.node.read_stale(|s| s.applied_index()) >= index {
+        return Ok(());
+    }
     let deadline = tokio::time::Instant::now() + Duration::from_millis(app.cfg.apply_wait_ms);
     let mut rx = app.ring.subscribe();
     loop {

@@ -74,7 +74,7 @@ pub async fn add(
     body: Body,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     admin_only(&p)?;
-    let (req, _): (AddLearner, _) = decode_body(&headers, body, app.cfg.body_limit_bytes).await?;
+    let req: AddLearner = decode_body(&headers, body, app.cfg.body_limit_bytes).await?;
     if req.id == 0 {
         return Err(ApiError::invalid("id", "node ids start at 1"));
     }
@@ -110,7 +110,7 @@ pub async fn set_voters(
     body: Body,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     admin_only(&p)?;
-    let (req, _): (SetVoters, _) = decode_body(&headers, body, app.cfg.body_limit_bytes).await?;
+    let req: SetVoters = decode_body(&headers, body, app.cfg.body_limit_bytes).await?;
     if req.voters.len() < MIN_VOTERS {
         return Err(ApiError::invalid(
             "voters",

@@ -7,7 +7,7 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use fedraft_core::command::Command;
@@ -22,6 +22,7 @@ use super::common::{
 use crate::auth::{Access, Principal, Role};
 use crate::body::decode_body;
 use crate::error::ApiError;
+use crate::view::ObjectView;
 use crate::wire::{
     self, check_same, from_field_error, object_json, valid_label, valid_subdomain, Envelope,
     ObjectIn,
@@ -145,7 +146,7 @@ pub async fn put(
     valid_label(&ns, "namespace")?;
     valid_subdomain(&name, "name")?;
     allow(&app, &p, Access::WriteNamespace(&ns))?;
-    let (doc, _) = decode_body::<ObjectIn>(&headers, body, app.cfg.body_limit_bytes).await?;
+    let doc = decode_body::<ObjectIn>(&headers, body, app.cfg.body_limit_bytes).await?;
     check_envelope(&doc, &ns, &name)?;
     let expected = expected_version(&headers, doc.expected_version())?;
     let discovery = doc.discovery.clone();
@@ -176,14 +177,24 @@ pub async fn put(
     let applied = submit(&app, &p, &headers, command).await?;
     let rv = resource_version(&applied);
     let (n, m) = (ns.clone(), name.clone());
-    // Copy under the state lock, render outside it: rendering parses the template, and every
-    // moment a reader holds the lock is a moment the apply loop may wait for it.
+    // Written out under the state's read lock: the view embeds the stored template as it is
+    // (no parse, one buffer), which is cheaper than copying the object out to render it.
     let doc = app
         .node
-        .read_stale(move |s| s.object(&n, &m).cloned())
-        .map(|o| object_json(&o, None))
-        .unwrap_or_else(|| json!({"kind": "FederatedObject", "namespace": ns, "name": name, "resourceVersion": rv}));
-    Ok((StatusCode::OK, Json(doc)).into_response())
+        .read_stale(move |s| s.object(&n, &m).map(|o| serde_json::to_vec(&ObjectView(o))));
+    match doc {
+        Some(Ok(bytes)) => Ok((
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            bytes,
+        )
+            .into_response()),
+        // Deleted again before this answer (or unrenderable): the write itself still succeeded.
+        _ => {
+            let doc = json!({"kind": "FederatedObject", "namespace": ns, "name": name, "resourceVersion": rv});
+            Ok((StatusCode::OK, Json(doc)).into_response())
+        }
+    }
 }
 
 pub async fn delete(

@@ -28,7 +28,7 @@ pub async fn dry_run(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
-    let (doc, _) = decode_body::<ObjectIn>(&headers, body, app.cfg.body_limit_bytes).await?;
+    let doc = decode_body::<ObjectIn>(&headers, body, app.cfg.body_limit_bytes).await?;
     let meta = doc.metadata.clone().unwrap_or_default();
     let ns = doc
         .namespace

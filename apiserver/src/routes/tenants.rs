@@ -72,7 +72,7 @@ pub async fn put(
 ) -> Result<Response, ApiError> {
     valid_label(&name, "name")?;
     allow(&app, &p, Access::WriteTenant)?;
-    let (doc, _) = decode_body::<TenantIn>(&headers, body, app.cfg.body_limit_bytes).await?;
+    let doc = decode_body::<TenantIn>(&headers, body, app.cfg.body_limit_bytes).await?;
     doc.check_kind()?;
     check_same("name", doc.name.as_deref(), &name)?;
     check_same(

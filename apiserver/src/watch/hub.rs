@@ -4,6 +4,8 @@
 //! Events are built from the entry's `changes` (one per resource, collapsed within the entry) and
 //! the node's local state at the time the hub handles the entry. That state may already include
 //! later entries, so an event's object can be newer than its `resourceVersion`; it is never older.
+//! The hub copies each changed resource (under the state's read lock, briefly) and renders
+//! nothing: JSON is made only when a watcher sends the event (see `ring`).
 //! If the hub falls behind the node's broadcast (lagged), it cannot know what it missed: it resets
 //! the ring (resumes from before that point get 410) and live watchers get an ERROR line.
 
@@ -14,8 +16,7 @@ use fedraft_core::state::{ChangeKind, ChangeOp, State};
 use fedraft_raft::{AppliedEntry, FedNode};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::ring::{EventType, Ring, WatchEvent};
-use crate::wire::{cluster_json, object_json, tenant_json};
+use super::ring::{EventType, Payload, Ring, WatchEvent};
 
 /// Starts the hub and returns the ring it feeds.
 pub fn start(node: &FedNode, history_events: usize) -> Arc<Ring> {
@@ -86,20 +87,112 @@ fn event(state: &State, index: u64, kind: ChangeKind, key: &str, op: EventType) 
     let object = match op {
         EventType::Deleted => None,
         _ => match kind {
-            ChangeKind::Cluster => state.cluster(&name).map(cluster_json),
-            ChangeKind::Tenant => state.tenant(&name).map(tenant_json),
+            ChangeKind::Cluster => state
+                .cluster(&name)
+                .map(|c| Payload::Cluster(Box::new(c.clone()))),
+            ChangeKind::Tenant => state
+                .tenant(&name)
+                .map(|t| Payload::Tenant(Box::new(t.clone()))),
             ChangeKind::Object => namespace
                 .as_deref()
                 .and_then(|ns| state.object(ns, &name))
-                .map(|o| object_json(o, None)),
+                .map(|o| Payload::Object(Box::new(o.clone()))),
         },
     };
-    WatchEvent {
-        event_type: op,
-        kind: Some(kind_name),
-        namespace,
-        name: Some(name),
-        resource_version: index,
-        object,
+    WatchEvent::new(op, Some(kind_name), namespace, Some(name), index, object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fedraft_core::command::{Command, LogEntry};
+    use fedraft_core::model::ObjectSpec;
+    use serde_json::Value;
+
+    fn put(replicas: u32) -> LogEntry {
+        let template = format!(
+            r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"web"}},"spec":{{"replicas":{replicas}}}}}"#
+        );
+        let spec = ObjectSpec {
+            template,
+            placement: Default::default(),
+            overrides: Vec::new(),
+        };
+        let command = Command::PutObject {
+            namespace: "team".into(),
+            name: "web".into(),
+            spec,
+            expected_version: None,
+        };
+        LogEntry::new(format!("r{replicas}"), "alice", 1_000, command)
+    }
+
+    fn apply(state: &mut State, index: u64, entry: LogEntry) -> AppliedEntry {
+        let applied = state.apply(index, &entry);
+        assert!(applied.outcome.is_accepted(), "{:?}", applied.outcome);
+        AppliedEntry {
+            index,
+            entry,
+            applied,
+        }
+    }
+
+    fn line_json(e: &WatchEvent) -> Value {
+        serde_json::from_slice(&e.line()).unwrap()
+    }
+
+    #[test]
+    fn events_render_on_first_send_and_show_the_object_as_it_was() {
+        let mut state = State::new();
+        let first = apply(&mut state, 1, put(1));
+        let events = events_for(&state, &first);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].event_type, EventType::Added);
+        // Nothing is rendered while nobody sends the event.
+        assert!(!events[0].is_rendered());
+
+        // The state moves on before any watcher asks.
+        let second = apply(&mut state, 2, put(4));
+        let later = events_for(&state, &second);
+        assert_eq!(later[0].event_type, EventType::Modified);
+
+        // The first event still renders the object as of its own entry.
+        let doc = line_json(&events[0]);
+        assert!(events[0].is_rendered());
+        assert_eq!(doc["type"], "ADDED");
+        assert_eq!(doc["resourceVersion"], 1);
+        assert_eq!(doc["object"]["resourceVersion"], 1);
+        assert_eq!(doc["object"]["template"]["spec"]["replicas"], 1);
+        let doc = line_json(&later[0]);
+        assert_eq!(doc["object"]["template"]["spec"]["replicas"], 4);
+        // Rendered once: later sends share the same bytes.
+        assert_eq!(events[0].line(), events[0].line());
+        // The line is exactly what the object's GET shows, plus the event envelope.
+        assert_eq!(
+            doc["object"],
+            crate::wire::object_json(state.object("team", "web").unwrap(), None)
+        );
+    }
+
+    #[test]
+    fn a_delete_carries_no_object() {
+        let mut state = State::new();
+        apply(&mut state, 1, put(1));
+        let delete = LogEntry::new(
+            "d",
+            "alice",
+            1_000,
+            Command::DeleteObject {
+                namespace: "team".into(),
+                name: "web".into(),
+                expected_version: None,
+            },
+        );
+        let gone = apply(&mut state, 2, delete);
+        let events = events_for(&state, &gone);
+        let doc = line_json(&events[0]);
+        assert_eq!(doc["type"], "DELETED");
+        assert_eq!(doc["namespace"], "team");
+        assert!(doc.get("object").is_none(), "{doc}");
     }
 }

@@ -5,16 +5,28 @@
 //! the live ones, with no gap and no duplicate, because copying the backlog and subscribing to the
 //! live feed happen under the same lock as [`Ring::push`]. Resuming from `N < horizon` is 410 Gone.
 //!
+//! Events are rendered lazily: an event keeps a copy of the resource as it was when the hub saw
+//! the entry ([`Payload`]) and turns it into its JSON line the first time a watcher sends it
+//! ([`WatchEvent::line`]), once for all watchers. A node nobody watches copies each changed
+//! resource and renders nothing.
+//!
 //! The ring holds at most `capacity_events` events (default [`DEFAULT_HISTORY_EVENTS`]); when full
 //! it drops whole log entries from the front and raises the horizon to their index.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
 
-use serde::Serialize;
+use bytes::Bytes;
+use fedraft_core::model::{Cluster, FederatedObject, Tenant};
+use serde::{Serialize, Serializer};
 use tokio::sync::broadcast;
 
-/// Default retained history: 8192 events (a few MiB of JSON for typical objects).
+use crate::view::ObjectView;
+use crate::wire::{cluster_json, tenant_json};
+
+/// Default retained history: 8192 events (each a copy of one resource, a few MiB in all for
+/// typical objects).
 pub const DEFAULT_HISTORY_EVENTS: usize = 8192;
 /// How many messages a live watcher may fall behind before it is cut off with a 410 ERROR line.
 pub const LIVE_BUFFER_EVENTS: usize = 4096;
@@ -30,8 +42,42 @@ pub enum EventType {
     Error,
 }
 
+/// What an event carries as `object`: a copy of the resource, rendered only when sent.
+#[derive(Clone)]
+pub enum Payload {
+    Cluster(Box<Cluster>),
+    Object(Box<FederatedObject>),
+    Tenant(Box<Tenant>),
+    /// A document that is JSON already (the `{code, message}` of an ERROR line).
+    Json(serde_json::Value),
+}
+
+impl Serialize for Payload {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            // Through `cluster_json`, which has no path to the credentials the copy holds.
+            Payload::Cluster(c) => cluster_json(c).serialize(s),
+            Payload::Object(o) => ObjectView(o).serialize(s),
+            Payload::Tenant(t) => tenant_json(t).serialize(s),
+            Payload::Json(v) => v.serialize(s),
+        }
+    }
+}
+
+impl fmt::Debug for Payload {
+    // Names only: a cluster copy holds credentials, and events are not for printing whole.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Payload::Cluster(c) => write!(f, "Cluster({})", c.spec.name),
+            Payload::Object(o) => write!(f, "Object({}/{})", o.namespace, o.name),
+            Payload::Tenant(t) => write!(f, "Tenant({})", t.spec.name),
+            Payload::Json(v) => write!(f, "Json({v})"),
+        }
+    }
+}
+
 /// One line of a watch stream.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WatchEvent {
     #[serde(rename = "type")]
@@ -47,30 +93,70 @@ pub struct WatchEvent {
     pub resource_version: u64,
     /// The resource as the API shows it (never with credentials); absent on DELETED.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub object: Option<serde_json::Value>,
+    pub object: Option<Payload>,
+    /// The rendered NDJSON line, filled by the first [`WatchEvent::line`].
+    #[serde(skip)]
+    line: OnceLock<Bytes>,
 }
 
 impl WatchEvent {
-    pub fn bookmark(resource_version: u64) -> Self {
+    pub fn new(
+        event_type: EventType,
+        kind: Option<&'static str>,
+        namespace: Option<String>,
+        name: Option<String>,
+        resource_version: u64,
+        object: Option<Payload>,
+    ) -> Self {
         WatchEvent {
-            event_type: EventType::Bookmark,
-            kind: None,
-            namespace: None,
-            name: None,
+            event_type,
+            kind,
+            namespace,
+            name,
             resource_version,
-            object: None,
+            object,
+            line: OnceLock::new(),
         }
     }
 
-    pub fn gone(resource_version: u64, message: &str) -> Self {
-        WatchEvent {
-            event_type: EventType::Error,
-            kind: None,
-            namespace: None,
-            name: None,
+    pub fn bookmark(resource_version: u64) -> Self {
+        WatchEvent::new(
+            EventType::Bookmark,
+            None,
+            None,
+            None,
             resource_version,
-            object: Some(serde_json::json!({"code": 410, "message": message})),
-        }
+            None,
+        )
+    }
+
+    pub fn gone(resource_version: u64, message: &str) -> Self {
+        let object = serde_json::json!({"code": 410, "message": message});
+        WatchEvent::new(
+            EventType::Error,
+            None,
+            None,
+            None,
+            resource_version,
+            Some(Payload::Json(object)),
+        )
+    }
+
+    /// The event as one NDJSON line (with its newline). Rendered on the first call and shared by
+    /// every later one, so N watchers of one event cost one rendering.
+    pub fn line(&self) -> Bytes {
+        self.line
+            .get_or_init(|| {
+                let mut v = serde_json::to_vec(self).unwrap_or_default();
+                v.push(b'\n');
+                Bytes::from(v)
+            })
+            .clone()
+    }
+
+    /// Whether [`WatchEvent::line`] has rendered this event yet.
+    pub fn is_rendered(&self) -> bool {
+        self.line.get().is_some()
     }
 }
 
@@ -200,14 +286,14 @@ mod tests {
     use super::*;
 
     fn ev(rv: u64, name: &str) -> WatchEvent {
-        WatchEvent {
-            event_type: EventType::Added,
-            kind: Some("Cluster"),
-            namespace: None,
-            name: Some(name.into()),
-            resource_version: rv,
-            object: None,
-        }
+        WatchEvent::new(
+            EventType::Added,
+            Some("Cluster"),
+            None,
+            Some(name.into()),
+            rv,
+            None,
+        )
     }
 
     #[test]

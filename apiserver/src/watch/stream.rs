@@ -21,11 +21,11 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
-use super::ring::{LiveMsg, WatchEvent};
+use super::ring::{EventType, LiveMsg, Payload, WatchEvent};
 use crate::auth::{Access, Principal, Role};
 use crate::error::ApiError;
 use crate::routes::common::{allow, read, tenant_namespaces, Q};
-use crate::wire::{cluster_json, object_json, tenant_json, valid_label};
+use crate::wire::valid_label;
 use crate::App;
 
 /// Lines buffered between the stream task and the socket.
@@ -73,9 +73,7 @@ impl Filter {
 }
 
 fn line(e: &WatchEvent) -> Bytes {
-    let mut v = serde_json::to_vec(e).unwrap_or_default();
-    v.push(b'\n');
-    Bytes::from(v)
+    e.line()
 }
 
 pub async fn watch(
@@ -131,44 +129,44 @@ pub async fn watch(
                     .map_err(|_| ApiError::Unavailable {
                         message: "watch history is resetting".into(),
                     })?;
+            // Copies under the state lock; rendering happens as the stream sends them.
             let (at, initial) = read(&app, false, |s| {
                 let at = s.applied_index();
-                let mut v = Vec::new();
-                let mk = |kind, ns: Option<String>, name: String, rv, object| WatchEvent {
-                    event_type: super::ring::EventType::Added,
-                    kind: Some(kind),
-                    namespace: ns,
-                    name: Some(name),
-                    resource_version: rv,
-                    object: Some(object),
+                let added = |kind, ns: Option<String>, name: String, rv, object| {
+                    WatchEvent::new(
+                        EventType::Added,
+                        Some(kind),
+                        ns,
+                        Some(name),
+                        rv,
+                        Some(object),
+                    )
                 };
+                let mut v = Vec::new();
                 for c in s.clusters() {
-                    v.push(mk(
+                    let object = Payload::Cluster(Box::new(c.clone()));
+                    v.push(added(
                         "Cluster",
                         None,
                         c.spec.name.clone(),
                         c.resource_version,
-                        cluster_json(c),
+                        object,
                     ));
                 }
                 for t in s.tenants() {
-                    v.push(mk(
+                    let object = Payload::Tenant(Box::new(t.clone()));
+                    v.push(added(
                         "Tenant",
                         None,
                         t.spec.name.clone(),
                         t.resource_version,
-                        tenant_json(t),
+                        object,
                     ));
                 }
                 for o in s.objects() {
                     let (ns, n) = (Some(o.namespace.clone()), o.name.clone());
-                    v.push(mk(
-                        "FederatedObject",
-                        ns,
-                        n,
-                        o.resource_version,
-                        object_json(o, None),
-                    ));
+                    let object = Payload::Object(Box::new(o.clone()));
+                    v.push(added("FederatedObject", ns, n, o.resource_version, object));
                 }
                 (at, v)
             })
