@@ -328,21 +328,15 @@ pub fn try_template_requests(template: &Value) -> Result<Resources, RenderError>
 }
 
 fn requests(template: &Value, strict: bool) -> Result<Resources, RenderError> {
-    let mut sum = Resources {
-        cpu_millis: 0,
-        memory_bytes: 0,
-        pods: 1,
-    };
+    let mut total = PodRequests::default();
     let Some(pod) = pod_spec(template) else {
-        return Ok(sum);
+        return Ok(total.total());
     };
-    let mut init_max = Resources::ZERO;
     for (list, is_init) in [("containers", false), ("initContainers", true)] {
         let Some(Value::Array(containers)) = pod.get(list) else {
             continue;
         };
         for (i, c) in containers.iter().enumerate() {
-            let field = format!("{list}[{i}].resources.requests");
             let Some(req) = c.pointer("/resources/requests") else {
                 continue;
             };
@@ -356,7 +350,7 @@ fn requests(template: &Value, strict: bool) -> Result<Resources, RenderError> {
                 match parse_quantity(&text, scale) {
                     Ok(v) => Ok(v),
                     Err(reason) if strict => Err(RenderError::Quantity {
-                        field: format!("{field}.{key}"),
+                        field: format!("{list}[{i}].resources.requests.{key}"),
                         reason,
                     }),
                     Err(_) => Ok(0),
@@ -367,15 +361,36 @@ fn requests(template: &Value, strict: bool) -> Result<Resources, RenderError> {
                 memory_bytes: q("memory", 1)?,
                 pods: 0,
             };
-            if is_init {
-                init_max.cpu_millis = init_max.cpu_millis.max(r.cpu_millis);
-                init_max.memory_bytes = init_max.memory_bytes.max(r.memory_bytes);
-            } else {
-                sum = sum.saturating_add(&r);
-            }
+            total.add(r, is_init);
         }
     }
-    sum.cpu_millis = sum.cpu_millis.max(init_max.cpu_millis);
-    sum.memory_bytes = sum.memory_bytes.max(init_max.memory_bytes);
-    Ok(sum)
+    Ok(total.total())
+}
+
+/// A pod's effective request, as Kubernetes computes it: containers run together and add up,
+/// init containers run one at a time so only the largest counts, the pod needs the larger of the
+/// two, and one pod slot.
+#[derive(Default)]
+pub(crate) struct PodRequests {
+    sum: Resources,
+    init_max: Resources,
+}
+
+impl PodRequests {
+    pub(crate) fn add(&mut self, r: Resources, is_init: bool) {
+        if is_init {
+            self.init_max.cpu_millis = self.init_max.cpu_millis.max(r.cpu_millis);
+            self.init_max.memory_bytes = self.init_max.memory_bytes.max(r.memory_bytes);
+        } else {
+            self.sum = self.sum.saturating_add(&r);
+        }
+    }
+
+    pub(crate) fn total(self) -> Resources {
+        Resources {
+            cpu_millis: self.sum.cpu_millis.max(self.init_max.cpu_millis),
+            memory_bytes: self.sum.memory_bytes.max(self.init_max.memory_bytes),
+            pods: 1,
+        }
+    }
 }

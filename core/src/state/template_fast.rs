@@ -20,7 +20,7 @@ use serde::Deserialize;
 
 use crate::model::TemplateInfo;
 use crate::policy::Resources;
-use crate::render::parse_quantity;
+use crate::render::{parse_quantity, PodRequests};
 
 /// The fields of one template that validation and scheduling read, if the fast read applies.
 pub(crate) fn template_info(text: &str) -> Option<TemplateInfo> {
@@ -79,15 +79,10 @@ type Containers<'a> = Option<Vec<Field<Container<'a>>>>;
 
 /// Per-replica requests as `render::requests` computes them; None if a quantity does not parse.
 fn requests(pod: Option<PodLists<'_, '_>>) -> Option<Resources> {
-    let mut sum = Resources {
-        cpu_millis: 0,
-        memory_bytes: 0,
-        pods: 1,
-    };
+    let mut total = PodRequests::default();
     let Some(pod) = pod else {
-        return Some(sum);
+        return Some(total.total());
     };
-    let mut init_max = Resources::ZERO;
     for (list, is_init) in [(pod[0], false), (pod[1], true)] {
         for c in list.iter().flatten() {
             let Field::Map(c) = c else {
@@ -108,17 +103,10 @@ fn requests(pod: Option<PodLists<'_, '_>>) -> Option<Resources> {
                 memory_bytes: q(&req.memory, 1)?,
                 pods: 0,
             };
-            if is_init {
-                init_max.cpu_millis = init_max.cpu_millis.max(r.cpu_millis);
-                init_max.memory_bytes = init_max.memory_bytes.max(r.memory_bytes);
-            } else {
-                sum = sum.saturating_add(&r);
-            }
+            total.add(r, is_init);
         }
     }
-    sum.cpu_millis = sum.cpu_millis.max(init_max.cpu_millis);
-    sum.memory_bytes = sum.memory_bytes.max(init_max.memory_bytes);
-    Some(sum)
+    Some(total.total())
 }
 
 /// Whether `text` avoids the JSON that a full parse refuses but a skipping parse lets through:
