@@ -15,6 +15,7 @@
 
 pub mod audit;
 mod batcher;
+mod checkpointer;
 pub mod config;
 pub mod error;
 mod forwarder;

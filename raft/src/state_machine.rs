@@ -4,17 +4,18 @@
 //! The in-memory state is rebuilt at start from the latest snapshot; openraft then re-applies
 //! the committed entries after it. Every applied command (a raft entry carries a batch) appends
 //! one audit record keyed by its resource version (entry bytes, outcome bytes, hash-chained) and
-//! is broadcast to subscribers; every `checkpoint_every_commands` commands the state itself is
-//! checkpointed, and retention (if any) runs after a checkpoint. `apply` returns only once the
-//! records are written (not synced: a later synced write, e.g. the next snapshot, makes them
-//! durable, and entries after the last snapshot are re-applied and re-archived on restart).
-//! Applying is the only writer of the state; readers take the read lock briefly.
+//! is broadcast to subscribers. `apply` returns only once the records are written (not synced: a
+//! later synced write, e.g. the next snapshot, makes them durable, and entries after the last
+//! snapshot are re-applied and re-archived on restart). Applying is the only writer of the
+//! state; readers take the read lock briefly. State checkpoints (every
+//! `checkpoint_every_commands` commands), retention and the bytes of raft snapshots come from
+//! the checkpointer's copy of the state (`checkpointer.rs`), so encoding the state never holds
+//! up an apply.
 
 use std::io::Cursor;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use fedraft_core::command::LogEntry;
 use fedraft_core::state::State;
 use fedraft_store::{AuditInput, Store, StoreError};
 use openraft::storage::RaftStateMachine;
@@ -24,6 +25,7 @@ use openraft::{
 use tokio::sync::broadcast;
 
 use crate::audit::AuditOptions;
+use crate::checkpointer::Checkpointer;
 use crate::log_store::{store_op, store_read};
 use crate::types::{
     AppliedEntry, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
@@ -48,10 +50,10 @@ pub struct SmShared {
     pub last_timestamp_ms: AtomicU64,
     snapshot_seq: AtomicU64,
     pub(crate) store: Store,
-    pub(crate) audit: AuditOptions,
     /// Highest command whose audit record is written: the state can be ahead of it for the
     /// moment between applying and archiving.
     pub(crate) archived_index: AtomicU64,
+    checkpointer: Checkpointer,
 }
 
 impl SmShared {
@@ -62,6 +64,11 @@ impl SmShared {
 
     fn write(&self) -> RwLockWriteGuard<'_, SmState> {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until every checkpoint due for the commands applied so far is written.
+    pub async fn flush_checkpoints(&self) {
+        self.checkpointer.flush().await
     }
 }
 
@@ -104,6 +111,14 @@ impl StateMachine {
         let last_ts = state.log_time_ms();
         let last_index = state.applied_index();
         let (events, _) = broadcast::channel(SUBSCRIBER_BUFFER_ENTRIES);
+        let checkpointer = Checkpointer::start(
+            store.clone(),
+            audit,
+            state.clone(),
+            last_applied,
+            membership.clone(),
+        )
+        .map_err(|e| crate::RaftError::Fatal(format!("starting the checkpoint thread: {e}")))?;
         let shared = Arc::new(SmShared {
             inner: RwLock::new(SmState {
                 state,
@@ -114,8 +129,8 @@ impl StateMachine {
             last_timestamp_ms: AtomicU64::new(last_ts),
             snapshot_seq: AtomicU64::new(0),
             store: store.clone(),
-            audit,
             archived_index: AtomicU64::new(last_index),
+            checkpointer,
         });
         Ok(StateMachine { shared, store })
     }
@@ -124,48 +139,18 @@ impl StateMachine {
         self.shared.clone()
     }
 
-    /// Writes the audit records and checkpoints of one `apply` call, in order, and runs
-    /// retention after a checkpoint. A failed archive write stops the node like any storage
-    /// failure: history must not silently lose entries.
-    async fn archive(
-        &self,
-        records: Vec<AuditInput>,
-        checkpoints: Vec<(u64, Vec<u8>)>,
-        log_time_ms: u64,
-    ) -> Result<(), StorageError> {
-        let last = records.last().map(|r| r.index);
-        if !records.is_empty() {
-            store_op(|d| self.store.write_audit(records, d))
-                .await
-                .map_err(sm_err)?;
-        }
-        if let Some(last) = last {
-            self.shared
-                .archived_index
-                .fetch_max(last, Ordering::Release);
-        }
-        let checkpointed = !checkpoints.is_empty();
-        for (index, state) in checkpoints {
-            store_op(|d| self.store.write_checkpoint(index, state, d))
-                .await
-                .map_err(sm_err)?;
-        }
-        let policy = self.shared.audit.retention;
-        if checkpointed && !policy.keeps_everything() {
-            let reader = self.store.reader();
-            let cut = store_read(move || {
-                reader.retention_cut(policy, log_time_ms, |r| {
-                    LogEntry::decode(&r.entry).ok().map(|e| e.timestamp_ms)
-                })
-            })
+    /// Writes the audit records of one `apply` call, in order. A failed archive write stops the
+    /// node like any storage failure: history must not silently lose entries.
+    async fn archive(&self, records: Vec<AuditInput>) -> Result<(), StorageError> {
+        let Some(last) = records.last().map(|r| r.index) else {
+            return Ok(());
+        };
+        store_op(|d| self.store.write_audit(records, d))
             .await
             .map_err(sm_err)?;
-            if let Some(cut) = cut {
-                store_op(|d| self.store.retain_audit(cut, d))
-                    .await
-                    .map_err(sm_err)?;
-            }
-        }
+        self.shared
+            .archived_index
+            .fetch_max(last, Ordering::Release);
         Ok(())
     }
 }
@@ -183,13 +168,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        if let Some(why) = self.shared.checkpointer.failure() {
+            return Err(sm_err(StoreError::Corrupt(why)));
+        }
         let started = std::time::Instant::now();
         let mut replies = Vec::new();
         let mut audit = Vec::new();
-        let mut checkpoints = Vec::new();
-        let every = self.shared.audit.checkpoint_every_commands;
-        let log_time_ms;
         let mut events = Vec::new();
+        let (last_applied, membership);
         {
             let mut g = self.shared.write();
             for entry in entries {
@@ -225,26 +211,28 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                                 applied: applied.clone(),
                             }));
                             out.push(applied);
-                            if every > 0 && seq.is_multiple_of(every) {
-                                checkpoints.push((seq, g.state.to_snapshot()));
-                            }
                         }
                         replies.push(Response(out));
                     }
                 }
             }
-            log_time_ms = g.state.log_time_ms();
+            last_applied = g.last_applied;
+            membership = g.membership.clone();
         }
-        self.archive(audit, checkpoints, log_time_ms).await?;
+        self.archive(audit).await?;
         tracing::trace!(
             entries = replies.len(),
             took_us = started.elapsed().as_micros() as u64,
             "applied"
         );
-        for ev in events {
+        for ev in &events {
             // No subscribers is fine.
-            let _ = self.shared.events.send(ev);
+            let _ = self.shared.events.send(ev.clone());
         }
+        self.shared
+            .checkpointer
+            .applied(events, last_applied, membership);
+        self.shared.checkpointer.catch_up().await;
         Ok(replies)
     }
 
@@ -282,6 +270,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.shared
             .archived_index
             .fetch_max(last_command, Ordering::Release);
+        self.shared.checkpointer.reset(
+            state.clone(),
+            meta.last_log_id,
+            meta.last_membership.clone(),
+        );
         let mut g = self.shared.write();
         g.state = state;
         g.last_applied = meta.last_log_id;
@@ -310,14 +303,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        let shared = self.shared.clone();
-        // Encoding a large state takes a while: keep it off the async workers.
-        let (data, last_log_id, last_membership) = tokio::task::spawn_blocking(move || {
-            let g = shared.read();
-            (g.state.to_snapshot(), g.last_applied, g.membership.clone())
-        })
-        .await
-        .map_err(sm_err)?;
+        // The checkpointer's copy has applied everything applied so far once it answers.
+        let Some(encoded) = self.shared.checkpointer.encode().await else {
+            return Err(sm_err(StoreError::Closed));
+        };
+        let (data, last_log_id, last_membership) =
+            (encoded.data, encoded.last_applied, encoded.membership);
         let seq = self.shared.snapshot_seq.fetch_add(1, Ordering::Relaxed);
         let snapshot_id = match last_log_id {
             Some(l) => format!("{}-{}-{seq}", l.leader_id.term, l.index),

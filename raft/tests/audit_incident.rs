@@ -321,6 +321,7 @@ async fn incident_replay_explain_diff_and_verify() {
     assert!(first.next.is_some() && second.records[0].index < first.records[0].index);
     let t = first.records[0].entry.timestamp_ms;
     assert!(log.index_at_time(t).unwrap().unwrap() >= first.records[0].index);
+    node.flush_checkpoints().await;
     assert!(!log.reader().checkpoint_indexes().unwrap().is_empty());
 
     // Verify online against the live node.

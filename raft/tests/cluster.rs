@@ -45,7 +45,9 @@ async fn replication_gives_identical_state_on_three_nodes() {
         assert!(a.index > last, "indexes increase");
         last = a.index;
     }
-    let hash = c.wait_converged(last, Duration::from_secs(30)).await;
+    // All nodes at one index with one state hash (a tick may follow at any moment, so
+    // hashes read later need not match).
+    c.wait_converged(last, Duration::from_secs(30)).await;
     for t in &c.nodes {
         assert_eq!(
             t.node.read_stale(|s| s.clusters().count()),
@@ -53,7 +55,6 @@ async fn replication_gives_identical_state_on_three_nodes() {
             "node {}",
             t.id
         );
-        assert_eq!(t.node.report().state_hash, hash);
     }
     // The subscriber on a follower saw every applied command entry in order.
     let mut seen = Vec::new();
@@ -355,7 +356,9 @@ async fn wiped_follower_catches_up_by_snapshot() {
         .propose(register("after-wipe", "after-wipe"))
         .await
         .unwrap();
-    let hash = c.wait_converged(a.index, Duration::from_secs(60)).await;
+    // All nodes at one index with one state hash (a tick may follow at any moment, so
+    // hashes read later need not match).
+    c.wait_converged(a.index, Duration::from_secs(60)).await;
     let v = c.get(victim);
     let m = v.node.raft().metrics().borrow().clone();
     assert!(
@@ -363,7 +366,6 @@ async fn wiped_follower_catches_up_by_snapshot() {
         "follower state came from a snapshot: {:?}",
         m.snapshot
     );
-    assert_eq!(v.node.report().state_hash, hash);
     assert_eq!(v.node.read_stale(|s| s.clusters().count()), 121);
     for t in c.nodes {
         t.stop().await;
@@ -425,10 +427,11 @@ async fn membership_three_four_three_while_writing() {
     );
     c.take(remove).stop().await;
     let a = lnode.propose(register("final", "final")).await.unwrap();
-    let hash = c.wait_converged(a.index, Duration::from_secs(30)).await;
+    // All nodes at one index with one state hash (a tick may follow at any moment, so
+    // hashes read later need not match).
+    c.wait_converged(a.index, Duration::from_secs(30)).await;
     for t in &c.nodes {
         assert_eq!(t.node.status().voters, remaining);
-        assert_eq!(t.node.report().state_hash, hash);
         for name in &acked {
             assert!(
                 t.node.read_stale(|s| s.cluster(name).is_some()),

@@ -94,9 +94,10 @@ async fn concurrent_proposals_via_a_follower_are_batched_and_commit_once_in_orde
     );
 
     // Nothing lost, nothing applied twice, the same state everywhere.
-    let hash = c.wait_converged(last, Duration::from_secs(60)).await;
+    // All nodes at one index with one state hash (a tick may follow at any moment, so
+    // hashes read later need not match).
+    c.wait_converged(last, Duration::from_secs(60)).await;
     for t in &c.nodes {
-        assert_eq!(t.node.report().state_hash, hash);
         let n = t.node.read_stale(|s| s.clusters().count());
         assert_eq!(n, CLIENTS * PER_CLIENT, "node {}", t.id);
     }

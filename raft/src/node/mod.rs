@@ -429,11 +429,21 @@ impl FedNode {
     /// Stops the ticker and raft. The data directory closes when the last handle is dropped.
     pub async fn shutdown(&self) -> Result<(), RaftError> {
         let _ = self.inner.stop.send(true);
-        self.inner
+        let stopped = self
+            .inner
             .raft
             .shutdown()
             .await
-            .map_err(|e| RaftError::Fatal(e.to_string()))
+            .map_err(|e| RaftError::Fatal(e.to_string()));
+        // Checkpoints due for what was applied are written before the node counts as stopped.
+        self.inner.sm.flush_checkpoints().await;
+        stopped
+    }
+
+    /// Waits until the audit checkpoints due for every command applied so far are written
+    /// (they are encoded off the apply path, a moment after the commands).
+    pub async fn flush_checkpoints(&self) {
+        self.inner.sm.flush_checkpoints().await
     }
 }
 
