@@ -205,7 +205,7 @@ async fn measure(args: &PutArgs, procs: &mut Procs) -> anyhow::Result<bool> {
         }
     };
     println!("fedraft: {} ({}, via {:?})", fedraft.0, fedraft.2, args.via);
-    targets.push(Target::new(
+    let mut target = Target::new(
         "fedraft",
         System::Fedraft {
             base: fedraft.0,
@@ -213,7 +213,9 @@ async fn measure(args: &PutArgs, procs: &mut Procs) -> anyhow::Result<bool> {
             namespace: args.namespace.clone(),
         },
         &value,
-    )?);
+    )?;
+    target.pids = procs.pids("fedraft");
+    targets.push(target);
 
     if let Some(url) = &args.etcd {
         let url = url.trim_end_matches('/').to_string();
@@ -230,7 +232,9 @@ async fn measure(args: &PutArgs, procs: &mut Procs) -> anyhow::Result<bool> {
         let urls = procs.start_etcd(&args.etcd_bin).await?;
         let url = procs::etcd_target(&http, &urls, args.via).await?;
         println!("etcd: {url} (started here, via {:?})", args.via);
-        targets.push(Target::new("etcd", System::Etcd { base: url }, &value)?);
+        let mut target = Target::new("etcd", System::Etcd { base: url }, &value)?;
+        target.pids = procs.pids("etcd");
+        targets.push(target);
     }
 
     let targets: Vec<Arc<Target>> = targets.into_iter().map(Arc::new).collect();

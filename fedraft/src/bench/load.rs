@@ -33,6 +33,9 @@ pub struct Target {
     pub name: &'static str,
     pub system: System,
     http: reqwest::Client,
+    /// The processes serving this target when the bench started them (empty when attached):
+    /// their CPU time over each measured window is reported per put.
+    pub pids: Vec<u32>,
     /// The value after its per-put prefix, pre-rendered for this system's body (so no request
     /// pays for encoding more than the prefix).
     value_tail: String,
@@ -71,6 +74,7 @@ impl Target {
             name,
             system,
             http,
+            pids: Vec::new(),
             value_tail,
         })
     }
@@ -154,6 +158,27 @@ pub struct Round {
     pub errors: u64,
     pub first_error: Option<String>,
     pub measured: Duration,
+    /// CPU time the target's processes used inside the measured window (None when unknown).
+    pub cpu: Option<Duration>,
+}
+
+/// CPU time (user + system, all threads) of `pids` so far, from /proc; None if any is unreadable.
+fn cpu_time(pids: &[u32]) -> Option<Duration> {
+    // /proc reports in USER_HZ, which Linux fixes at 100 for user space.
+    const TICKS_PER_S: u64 = 100;
+    if pids.is_empty() {
+        return None;
+    }
+    let mut ticks = 0u64;
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name (field 2) may hold spaces; the fields after its ')' are fixed.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 overall: 12 and 13 after the name.
+        ticks += f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_millis(ticks * 1000 / TICKS_PER_S))
 }
 
 /// Runs `clients` closed-loop clients for `warmup + measure`; only puts that start inside the
@@ -205,8 +230,17 @@ pub async fn round(
             r
         });
     }
+    // The target's CPU time over the measured window, sampled beside the clients.
+    tokio::time::sleep_until(window_start.into()).await;
+    let cpu_start = cpu_time(&target.pids);
+    tokio::time::sleep_until(end.into()).await;
+    let cpu = match (cpu_start, cpu_time(&target.pids)) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
     let mut total = Round {
         measured: measure,
+        cpu,
         ..Round::default()
     };
     while let Some(joined) = set.join_next().await {

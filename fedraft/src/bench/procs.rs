@@ -100,6 +100,16 @@ impl Procs {
         Ok(())
     }
 
+    /// The process ids of the started processes whose name starts with `prefix` (`fedraft`,
+    /// `etcd`), for CPU accounting.
+    pub fn pids(&self, prefix: &str) -> Vec<u32> {
+        self.procs
+            .iter()
+            .filter(|p| p.name.starts_with(prefix))
+            .filter_map(|p| p.child.id())
+            .collect()
+    }
+
     /// Fails with the tail of a child's log if any started process has exited.
     fn check_alive(&mut self) -> anyhow::Result<()> {
         for p in &mut self.procs {

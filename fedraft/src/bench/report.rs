@@ -25,6 +25,8 @@ pub struct Row {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub p999_ms: f64,
+    /// The target's own CPU time per counted put, in microseconds (the bench started it).
+    pub cpu_us_per_put: Option<f64>,
     pub errors: u64,
     pub first_error: Option<String>,
 }
@@ -87,6 +89,12 @@ fn row(target: &str, clients: usize, rounds: &[Round]) -> Row {
         p50_ms: percentile_ms(&lat, 0.50),
         p99_ms: percentile_ms(&lat, 0.99),
         p999_ms: percentile_ms(&lat, 0.999),
+        cpu_us_per_put: rounds
+            .iter()
+            .map(|r| r.cpu)
+            .sum::<Option<Duration>>()
+            .filter(|_| !lat.is_empty())
+            .map(|cpu| cpu.as_secs_f64() * 1e6 / lat.len() as f64),
         errors: rounds.iter().map(|r| r.errors).sum(),
         first_error: rounds.iter().find_map(|r| r.first_error.clone()),
     }
@@ -118,12 +126,20 @@ fn thousands(x: f64) -> String {
 /// The table, then one ratio line per concurrency level where both targets ran.
 pub fn render(rows: &[Row]) -> String {
     let mut out = format!(
-        "{:<8} {:>7} {:>9} {:>19} {:>8} {:>8} {:>8} {:>7}\n",
-        "target", "clients", "puts/s", "rounds min..max", "p50 ms", "p99 ms", "p999 ms", "errors"
+        "{:<8} {:>7} {:>9} {:>19} {:>8} {:>8} {:>8} {:>11} {:>7}\n",
+        "target",
+        "clients",
+        "puts/s",
+        "rounds min..max",
+        "p50 ms",
+        "p99 ms",
+        "p999 ms",
+        "cpu µs/put",
+        "errors"
     );
     for r in rows {
         out.push_str(&format!(
-            "{:<8} {:>7} {:>9} {:>19} {:>8.2} {:>8.2} {:>8.2} {:>7}\n",
+            "{:<8} {:>7} {:>9} {:>19} {:>8.2} {:>8.2} {:>8.2} {:>11} {:>7}\n",
             r.target,
             r.clients,
             thousands(r.puts_per_s),
@@ -135,6 +151,7 @@ pub fn render(rows: &[Row]) -> String {
             r.p50_ms,
             r.p99_ms,
             r.p999_ms,
+            r.cpu_us_per_put.map_or("-".into(), |c| format!("{c:.0}")),
             r.errors
         ));
     }
@@ -144,6 +161,12 @@ pub fn render(rows: &[Row]) -> String {
             f.puts_per_s / e.puts_per_s.max(1e-9),
             f.p99_ms / e.p99_ms.max(1e-9),
         ));
+        if let (Some(fc), Some(ec)) = (f.cpu_us_per_put, e.cpu_us_per_put) {
+            out.push_str(&format!(
+                "  server CPU per put at {clients:>2} clients: fedraft {fc:.0} µs, etcd {ec:.0} µs (x{:.2})\n",
+                fc / ec.max(1e-9)
+            ));
+        }
     }
     for r in rows.iter().filter(|r| r.errors > 0) {
         if let Some(e) = &r.first_error {
@@ -211,6 +234,7 @@ mod tests {
             errors: 0,
             first_error: None,
             measured: Duration::from_secs(1),
+            cpu: Some(Duration::from_millis(n as u64)),
         };
         let mut r = Results::default();
         r.add("fedraft", 64, round(300, 2000));
@@ -228,6 +252,13 @@ mod tests {
         let ratios = ratios(&rows);
         assert_eq!(ratios.len(), 1);
         assert_eq!(ratios[0].1.puts_per_s / ratios[0].2.puts_per_s, 2.0);
-        assert!(render(&rows).contains("puts/s x2.00, p99 x0.50"));
+        let text = render(&rows);
+        assert!(text.contains("puts/s x2.00, p99 x0.50"), "{text}");
+        // 400 ms of CPU over 400 puts; 200 ms over 200.
+        assert_eq!(rows[0].cpu_us_per_put, Some(1000.0));
+        assert!(
+            text.contains("fedraft 1000 µs, etcd 1000 µs (x1.00)"),
+            "{text}"
+        );
     }
 }
