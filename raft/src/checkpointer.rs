@@ -166,6 +166,12 @@ impl Checkpointer {
     /// Waits while the copy is more than [`MAX_LAG_COMMANDS`] behind: back within the bound,
     /// not all the way (that would stall the caller for the whole backlog).
     pub async fn catch_up(&self) {
+        if self.lagging() {
+            tracing::debug!(
+                lag = self.lag.load(Ordering::Relaxed),
+                "apply waits for the checkpoint thread"
+            );
+        }
         loop {
             let progressed = self.progress.notified();
             tokio::pin!(progressed);

@@ -7,6 +7,10 @@
 //! every 10,000 commands) over 20 clusters and 200 Divided objects: heartbeats, status reports
 //! and ticks, with a cluster failing and recovering every 50,000 commands. Then measures replay
 //! throughput from the empty state, verify throughput, and the state at arbitrary indexes.
+//! Each phase prints wall time and the process's CPU time (both threads of the replay pipeline).
+//!
+//! `FEDRAFT_BENCH_AUDIT_ENTRIES=N` shrinks the archive for profiling runs (the goal is stated
+//! for the default 1,000,000).
 
 use std::time::Instant;
 
@@ -18,10 +22,34 @@ use fedraft_raft::audit::{AuditLog, LiveState};
 use fedraft_raft::wire;
 use fedraft_store::{AuditInput, Store};
 
-const ENTRIES: u64 = 1_000_000;
+const DEFAULT_ENTRIES: u64 = 1_000_000;
 const CHECKPOINT_EVERY: u64 = 10_000;
 const CLUSTERS: usize = 20;
 const OBJECTS: usize = 200;
+
+fn entries() -> u64 {
+    std::env::var("FEDRAFT_BENCH_AUDIT_ENTRIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n >= 100_000)
+        .unwrap_or(DEFAULT_ENTRIES)
+}
+
+/// CPU time this process used so far, all threads (`utime + stime` of /proc/self/stat, in
+/// clock ticks of 10 ms): coarse, but the phases last seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, i.e. 11 and 12 after the name.
+    f.get(11)
+        .zip(f.get(12))
+        .map_or(0.0, |(u, s)| (u + s) as f64 / 100.0)
+}
 
 fn command(i: u64, t: u64) -> Command {
     let name = |c: usize| format!("dc{c}");
@@ -85,10 +113,11 @@ fn command(i: u64, t: u64) -> Command {
 fn replay_throughput_and_state_at_index() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), "bench").unwrap();
+    let entries = entries();
     let mut live = State::new();
     let t0 = Instant::now();
     let mut batch = Vec::new();
-    for i in 1..=ENTRIES {
+    for i in 1..=entries {
         let t = 1_790_000_000_000 + i * 100;
         let le = LogEntry::new("", "bench", t, command(i, t));
         let applied = live.apply(i, &le);
@@ -107,39 +136,43 @@ fn replay_throughput_and_state_at_index() {
     }
     let build = t0.elapsed();
     println!(
-        "built {ENTRIES} archived commands in {:.1} s ({:.0} applies+writes/s); {} objects",
+        "built {entries} archived commands in {:.1} s ({:.0} applies+writes/s); {} objects",
         build.as_secs_f64(),
-        ENTRIES as f64 / build.as_secs_f64(),
+        entries as f64 / build.as_secs_f64(),
         live.object_count()
     );
     let log = AuditLog::new(store.reader());
 
-    let t0 = Instant::now();
+    let (t0, c0) = (Instant::now(), cpu_seconds());
     let mut s = State::new();
-    log.replay_onto(&mut s, ENTRIES, &mut |_| {}).unwrap();
-    let replay = t0.elapsed();
+    log.replay_onto(&mut s, entries, &mut |_| {}).unwrap();
+    let (replay, cpu) = (t0.elapsed().as_secs_f64(), cpu_seconds() - c0);
     assert_eq!(s.state_hash_hex(), live.state_hash_hex());
     println!(
-        "replay from empty: {ENTRIES} entries in {:.2} s = {:.0} entries/s (hash equals live)",
-        replay.as_secs_f64(),
-        ENTRIES as f64 / replay.as_secs_f64()
+        "replay from empty: {entries} entries in {replay:.2} s = {:.0} entries/s (hash equals \
+         live); {cpu:.2} CPU-s = {:.0} entries per CPU-s",
+        entries as f64 / replay,
+        entries as f64 / cpu
     );
 
-    let t0 = Instant::now();
+    let (t0, c0) = (Instant::now(), cpu_seconds());
     let report = log.verify(Some(LiveState::of(&live)), &mut |_| {}).unwrap();
-    let verify = t0.elapsed();
+    let (verify, cpu) = (t0.elapsed().as_secs_f64(), cpu_seconds() - c0);
     assert!(report.ok(), "{:?}", report.problems);
+    assert_eq!(report.replayed, entries);
+    assert!(report.live_matched);
     println!(
-        "verify (chain + replay + outcome bytes + {} checkpoints): {:.2} s = {:.0} entries/s",
+        "verify (chain + replay + outcome bytes + {} checkpoints): {verify:.2} s = {:.0} \
+         entries/s; {cpu:.2} CPU-s = {:.0} entries per CPU-s",
         report.checkpoints_checked,
-        verify.as_secs_f64(),
-        ENTRIES as f64 / verify.as_secs_f64()
+        entries as f64 / verify,
+        entries as f64 / cpu
     );
 
     let mut worst = 0f64;
     let mut total = 0f64;
     let points: Vec<u64> = (0..20u64)
-        .map(|k| 1 + (k * 104_729 + 9_973) % ENTRIES)
+        .map(|k| 1 + (k * 104_729 + 9_973) % entries)
         .collect();
     for &at in &points {
         let t0 = Instant::now();

@@ -97,46 +97,82 @@ impl AuditRecord {
 
     /// Decodes a stored value; any malformed value is corruption.
     pub(crate) fn decode(value: &[u8]) -> Result<AuditRecord, StoreError> {
+        AuditRecordRef::parse(value).map(|r| r.to_owned())
+    }
+
+    /// The same record, borrowed.
+    pub fn as_ref(&self) -> AuditRecordRef<'_> {
+        AuditRecordRef {
+            index: self.index,
+            term: self.term,
+            entry: &self.entry,
+            outcome: &self.outcome,
+            prev: self.prev,
+            digest: self.digest,
+        }
+    }
+
+    /// True when the stored digest matches the record's content and `prev`.
+    pub fn verify(&self) -> bool {
+        self.as_ref().verify()
+    }
+}
+
+/// A stored record read in place: entry and outcome borrow the storage's buffer, so a scan
+/// over millions of records copies nothing it does not need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuditRecordRef<'a> {
+    pub index: u64,
+    pub term: u64,
+    pub entry: &'a [u8],
+    pub outcome: &'a [u8],
+    pub prev: [u8; 32],
+    pub digest: [u8; 32],
+}
+
+impl<'a> AuditRecordRef<'a> {
+    /// Reads a stored value; any malformed value is corruption.
+    pub(crate) fn parse(value: &'a [u8]) -> Result<AuditRecordRef<'a>, StoreError> {
         let bad = |what: &str| StoreError::Corrupt(format!("audit record: {what}"));
+        let array = |at: usize| -> Result<[u8; 32], StoreError> {
+            value
+                .get(at..at + 32)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| bad("too short"))
+        };
         if value.len() < 64 + 24 {
             return Err(bad("too short"));
         }
-        let prev: [u8; 32] = value[0..32].try_into().map_err(|_| bad("prev"))?;
-        let digest: [u8; 32] = value[32..64].try_into().map_err(|_| bad("digest"))?;
+        let prev = array(0)?;
+        let digest = array(32)?;
         let c = &value[64..];
         let u64_at = |at: usize| -> Result<u64, StoreError> {
             let b: [u8; 8] = c
                 .get(at..at + 8)
-                .ok_or_else(|| bad("truncated"))?
-                .try_into()
-                .map_err(|_| bad("u64"))?;
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| bad("truncated"))?;
             Ok(u64::from_be_bytes(b))
         };
         let u32_at = |at: usize| -> Result<usize, StoreError> {
             let b: [u8; 4] = c
                 .get(at..at + 4)
-                .ok_or_else(|| bad("truncated"))?
-                .try_into()
-                .map_err(|_| bad("u32"))?;
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| bad("truncated"))?;
             Ok(u32::from_be_bytes(b) as usize)
         };
         let index = u64_at(0)?;
         let term = u64_at(8)?;
         let elen = u32_at(16)?;
-        let entry = c
-            .get(20..20 + elen)
-            .ok_or_else(|| bad("entry length"))?
-            .to_vec();
+        let entry = c.get(20..20 + elen).ok_or_else(|| bad("entry length"))?;
         let olen = u32_at(20 + elen)?;
         let ostart = 24 + elen;
         let outcome = c
             .get(ostart..ostart + olen)
-            .ok_or_else(|| bad("outcome length"))?
-            .to_vec();
+            .ok_or_else(|| bad("outcome length"))?;
         if ostart + olen != c.len() {
             return Err(bad("trailing bytes"));
         }
-        Ok(AuditRecord {
+        Ok(AuditRecordRef {
             index,
             term,
             entry,
@@ -146,15 +182,30 @@ impl AuditRecord {
         })
     }
 
-    /// True when the stored digest matches the record's content and `prev`.
-    pub fn verify(&self) -> bool {
-        let input = AuditInput {
+    /// An owned copy.
+    pub fn to_owned(&self) -> AuditRecord {
+        AuditRecord {
             index: self.index,
             term: self.term,
-            entry: self.entry.clone(),
-            outcome: self.outcome.clone(),
-        };
-        chain_digest(&self.prev, &input.canonical()) == self.digest
+            entry: self.entry.to_vec(),
+            outcome: self.outcome.to_vec(),
+            prev: self.prev,
+            digest: self.digest,
+        }
+    }
+
+    /// True when the stored digest matches the record's content and `prev`. Hashes the
+    /// canonical bytes piece by piece (the same digest as over their concatenation).
+    pub fn verify(&self) -> bool {
+        let mut h = Sha256::new();
+        h.update(self.prev);
+        h.update(self.index.to_be_bytes());
+        h.update(self.term.to_be_bytes());
+        h.update((self.entry.len() as u32).to_be_bytes());
+        h.update(self.entry);
+        h.update((self.outcome.len() as u32).to_be_bytes());
+        h.update(self.outcome);
+        <[u8; 32]>::from(h.finalize()) == self.digest
     }
 }
 
@@ -177,6 +228,13 @@ mod tests {
         let mut tampered = back.clone();
         tampered.outcome = b"other".to_vec();
         assert!(!tampered.verify());
+        let borrowed = AuditRecordRef::parse(&value).unwrap();
+        assert_eq!(borrowed, back.as_ref());
+        assert_eq!(borrowed.to_owned(), back);
+        assert!(borrowed.verify());
+        let mut relinked = borrowed;
+        relinked.prev[0] ^= 1;
+        assert!(!relinked.verify());
         assert!(AuditRecord::decode(&value[..value.len() - 1]).is_err());
     }
 }

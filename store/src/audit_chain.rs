@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use crate::audit::{AuditRecord, GENESIS_DIGEST};
+use crate::audit::{AuditRecord, AuditRecordRef, GENESIS_DIGEST};
 use crate::audit_checkpoint::CheckpointKind;
 use crate::error::StoreError;
 use crate::reader::StoreReader;
@@ -99,6 +99,11 @@ impl ChainChecker {
     }
 
     pub fn feed(&mut self, rec: &AuditRecord) -> Result<(), StoreError> {
+        self.feed_ref(&rec.as_ref())
+    }
+
+    /// [`ChainChecker::feed`] for a record read in place.
+    pub fn feed_ref(&mut self, rec: &AuditRecordRef<'_>) -> Result<(), StoreError> {
         let r = &mut self.report;
         r.records += 1;
         r.first.get_or_insert(rec.index);
@@ -130,7 +135,7 @@ impl ChainChecker {
 
     /// The first record, or one after a gap: legitimate only from genesis or a checkpoint the
     /// chain may restart from.
-    fn restart(&mut self, after: Option<u64>, rec: &AuditRecord) -> Result<(), StoreError> {
+    fn restart(&mut self, after: Option<u64>, rec: &AuditRecordRef<'_>) -> Result<(), StoreError> {
         if rec.index == 1 && after.is_none() && rec.prev == GENESIS_DIGEST {
             self.report.restarts.push((0, Restart::Genesis));
             return Ok(());
@@ -178,8 +183,8 @@ impl StoreReader {
     /// Walks the whole archive once and checks the chain (no replay).
     pub fn verify_chain(&self, mut progress: impl FnMut(u64)) -> Result<ChainReport, StoreError> {
         let mut checker = ChainChecker::new(self)?;
-        self.audit_scan(0, u64::MAX, |rec| {
-            checker.feed(&rec)?;
+        self.audit_scan_ref(0, u64::MAX, |rec| {
+            checker.feed_ref(&rec)?;
             progress(rec.index);
             Ok::<bool, StoreError>(true)
         })?;

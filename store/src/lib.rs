@@ -28,7 +28,7 @@ mod keys;
 mod reader;
 mod writer;
 
-pub use audit::{snapshot_digest, AuditInput, AuditRecord, GENESIS_DIGEST};
+pub use audit::{snapshot_digest, AuditInput, AuditRecord, AuditRecordRef, GENESIS_DIGEST};
 pub use audit_chain::{ChainChecker, ChainProblem, ChainReport, Restart};
 pub use audit_checkpoint::{Checkpoint, CheckpointKind};
 pub use audit_retention::RetentionPolicy;

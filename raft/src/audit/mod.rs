@@ -14,7 +14,7 @@ mod replay;
 use std::path::Path;
 
 use fedraft_core::audit::{Filter, Record};
-use fedraft_core::command::LogEntry;
+use fedraft_core::command::{EntryDecoder, LogEntry};
 use fedraft_store::{AuditRecord, RetentionPolicy, StoreError, StoreReader};
 
 use crate::error::RaftError;
@@ -75,8 +75,20 @@ pub fn decode_record(r: &AuditRecord) -> Result<Record, RaftError> {
 }
 
 fn decode_entry(r: &AuditRecord) -> Result<LogEntry, RaftError> {
-    LogEntry::decode(&r.entry)
-        .map_err(|e| RaftError::Codec(format!("audit record {}: {e}", r.index)))
+    LogEntry::decode(&r.entry).map_err(|e| entry_error(r.index, e))
+}
+
+/// Decodes a record's entry with `decoder`, which reuses the allocations of the entries before.
+fn decode_entry_with<'d>(
+    decoder: &'d mut EntryDecoder,
+    index: u64,
+    bytes: &[u8],
+) -> Result<&'d LogEntry, RaftError> {
+    decoder.decode(bytes).map_err(|e| entry_error(index, e))
+}
+
+fn entry_error(index: u64, e: fedraft_core::error::CodecError) -> RaftError {
+    RaftError::Codec(format!("audit record {index}: {e}"))
 }
 
 /// A reader of one node's archive.
