@@ -14,6 +14,7 @@ use rocksdb::{
 };
 
 use crate::audit::{AuditInput, AuditRecord};
+use crate::audit_checkpoint::{checkpoint_key, Checkpoint, CheckpointKind};
 use crate::error::StoreError;
 use crate::keys::*;
 use crate::reader::StoreReader;
@@ -219,6 +220,38 @@ impl Store {
     /// before it, bound to the chain digest at that index.
     pub fn write_checkpoint(&self, index: u64, state: Vec<u8>, done: Done) {
         self.submit(Op::Checkpoint { index, state, done })
+    }
+
+    /// Writes a state checkpoint at command `index` from the calling thread, beside the writer
+    /// thread rather than through it, and returns once it is durable. Its audit record must be
+    /// written already; without one (below an installed snapshot) nothing is written.
+    ///
+    /// Why not through the writer: a checkpoint is the whole state, tens of megabytes. Queued
+    /// with the log appends it went into the write-ahead log, and the next group sync, which
+    /// acknowledged appends wait for, had to push those megabytes to disk first. Here it skips
+    /// the log and its column family is flushed to a table file instead, which waits for nobody
+    /// else. Retention may rely on it once this returns.
+    pub fn write_checkpoint_direct(&self, index: u64, state: Vec<u8>) -> Result<(), StoreError> {
+        let db = &self.inner.db;
+        let cf = |name| db.cf_handle(name).ok_or_else(|| missing_cf(name));
+        let Some(record) = db.get_cf(cf(CF_AUDIT)?, index_key(index))? else {
+            tracing::warn!(index, "no audit record for checkpoint; skipped");
+            return Ok(());
+        };
+        let cp = Checkpoint {
+            index,
+            kind: CheckpointKind::Periodic,
+            audit_digest: AuditRecord::decode(&record)?.digest,
+            state,
+        };
+        let snapshots = cf(CF_SNAPSHOT)?;
+        let mut b = WriteBatch::default();
+        b.put_cf(snapshots, checkpoint_key(index), cp.encode());
+        let mut wo = WriteOptions::default();
+        wo.disable_wal(true);
+        db.write_opt(b, &wo)?;
+        db.flush_cf(snapshots)?;
+        Ok(())
     }
 
     /// Retention: removes audit records at or below the highest checkpoint `<= upto` (and older

@@ -171,3 +171,27 @@ fn retention_by_size_and_age_cuts_at_a_checkpoint() {
     assert_eq!(r.audit_first().unwrap(), Some(81));
     assert!(r.verify_chain(|_| {}).unwrap().problems.is_empty());
 }
+
+#[test]
+fn a_direct_checkpoint_is_bound_to_the_chain_and_survives_a_reopen_without_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let digest_at_7;
+    {
+        let s = Store::open(dir.path(), "c1").unwrap();
+        for i in 1..=9 {
+            Store::wait(|d| s.write_audit(vec![input(i)], d)).unwrap();
+        }
+        digest_at_7 = s.audit_range(7, 8).unwrap()[0].digest;
+        s.write_checkpoint_direct(7, b"state 7".to_vec()).unwrap();
+        // No record at 12 (as below an installed snapshot): nothing is written.
+        s.write_checkpoint_direct(12, b"state 12".to_vec()).unwrap();
+    }
+    // The checkpoint skipped the write-ahead log: it is on disk because it was flushed.
+    let s = Store::open(dir.path(), "c1").unwrap();
+    let r = s.reader();
+    assert_eq!(r.checkpoint_indexes().unwrap(), vec![7]);
+    let cp = r.checkpoint(7).unwrap().unwrap();
+    assert_eq!(cp.state, b"state 7");
+    assert_eq!(cp.audit_digest, digest_at_7);
+    assert!(r.verify_chain(|_| {}).unwrap().problems.is_empty());
+}
