@@ -46,19 +46,20 @@ fn assert_cleaned_up(out: &str, processes: usize) {
     }
 }
 
-/// The table row of `target` at `clients`: (puts/s, errors).
-fn row(out: &str, target: &str, clients: usize) -> (f64, u64) {
+/// The table row of `target` at `clients`: (puts/s, server CPU µs per put, errors).
+fn row(out: &str, target: &str, clients: usize) -> (f64, f64, u64) {
     let line = out
         .lines()
         .find(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() == 8 && f[0] == target && f[1] == clients.to_string()
+            f.len() == 9 && f[0] == target && f[1] == clients.to_string()
         })
         .unwrap_or_else(|| panic!("no row for {target} at {clients}:\n{out}"));
     let f: Vec<&str> = line.split_whitespace().collect();
     (
         f[2].replace(',', "").parse().unwrap(),
         f[7].parse().unwrap(),
+        f[8].parse().unwrap(),
     )
 }
 
@@ -85,13 +86,16 @@ fn bench_put_measures_both_targets_interleaved_and_leaves_nothing_behind() {
     assert!(done.status.success(), "{out}\n{err}");
     eprintln!("{out}");
     for clients in [1, 4] {
-        let (rate, errors) = row(&out, "fedraft", clients);
+        let (rate, cpu, errors) = row(&out, "fedraft", clients);
         assert!(rate > 0.0, "fedraft at {clients}: {rate}");
+        // The servers the bench started did work for every put: some CPU time per put.
+        assert!(cpu > 0.0, "fedraft CPU per put at {clients}: {cpu}");
         assert_eq!(errors, 0, "fedraft at {clients}");
         if with_etcd {
-            let (rate, errors) = row(&out, "etcd", clients);
-            assert!(rate > 0.0 && errors == 0, "etcd at {clients}");
+            let (rate, cpu, errors) = row(&out, "etcd", clients);
+            assert!(rate > 0.0 && cpu > 0.0 && errors == 0, "etcd at {clients}");
             assert!(out.contains(&format!("ratio fedraft/etcd at {clients:>2} clients")));
+            assert!(out.contains(&format!("server CPU per put at {clients:>2} clients")));
         }
     }
     if with_etcd {
