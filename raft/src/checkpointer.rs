@@ -66,7 +66,12 @@ enum Job {
 
 /// The live side's handle. Dropping the last one lets the thread finish its queue and exit.
 pub(crate) struct Checkpointer {
-    jobs: crossbeam_channel::Sender<Job>,
+    /// `None` only while dropping.
+    jobs: Option<crossbeam_channel::Sender<Job>>,
+    /// Joined on drop: the thread holds the store, and the last holder closes the database. That
+    /// must not happen on a detached thread racing the process's exit (RocksDB aborts when its
+    /// locks are torn down under it).
+    thread: Option<std::thread::JoinHandle<()>>,
     /// The first failure to write a checkpoint or cut the archive. Storage that refuses writes
     /// stops the node; `apply` reports it on its next call.
     failed: Arc<Mutex<Option<String>>>,
@@ -99,7 +104,7 @@ impl Checkpointer {
             lag: lag.clone(),
             progress: progress.clone(),
         };
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("fedraft-checkpoint".into())
             .spawn(move || {
                 lower_priority();
@@ -114,7 +119,8 @@ impl Checkpointer {
                 }
             })?;
         Ok(Checkpointer {
-            jobs,
+            jobs: Some(jobs),
+            thread: Some(thread),
             failed,
             lag,
             progress,
@@ -191,8 +197,19 @@ impl Checkpointer {
     fn send(&self, job: Job) {
         // The thread only ends when every sender is gone, or after a panic; the failure then
         // surfaces through `failure` and the awaited replies.
-        if self.jobs.send(job).is_err() {
+        let sent = self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
+        if !sent {
             fail(&self.failed, "the checkpoint thread stopped".into());
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        // Closing the queue lets the thread finish what it holds and exit.
+        self.jobs.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }
