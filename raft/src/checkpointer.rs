@@ -398,11 +398,20 @@ mod tests {
         (handed, bytes)
     }
 
-    fn options(every: u64) -> AuditOptions {
-        AuditOptions {
+    /// A checkpointer over `store` starting from the empty state, checkpointing every `every`.
+    fn start_empty(store: &Store, every: u64) -> Checkpointer {
+        let audit = AuditOptions {
             checkpoint_every_commands: every,
             ..AuditOptions::default()
-        }
+        };
+        Checkpointer::start(
+            store.clone(),
+            audit,
+            State::new(),
+            None,
+            StoredMembership::default(),
+        )
+        .unwrap()
     }
 
     #[tokio::test]
@@ -410,14 +419,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), "t").unwrap();
         let mut live = State::new();
-        let cp = Checkpointer::start(
-            store.clone(),
-            options(4),
-            State::new(),
-            None,
-            StoredMembership::default(),
-        )
-        .unwrap();
+        let cp = start_empty(&store, 4);
         let mut all = Vec::new();
         for chunk in [3, 7, 1, 5] {
             let (handed, bytes) = run(&store, &mut live, chunk);
@@ -443,14 +445,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), "t").unwrap();
         let mut live = State::new();
-        let cp = Checkpointer::start(
-            store.clone(),
-            options(2),
-            State::new(),
-            None,
-            StoredMembership::default(),
-        )
-        .unwrap();
+        let cp = start_empty(&store, 2);
         // The live side jumps ahead (as after installing a snapshot) and says so.
         let (_, _) = run(&store, &mut live, 5);
         cp.reset(live.clone(), None, StoredMembership::default());

@@ -14,7 +14,6 @@ use rocksdb::{
 };
 
 use crate::audit::{AuditInput, AuditRecord};
-use crate::audit_checkpoint::{checkpoint_key, Checkpoint, CheckpointKind};
 use crate::error::StoreError;
 use crate::keys::*;
 use crate::reader::StoreReader;
@@ -233,24 +232,16 @@ impl Store {
     /// else. Retention may rely on it once this returns.
     pub fn write_checkpoint_direct(&self, index: u64, state: Vec<u8>) -> Result<(), StoreError> {
         let db = &self.inner.db;
-        let cf = |name| db.cf_handle(name).ok_or_else(|| missing_cf(name));
-        let Some(record) = db.get_cf(cf(CF_AUDIT)?, index_key(index))? else {
-            tracing::warn!(index, "no audit record for checkpoint; skipped");
+        let Some(batch) = writer::periodic_checkpoint(db, None, index, state)? else {
             return Ok(());
         };
-        let cp = Checkpoint {
-            index,
-            kind: CheckpointKind::Periodic,
-            audit_digest: AuditRecord::decode(&record)?.digest,
-            state,
-        };
-        let snapshots = cf(CF_SNAPSHOT)?;
-        let mut b = WriteBatch::default();
-        b.put_cf(snapshots, checkpoint_key(index), cp.encode());
         let mut wo = WriteOptions::default();
         wo.disable_wal(true);
-        db.write_opt(b, &wo)?;
-        db.flush_cf(snapshots)?;
+        db.write_opt(batch, &wo)?;
+        db.flush_cf(
+            db.cf_handle(CF_SNAPSHOT)
+                .ok_or_else(|| missing_cf(CF_SNAPSHOT))?,
+        )?;
         Ok(())
     }
 

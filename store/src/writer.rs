@@ -331,27 +331,10 @@ impl Writer {
     }
 
     fn checkpoint(&self, index: u64, state: Vec<u8>) -> Result<(), StoreError> {
-        let digest = match self.audit_head {
-            Some((h, d)) if h == index => d,
-            _ => match self.db.get_cf(self.cf(CF_AUDIT)?, index_key(index))? {
-                Some(v) => AuditRecord::decode(&v)?.digest,
-                None => {
-                    // Its record was never written here (below an installed snapshot): a
-                    // checkpoint that no chain can reach would only mislead.
-                    tracing::warn!(index, "no audit record for checkpoint; skipped");
-                    return Ok(());
-                }
-            },
-        };
-        let cp = Checkpoint {
-            index,
-            kind: CheckpointKind::Periodic,
-            audit_digest: digest,
-            state,
-        };
-        let mut b = WriteBatch::default();
-        b.put_cf(self.cf(CF_SNAPSHOT)?, checkpoint_key(index), cp.encode());
-        self.write(b, false)
+        match periodic_checkpoint(&self.db, self.audit_head, index, state)? {
+            Some(b) => self.write(b, false),
+            None => Ok(()),
+        }
     }
 
     fn retain(&self, upto: u64) -> Result<(), StoreError> {
@@ -403,6 +386,38 @@ impl Writer {
             Err(e) => tracing::warn!(index = input.index, error = %e, "audit read failed"),
         }
     }
+}
+
+/// The write of a periodic checkpoint at `index`, bound to the chain digest there. `head` is
+/// the newest record's index and digest when the caller has it at hand. `None` when that
+/// record was never written here (below an installed snapshot): a checkpoint that no chain can
+/// reach would only mislead.
+pub(crate) fn periodic_checkpoint(
+    db: &DB,
+    head: AuditHead,
+    index: u64,
+    state: Vec<u8>,
+) -> Result<Option<WriteBatch>, StoreError> {
+    let cf = |name| db.cf_handle(name).ok_or_else(|| missing_cf(name));
+    let digest = match head {
+        Some((h, d)) if h == index => d,
+        _ => match db.get_cf(cf(CF_AUDIT)?, index_key(index))? {
+            Some(v) => AuditRecord::decode(&v)?.digest,
+            None => {
+                tracing::warn!(index, "no audit record for checkpoint; skipped");
+                return Ok(None);
+            }
+        },
+    };
+    let cp = Checkpoint {
+        index,
+        kind: CheckpointKind::Periodic,
+        audit_digest: digest,
+        state,
+    };
+    let mut b = WriteBatch::default();
+    b.put_cf(cf(CF_SNAPSHOT)?, checkpoint_key(index), cp.encode());
+    Ok(Some(b))
 }
 
 pub(crate) fn missing_cf(name: &str) -> StoreError {
