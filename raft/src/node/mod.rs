@@ -52,6 +52,10 @@ struct Inner {
     /// Proposals to send to the leader in the next forwarding call (follower only).
     forwarder: tokio::sync::mpsc::Sender<Forward>,
     forwarded: Arc<ForwardCounters>,
+    /// Id + 1 of the leader the last call to which found nothing listening (0: none). A
+    /// follower keeps naming a dead leader for up to a lease plus an election timeout; this is
+    /// how its bounded waits still tell "no working leader" from "a slow one".
+    unreachable_leader: AtomicU64,
     stop: tokio::sync::watch::Sender<bool>,
 }
 
@@ -112,6 +116,7 @@ impl FedNode {
             batcher,
             forwarder,
             forwarded,
+            unreachable_leader: AtomicU64::new(0),
             stop,
         });
         tokio::spawn(run_ticker(Arc::downgrade(&inner), stop_rx));
@@ -197,7 +202,9 @@ impl FedNode {
             }
             let attempt = match self.leader() {
                 Leader::Me => self.try_propose_local(&p, remaining, started).await,
-                Leader::Other { addr, .. } => self.try_forward(&addr, &p, remaining, started).await,
+                Leader::Other { id, addr } => {
+                    self.try_forward(id, &addr, &p, remaining, started).await
+                }
                 Leader::Unknown => Attempt::Retry,
             };
             if let Attempt::Done(r) = attempt {
@@ -272,12 +279,15 @@ impl FedNode {
 
     async fn try_forward(
         &self,
+        leader: NodeId,
         addr: &str,
         p: &Proposal,
         remaining: Duration,
         started: Instant,
     ) -> Attempt<Applied> {
-        match self.forward(addr, p, remaining).await {
+        let result = self.forward(addr, p, remaining).await;
+        self.note_leader_call(leader, &result);
+        match result {
             Ok(Ok(applied)) => Attempt::Done(Ok(applied)),
             Ok(Err(RaftError::NotLeader { .. })) | Ok(Err(RaftError::Shutdown)) => Attempt::Retry,
             Ok(Err(e)) => Attempt::Done(Err(e)),
@@ -302,9 +312,10 @@ impl FedNode {
     /// it within one maximal election timeout (openraft's `millis_since_quorum_ack`, refreshed on
     /// every heartbeat tick). Otherwise a leader with its quorum exists and is just slow: `Timeout`.
     ///
-    /// A follower that still names a leader says `Timeout`: if that leader had lost its
-    /// majority, a forwarded call would have brought back the leader's own `NoQuorum`, and a
-    /// follower cut off from its leader stands for election, which clears the leader it knows.
+    /// A follower that still names a leader says `Timeout`, unless its last call to that leader
+    /// found nothing listening: if the leader had lost its majority, a forwarded call would have
+    /// brought back the leader's own `NoQuorum`, and a follower cut off from its leader stands
+    /// for election (after a lease and an election timeout), which clears the leader it knows.
     pub(crate) fn timed_out(&self, started: Instant) -> RaftError {
         let waited_ms = started.elapsed().as_millis() as u64;
         if self.quorum_lost() {
@@ -321,7 +332,32 @@ impl FedNode {
             ServerState::Leader => m
                 .millis_since_quorum_ack
                 .is_none_or(|ms| ms > self.inner.cfg.election_timeout_max_ms),
-            _ => !matches!(self.leader_of(&m), Leader::Other { .. }),
+            _ => match self.leader_of(&m) {
+                Leader::Other { id, .. } => {
+                    self.inner.unreachable_leader.load(Ordering::Relaxed) == id.wrapping_add(1)
+                }
+                _ => true,
+            },
+        }
+    }
+
+    /// Remembers whether the leader `id` could be reached at all by the last call to it.
+    fn note_leader_call<T>(&self, id: NodeId, result: &Result<T, CallError>) {
+        let marker = id.wrapping_add(1);
+        match result {
+            Err(CallError::Unreachable(_)) => self
+                .inner
+                .unreachable_leader
+                .store(marker, Ordering::Relaxed),
+            Err(_) => {}
+            Ok(_) => {
+                let _ = self.inner.unreachable_leader.compare_exchange(
+                    marker,
+                    0,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
         }
     }
 

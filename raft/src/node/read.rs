@@ -29,8 +29,10 @@ impl FedNode {
             }
             let attempt = match self.leader() {
                 Leader::Me => self.try_read_index_local(remaining, started).await,
-                Leader::Other { addr, .. } => {
-                    match self.inner.client.read_index(&addr, remaining).await {
+                Leader::Other { id, addr } => {
+                    let result = self.inner.client.read_index(&addr, remaining).await;
+                    self.note_leader_call(id, &result);
+                    match result {
                         Ok(Ok(i)) => Attempt::Done(Ok(i)),
                         Ok(Err(e @ (RaftError::NoQuorum { .. } | RaftError::Timeout { .. }))) => {
                             Attempt::Done(Err(e))
