@@ -114,7 +114,7 @@ pub(crate) async fn run_batcher(
         let raft = raft.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            match raft.client_write(EntryBatch(entries)).await {
+            match raft.client_write(EntryBatch::new(entries)).await {
                 Ok(resp) if resp.data.0.len() == replies.len() => {
                     for (reply, applied) in replies.into_iter().zip(resp.data.0) {
                         let _ = reply.send(BatchOutcome::Applied(applied));

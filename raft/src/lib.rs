@@ -19,6 +19,7 @@ mod checkpointer;
 pub mod config;
 pub mod error;
 mod forwarder;
+mod log_cache;
 pub mod log_store;
 pub mod network;
 pub mod node;

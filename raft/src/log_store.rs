@@ -3,17 +3,19 @@
 //! Durability: `append` returns once the entries are readable and fires openraft's flush
 //! callback only when the store's syncer has fsynced the WAL holding them; `save_vote` returns
 //! after a synced write. Truncate, purge and the committed index are ordered behind earlier
-//! appends by the store's single writer. Reads run on the blocking pool.
+//! appends by the store's single writer. Reads of the newest entries come from memory
+//! (`log_cache.rs`); older ones run on the blocking pool.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use fedraft_store::{Done, Store, StoreError};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, OptionalSend, RaftLogId, RaftLogReader, StorageIOError};
 
+use crate::log_cache::{LogCache, MAX_CACHED_BYTES, MAX_CACHED_ENTRIES};
 use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 use crate::wire;
 
@@ -48,11 +50,25 @@ pub struct LogStore {
     store: Store,
     /// Last committed index openraft persisted, for `status()`.
     committed: Arc<AtomicU64>,
+    /// Shared by every clone: openraft hands one to each replication task.
+    recent: Arc<Mutex<LogCache>>,
 }
 
 impl LogStore {
     pub fn new(store: Store, committed: Arc<AtomicU64>) -> Self {
-        LogStore { store, committed }
+        LogStore {
+            store,
+            committed,
+            recent: Arc::new(Mutex::new(LogCache::new(
+                MAX_CACHED_ENTRIES,
+                MAX_CACHED_BYTES,
+            ))),
+        }
+    }
+
+    /// The cache holds no invariant a panicking holder could break halfway: keep using it.
+    fn recent(&self) -> MutexGuard<'_, LogCache> {
+        self.recent.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn decode_opt<T: serde::de::DeserializeOwned>(
@@ -80,6 +96,9 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Excluded(x) => *x,
             Bound::Unbounded => u64::MAX,
         };
+        if let Some(entries) = self.recent().get(start, end) {
+            return Ok(entries);
+        }
         let store = self.store.clone();
         let raw = store_read(move || store.log_range(start, end))
             .await
@@ -167,9 +186,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let mut batch = Vec::new();
+        let mut cached = Vec::new();
         for e in entries {
             let bytes = wire::encode(&e).map_err(write_err)?;
             batch.push((e.get_log_id().index, bytes));
+            cached.push((e, batch.last().map_or(0, |b| b.1.len())));
         }
         tracing::trace!(
             entries = batch.len(),
@@ -180,6 +201,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             callback.log_io_completed(Ok(()));
             return Ok(());
         }
+        // Before the store sees them: openraft may read them as soon as this returns.
+        self.recent().append(cached);
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.store.append(
             batch,
@@ -196,6 +219,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        self.recent().truncate(log_id.index);
         store_op(|d| self.store.truncate(log_id.index, d))
             .await
             .map_err(write_err)
@@ -203,6 +227,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let bytes = wire::encode(&log_id).map_err(write_err)?;
+        self.recent().purge(log_id.index);
         store_op(|d| self.store.purge(log_id.index, bytes, d))
             .await
             .map_err(write_err)

@@ -191,7 +191,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     }
                     EntryPayload::Normal(batch) => {
                         let mut out = Vec::with_capacity(batch.0.len());
-                        for le in batch.0 {
+                        // Usually the log store's memory still holds the batch: then the watch
+                        // stream and the checkpointer get a copy of the commands.
+                        let commands = Arc::try_unwrap(batch.0)
+                            .unwrap_or_else(|shared| shared.as_ref().clone());
+                        for le in commands {
                             // Every node numbers commands the same way: one after core's applied
                             // index, which the snapshot carries across restarts.
                             let seq = g.state.applied_index() + 1;

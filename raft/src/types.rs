@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::io::Cursor;
+use std::sync::Arc;
 
 use fedraft_core::command::{Command, LogEntry};
 use fedraft_core::state::Applied;
@@ -30,8 +31,43 @@ openraft::declare_raft_types!(
 /// instead packs every proposal that queued up while earlier entries were being written into one
 /// entry. A command's resource version (`Applied::index`) is its position in this command
 /// sequence (core's applied index + 1), which every node derives identically from the log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EntryBatch(pub Vec<LogEntry>);
+///
+/// The commands sit behind an `Arc` because openraft clones entries to hand them to replication
+/// and to the state machine, and the log store keeps the recent ones in memory: each of those is
+/// a reference, not a copy of every template. On the wire and on disk it is the plain list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryBatch(pub Arc<Vec<LogEntry>>);
+
+impl EntryBatch {
+    pub fn new(commands: Vec<LogEntry>) -> Self {
+        EntryBatch(Arc::new(commands))
+    }
+
+    pub fn commands(&self) -> &[LogEntry] {
+        &self.0
+    }
+}
+
+/// The encoded form: a newtype around the list, exactly as a derived `EntryBatch(Vec<_>)`.
+#[derive(Serialize)]
+#[serde(rename = "EntryBatch")]
+struct EntryBatchRef<'a>(&'a Vec<LogEntry>);
+
+#[derive(Deserialize)]
+#[serde(rename = "EntryBatch")]
+struct EntryBatchOwned(Vec<LogEntry>);
+
+impl Serialize for EntryBatch {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        EntryBatchRef(&self.0).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for EntryBatch {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        EntryBatchOwned::deserialize(d).map(|b| EntryBatch::new(b.0))
+    }
+}
 
 pub type NodeId = u64;
 pub type LogId = openraft::LogId<NodeId>;

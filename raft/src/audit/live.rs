@@ -47,7 +47,7 @@ pub fn rebuild_offline(reader: &StoreReader) -> Result<State, RaftError> {
     for (_, bytes) in reader.log_range(next, committed.index.saturating_add(1))? {
         let entry: Entry = wire::decode(&bytes)?;
         if let EntryPayload::Normal(batch) = entry.payload {
-            for le in &batch.0 {
+            for le in batch.commands() {
                 let seq = state.applied_index() + 1;
                 state.apply(seq, le);
             }
