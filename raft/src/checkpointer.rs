@@ -26,7 +26,7 @@ use fedraft_core::state::State;
 use fedraft_store::{Store, StoreError};
 use tokio::sync::oneshot;
 
-use crate::audit::AuditOptions;
+use crate::audit::{checkpoint_interval, AuditOptions};
 use crate::types::{AppliedEntry, LogId, StoredMembership};
 
 /// Commands handed over but not yet applied to the copy beyond which `apply` waits for it. At
@@ -94,9 +94,11 @@ impl Checkpointer {
         let failed = Arc::new(Mutex::new(None));
         let lag = Arc::new(AtomicUsize::new(0));
         let progress = Arc::new(tokio::sync::Notify::new());
+        let next_checkpoint = first_checkpoint(audit.checkpoint_every_commands, &state);
         let mut copy = StateCopy {
             store,
             audit,
+            next_checkpoint,
             state,
             last_applied,
             membership,
@@ -264,6 +266,8 @@ fn fail(failed: &Mutex<Option<String>>, why: String) {
 struct StateCopy {
     store: Store,
     audit: AuditOptions,
+    /// The command index at which the next checkpoint is written.
+    next_checkpoint: u64,
     state: State,
     last_applied: Option<LogId>,
     membership: StoredMembership,
@@ -294,6 +298,8 @@ impl StateCopy {
                 membership,
             } => {
                 self.state = *state;
+                self.next_checkpoint =
+                    first_checkpoint(self.audit.checkpoint_every_commands, &self.state);
                 self.last_applied = last_applied;
                 self.membership = membership;
             }
@@ -326,22 +332,24 @@ impl StateCopy {
         }
         self.state.apply(c.index, &c.entry);
         let every = self.audit.checkpoint_every_commands;
-        if every > 0 && c.index.is_multiple_of(every) {
-            if let Err(e) = self.checkpoint(c.index) {
-                fail(&self.failed, format!("checkpoint {}: {e}", c.index));
+        if every > 0 && c.index >= self.next_checkpoint {
+            match self.checkpoint(c.index) {
+                Ok(bytes) => self.next_checkpoint = c.index + checkpoint_interval(every, bytes),
+                Err(e) => fail(&self.failed, format!("checkpoint {}: {e}", c.index)),
             }
         }
     }
 
     /// Writes the checkpoint at `index`, then lets retention cut the archive (it cuts only at a
-    /// checkpoint).
-    fn checkpoint(&self, index: u64) -> Result<(), StoreError> {
+    /// checkpoint). Answers the checkpoint's size.
+    fn checkpoint(&self, index: u64) -> Result<usize, StoreError> {
+        let data = self.state.to_snapshot();
+        let bytes = data.len();
         // Durable when this returns, and written beside the log appends, not among them.
-        self.store
-            .write_checkpoint_direct(index, self.state.to_snapshot())?;
+        self.store.write_checkpoint_direct(index, data)?;
         let policy = self.audit.retention;
         if policy.keeps_everything() {
-            return Ok(());
+            return Ok(bytes);
         }
         let cut = self
             .store
@@ -352,8 +360,15 @@ impl StateCopy {
         if let Some(cut) = cut {
             Store::wait(|d| self.store.retain_audit(cut, d))?;
         }
-        Ok(())
+        Ok(bytes)
     }
+}
+
+/// The first multiple of `every` after the state's last command: where the next checkpoint goes
+/// when no checkpoint size is known yet (at start, after a snapshot install).
+fn first_checkpoint(every: u64, state: &State) -> u64 {
+    let every = every.max(1);
+    (state.applied_index() / every + 1) * every
 }
 
 #[cfg(test)]
@@ -437,6 +452,41 @@ mod tests {
             let c = reader.checkpoint(i).unwrap().unwrap();
             assert_eq!(c.state, all[i as usize - 1], "checkpoint {i}");
         }
+        assert_eq!(cp.failure(), None);
+    }
+
+    #[tokio::test]
+    async fn a_growing_state_stretches_the_interval_by_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), "t").unwrap();
+        let mut live = State::new();
+        let every = 2;
+        let cp = start_empty(&store, every);
+        let (handed, bytes) = run(&store, &mut live, 600);
+        cp.applied(handed, None, StoredMembership::default());
+        cp.flush().await;
+        let at = store.reader().checkpoint_indexes().unwrap();
+        assert_eq!(
+            &at[..2],
+            &[2, 4],
+            "a small state keeps the configured interval"
+        );
+        let gaps: Vec<u64> = at.windows(2).map(|w| w[1] - w[0]).collect();
+        for (w, gap) in at.windows(2).zip(&gaps) {
+            let size = bytes[w[0] as usize - 1].len();
+            assert_eq!(
+                *gap,
+                checkpoint_interval(every, size),
+                "after checkpoint {}",
+                w[0]
+            );
+        }
+        assert!(gaps.iter().any(|g| *g > every), "never stretched: {gaps:?}");
+        assert!(
+            gaps.iter()
+                .any(|g| *g == every * crate::audit::MAX_CHECKPOINT_STRETCH),
+            "never reached the cap: {gaps:?}"
+        );
         assert_eq!(cp.failure(), None);
     }
 

@@ -8,7 +8,7 @@
 //! later synced write, e.g. the next snapshot, makes them durable, and entries after the last
 //! snapshot are re-applied and re-archived on restart). Applying is the only writer of the
 //! state; readers take the read lock briefly. State checkpoints (every
-//! `checkpoint_every_commands` commands), retention and the bytes of raft snapshots come from
+//! `checkpoint_every_commands` commands or more, see `audit::checkpoint_interval`), retention and the bytes of raft snapshots come from
 //! the checkpointer's copy of the state (`checkpointer.rs`), so encoding the state never holds
 //! up an apply.
 

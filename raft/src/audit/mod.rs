@@ -23,10 +23,27 @@ use crate::wire;
 pub use live::{rebuild_offline, LiveState};
 pub use replay::VerifyReport;
 
-/// Default distance between state checkpoints, in commands. At ~10 µs per replayed command a
-/// state at any index is at most ~0.1 s of replay beyond its checkpoint; a checkpoint of a
+/// Default distance between state checkpoints, in commands. At ~2.5 µs per replayed command a
+/// state at any index is at most ~25 ms of replay beyond its checkpoint; a checkpoint of a
 /// 10,000-object state is a few MB, i.e. well under 1 % of the archive it covers.
 pub const DEFAULT_CHECKPOINT_EVERY_COMMANDS: u64 = 10_000;
+
+/// Checkpoint bytes a command may cost, amortized. A checkpoint costs in proportion to the state
+/// (encoding it, then RocksDB copying, compressing and writing it), and at a fixed interval a
+/// 100,000-object state under write load spent about a third of the cluster's busy CPU on
+/// checkpoints (`perf`, `fedraft bench put` at 64 clients). So the interval after a checkpoint of S bytes is S / this many commands,
+/// never below `checkpoint_every_commands`.
+pub const CHECKPOINT_BYTES_PER_COMMAND: u64 = 1024;
+
+/// The interval stretches at most this many times `checkpoint_every_commands`, which bounds the
+/// replay a state at any index needs (100,000 commands by default: about a quarter second).
+pub const MAX_CHECKPOINT_STRETCH: u64 = 10;
+
+/// Commands from a checkpoint of `checkpoint_bytes` to the next one.
+pub fn checkpoint_interval(every: u64, checkpoint_bytes: usize) -> u64 {
+    let by_size = checkpoint_bytes as u64 / CHECKPOINT_BYTES_PER_COMMAND;
+    by_size.clamp(every, every.saturating_mul(MAX_CHECKPOINT_STRETCH))
+}
 
 /// Most records one page of a query returns.
 pub const MAX_PAGE_RECORDS: usize = 1_000;
@@ -34,7 +51,8 @@ pub const MAX_PAGE_RECORDS: usize = 1_000;
 /// How the state machine keeps the archive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuditOptions {
-    /// Write a state checkpoint every this many commands (0 = never).
+    /// Write a state checkpoint every this many commands (0 = never); a large state stretches
+    /// the interval ([`checkpoint_interval`]).
     pub checkpoint_every_commands: u64,
     /// What to keep (default: everything). Applied after each checkpoint, in log time.
     pub retention: RetentionPolicy,
