@@ -176,7 +176,7 @@ fn default_true() -> bool {
 #[serde(deny_unknown_fields)]
 pub struct AuditFile {
     /// Commands between state checkpoints (0 = none). Default 10000. A large state stretches it
-    /// to the last checkpoint's bytes / 1024, at most ten times this.
+    /// to the last checkpoint's bytes / 256, at most ten times this.
     pub checkpoint_every_commands: Option<u64>,
     /// Remove records older than this many seconds of log time. Default: keep.
     pub max_age_seconds: Option<u64>,

@@ -29,14 +29,15 @@ pub use replay::VerifyReport;
 pub const DEFAULT_CHECKPOINT_EVERY_COMMANDS: u64 = 10_000;
 
 /// Checkpoint bytes a command may cost, amortized. A checkpoint costs in proportion to the state
-/// (encoding it, then RocksDB copying, compressing and writing it), and at a fixed interval a
+/// (encoding it, then RocksDB copying, compressing and writing it): at a fixed interval, a
 /// 100,000-object state under write load spent about a third of the cluster's busy CPU on
-/// checkpoints (`perf`, `fedraft bench put` at 64 clients). So the interval after a checkpoint of S bytes is S / this many commands,
-/// never below `checkpoint_every_commands`.
-pub const CHECKPOINT_BYTES_PER_COMMAND: u64 = 1024;
+/// checkpoints (`perf` during `fedraft bench put` at 64 clients). So the interval after a
+/// checkpoint of S bytes is S / this many commands, never below `checkpoint_every_commands`;
+/// 256 keeps checkpoints under half of what the archive itself grows by per command.
+pub const CHECKPOINT_BYTES_PER_COMMAND: u64 = 256;
 
 /// The interval stretches at most this many times `checkpoint_every_commands`, which bounds the
-/// replay a state at any index needs (100,000 commands by default: about a quarter second).
+/// replay a state at any index needs (100,000 commands by default: a fraction of a second).
 pub const MAX_CHECKPOINT_STRETCH: u64 = 10;
 
 /// Commands from a checkpoint of `checkpoint_bytes` to the next one.
