@@ -241,10 +241,32 @@ impl Store {
     /// the log and its column family is flushed to a table file instead, which waits for nobody
     /// else. Retention may rely on it once this returns.
     pub fn write_checkpoint_direct(&self, index: u64, state: Vec<u8>) -> Result<(), StoreError> {
-        let db = &self.inner.db;
-        let Some(batch) = writer::periodic_checkpoint(db, None, index, state)? else {
+        let Some(batch) = writer::periodic_checkpoint(&self.inner.db, None, index, state)? else {
             return Ok(());
         };
+        self.write_snapshot_cf_direct(batch)
+    }
+
+    /// Saves a raft snapshot this node built from its own state the way
+    /// [`Store::write_checkpoint_direct`] writes a checkpoint, for the same reason: it is the
+    /// whole state. Durable when this returns. A snapshot installed from the leader goes through
+    /// [`Store::save_snapshot`] instead, because it also restarts the audit chain, which only
+    /// the writer thread touches.
+    pub fn save_built_snapshot(&self, meta: &[u8], data: &[u8]) -> Result<(), StoreError> {
+        let db = &self.inner.db;
+        let cf = db
+            .cf_handle(CF_SNAPSHOT)
+            .ok_or_else(|| missing_cf(CF_SNAPSHOT))?;
+        let mut b = WriteBatch::default();
+        b.put_cf(cf, SNAPSHOT_META, meta);
+        b.put_cf(cf, SNAPSHOT_DATA, data);
+        self.write_snapshot_cf_direct(b)
+    }
+
+    /// Writes a batch into the snapshot column family without the write-ahead log, then
+    /// flushes that column family to a table file, so the batch is durable on return.
+    fn write_snapshot_cf_direct(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        let db = &self.inner.db;
         let mut wo = WriteOptions::default();
         wo.disable_wal(true);
         db.write_opt(batch, &wo)?;

@@ -255,3 +255,24 @@ fn writes_from_many_threads_all_land() {
         assert_eq!(s.log_range(base, base + 500).unwrap().len(), 500);
     }
 }
+
+#[test]
+fn a_built_snapshot_replaces_the_last_and_survives_a_reopen_without_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(dir.path(), "c1").unwrap();
+        Store::wait(|d| s.save_snapshot(b"m1".to_vec(), b"d1".to_vec(), None, d)).unwrap();
+        s.save_built_snapshot(b"m2", b"d2").unwrap();
+        assert_eq!(
+            s.snapshot().unwrap(),
+            Some((b"m2".to_vec(), b"d2".to_vec()))
+        );
+    }
+    // Written without the write-ahead log: it is on disk because it was flushed, and the older
+    // snapshot still in the log's history does not come back on replay.
+    let s = Store::open(dir.path(), "c1").unwrap();
+    assert_eq!(
+        s.snapshot().unwrap(),
+        Some((b"m2".to_vec(), b"d2".to_vec()))
+    );
+}
