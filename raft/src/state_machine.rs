@@ -49,6 +49,11 @@ pub struct SmShared {
     /// Highest timestamp of any applied entry: a new leader never stamps below it.
     pub last_timestamp_ms: AtomicU64,
     snapshot_seq: AtomicU64,
+    /// The raft position of the snapshot in the store. Saves take turns through it, and a built
+    /// snapshot older than the stored one is not saved: openraft builds snapshots on a spawned
+    /// task, so one built before a snapshot from the leader was installed can finish after it,
+    /// and saving it would pair an old state with a log already cut past it.
+    saved_snapshot: tokio::sync::Mutex<Option<LogId>>,
     pub(crate) store: Store,
     /// Highest command whose audit record is written: the state can be ahead of it for the
     /// moment between applying and archiving.
@@ -128,6 +133,7 @@ impl StateMachine {
             events,
             last_timestamp_ms: AtomicU64::new(last_ts),
             snapshot_seq: AtomicU64::new(0),
+            saved_snapshot: tokio::sync::Mutex::new(last_applied),
             store: store.clone(),
             archived_index: AtomicU64::new(last_index),
             checkpointer,
@@ -260,6 +266,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let index = meta.last_log_id.map(|l| l.index).unwrap_or(0);
         // The audit chain (keyed by command sequence) restarts after the snapshot's last command.
         let last_command = state.applied_index();
+        let mut saved = self.shared.saved_snapshot.lock().await;
         // Persist first: if this fails the in-memory state stays consistent with the disk.
         store_op(|d| {
             self.store
@@ -267,6 +274,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         })
         .await
         .map_err(sm_err)?;
+        *saved = meta.last_log_id;
+        drop(saved);
         self.shared
             .last_timestamp_ms
             .fetch_max(state.log_time_ms(), Ordering::Relaxed);
@@ -324,15 +333,73 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             snapshot_id,
         };
         let meta_bytes = wire::encode(&meta).map_err(sm_err)?;
+        let mut saved = self.shared.saved_snapshot.lock().await;
+        if saved.is_some() && last_log_id <= *saved {
+            tracing::info!(
+                built = ?last_log_id,
+                stored = ?*saved,
+                "built snapshot is not newer than the stored one; not saved"
+            );
+            return Ok(Snapshot {
+                meta,
+                snapshot: Box::new(Cursor::new(data)),
+            });
+        }
         // Beside the log's writer, not through it: tens of megabytes in the write-ahead log
         // made every write in flight wait for their sync.
         let store = self.store.clone();
         let data = store_read(move || store.save_built_snapshot(&meta_bytes, &data).map(|()| data))
             .await
             .map_err(sm_err)?;
+        *saved = last_log_id;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::CommittedLeaderId;
+
+    use super::*;
+
+    fn blank(term: u64, index: u64) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_built_before_an_install_finished_does_not_replace_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), "t").unwrap();
+        let mut sm = StateMachine::open_with(store.clone(), AuditOptions::default())
+            .await
+            .unwrap();
+        sm.apply((1..=3).map(|i| blank(1, i))).await.unwrap();
+        // A snapshot from the leader, at 10, is being saved while this node builds its own at 3.
+        let mut saving = sm.shared.saved_snapshot.lock().await;
+        let mut builder = sm.clone();
+        let build = tokio::spawn(async move { builder.build_snapshot().await });
+        *saving = Some(blank(2, 10).log_id);
+        drop(saving);
+        let built = build.await.unwrap().unwrap();
+        assert_eq!(built.meta.last_log_id, Some(blank(1, 3).log_id));
+        assert_eq!(
+            store.snapshot().unwrap(),
+            None,
+            "the older snapshot was saved"
+        );
+
+        // With nothing newer stored, a built snapshot is saved.
+        *sm.shared.saved_snapshot.lock().await = None;
+        sm.build_snapshot().await.unwrap();
+        let (meta, _) = store.snapshot().unwrap().unwrap();
+        let meta: SnapshotMeta = wire::decode(&meta).unwrap();
+        assert_eq!(meta.last_log_id, Some(blank(1, 3).log_id));
+        assert_eq!(*sm.shared.saved_snapshot.lock().await, meta.last_log_id);
     }
 }
