@@ -225,12 +225,6 @@ impl Store {
         Store::wait(|d| self.append(entries, Box::new(|_| {}), d))
     }
 
-    /// Queues a state checkpoint at command `index`; written after the audit records queued
-    /// before it, bound to the chain digest at that index.
-    pub fn write_checkpoint(&self, index: u64, state: Vec<u8>, done: Done) {
-        self.submit(Op::Checkpoint { index, state, done })
-    }
-
     /// Writes a state checkpoint at command `index` from the calling thread, beside the writer
     /// thread rather than through it, and returns once it is durable. Its audit record must be
     /// written already; without one (below an installed snapshot) nothing is written.
@@ -241,7 +235,7 @@ impl Store {
     /// the log and its column family is flushed to a table file instead, which waits for nobody
     /// else. Retention may rely on it once this returns.
     pub fn write_checkpoint_direct(&self, index: u64, state: Vec<u8>) -> Result<(), StoreError> {
-        let Some(batch) = writer::periodic_checkpoint(&self.inner.db, None, index, state)? else {
+        let Some(batch) = writer::periodic_checkpoint(&self.inner.db, index, state)? else {
             return Ok(());
         };
         self.write_snapshot_cf_direct(batch)
@@ -345,7 +339,6 @@ fn fail(op: Op) {
         | Op::SaveCommitted { done, .. }
         | Op::SaveSnapshot { done, .. }
         | Op::Audit { done, .. }
-        | Op::Checkpoint { done, .. }
         | Op::Retain { done, .. } => done(e()),
     }
 }

@@ -65,12 +65,6 @@ pub(crate) enum Op {
         records: Vec<AuditInput>,
         done: Done,
     },
-    /// A periodic state checkpoint at command `index` (after that index's audit record).
-    Checkpoint {
-        index: u64,
-        state: Vec<u8>,
-        done: Done,
-    },
     /// Retention: drop records at or below the highest checkpoint <= `upto`, which becomes the
     /// chain's base.
     Retain {
@@ -222,7 +216,6 @@ impl Writer {
                 done,
             } => done(self.save_snapshot(meta, data, installed_at)),
             Op::Audit { records, done } => done(self.audit(records)),
-            Op::Checkpoint { index, state, done } => done(self.checkpoint(index, state)),
             Op::Retain { upto, done } => done(self.retain(upto)),
         }
     }
@@ -330,13 +323,6 @@ impl Writer {
         Ok(())
     }
 
-    fn checkpoint(&self, index: u64, state: Vec<u8>) -> Result<(), StoreError> {
-        match periodic_checkpoint(&self.db, self.audit_head, index, state)? {
-            Some(b) => self.write(b, false),
-            None => Ok(()),
-        }
-    }
-
     fn retain(&self, upto: u64) -> Result<(), StoreError> {
         let reader = StoreReader::new(self.db.clone(), std::path::PathBuf::new());
         let Some(base) = reader.checkpoint_at_or_below(upto)? else {
@@ -388,27 +374,20 @@ impl Writer {
     }
 }
 
-/// The write of a periodic checkpoint at `index`, bound to the chain digest there. `head` is
-/// the newest record's index and digest when the caller has it at hand. `None` when that
-/// record was never written here (below an installed snapshot): a checkpoint that no chain can
-/// reach would only mislead.
+/// The write of a periodic checkpoint at `index`, bound to the chain digest there. `None` when
+/// that record was never written here (below an installed snapshot): a checkpoint that no chain
+/// can reach would only mislead.
 pub(crate) fn periodic_checkpoint(
     db: &DB,
-    head: AuditHead,
     index: u64,
     state: Vec<u8>,
 ) -> Result<Option<WriteBatch>, StoreError> {
     let cf = |name| db.cf_handle(name).ok_or_else(|| missing_cf(name));
-    let digest = match head {
-        Some((h, d)) if h == index => d,
-        _ => match db.get_cf(cf(CF_AUDIT)?, index_key(index))? {
-            Some(v) => AuditRecord::decode(&v)?.digest,
-            None => {
-                tracing::warn!(index, "no audit record for checkpoint; skipped");
-                return Ok(None);
-            }
-        },
+    let Some(record) = db.get_cf(cf(CF_AUDIT)?, index_key(index))? else {
+        tracing::warn!(index, "no audit record for checkpoint; skipped");
+        return Ok(None);
     };
+    let digest = AuditRecord::decode(&record)?.digest;
     let cp = Checkpoint {
         index,
         kind: CheckpointKind::Periodic,
