@@ -124,18 +124,10 @@ impl LogCache {
 mod tests {
     use std::collections::BTreeMap;
 
-    use openraft::{CommittedLeaderId, EntryPayload};
     use proptest::prelude::*;
 
     use super::*;
-    use crate::types::LogId;
-
-    fn entry(term: u64, index: u64) -> Entry {
-        Entry {
-            log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
-            payload: EntryPayload::Blank,
-        }
-    }
+    use crate::types::tests::blank_entry as entry;
 
     fn ids(entries: &[Entry]) -> Vec<(u64, u64)> {
         entries

@@ -188,9 +188,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut batch = Vec::new();
         let mut cached = Vec::new();
         for e in entries {
+            let index = e.get_log_id().index;
             let bytes = wire::encode(&e).map_err(write_err)?;
-            batch.push((e.get_log_id().index, bytes));
-            cached.push((e, batch.last().map_or(0, |b| b.1.len())));
+            cached.push((e, bytes.len()));
+            batch.push((index, bytes));
         }
         tracing::trace!(
             entries = batch.len(),

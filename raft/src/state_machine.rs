@@ -8,9 +8,9 @@
 //! later synced write, e.g. the next snapshot, makes them durable, and entries after the last
 //! snapshot are re-applied and re-archived on restart). Applying is the only writer of the
 //! state; readers take the read lock briefly. State checkpoints (every
-//! `checkpoint_every_commands` commands or more, see `audit::checkpoint_interval`), retention and the bytes of raft snapshots come from
-//! the checkpointer's copy of the state (`checkpointer.rs`), so encoding the state never holds
-//! up an apply.
+//! `checkpoint_every_commands` commands or more, see `audit::checkpoint_interval`), retention
+//! and the bytes of raft snapshots come from the checkpointer's copy of the state
+//! (`checkpointer.rs`), so encoding the state never holds up an apply.
 
 use std::io::Cursor;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -361,16 +361,8 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
 
 #[cfg(test)]
 mod tests {
-    use openraft::CommittedLeaderId;
-
     use super::*;
-
-    fn blank(term: u64, index: u64) -> Entry {
-        Entry {
-            log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
-            payload: EntryPayload::Blank,
-        }
-    }
+    use crate::types::tests::blank_entry as blank;
 
     #[tokio::test]
     async fn a_snapshot_built_before_an_install_finished_does_not_replace_it() {

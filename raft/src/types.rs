@@ -34,8 +34,9 @@ openraft::declare_raft_types!(
 ///
 /// The commands sit behind an `Arc` because openraft clones entries to hand them to replication
 /// and to the state machine, and the log store keeps the recent ones in memory: each of those is
-/// a reference, not a copy of every template. On the wire and on disk it is the plain list.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// a reference, not a copy of every template. serde encodes an `Arc` as what it holds, so on the
+/// wire and on disk it is the plain list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EntryBatch(pub Arc<Vec<LogEntry>>);
 
 impl EntryBatch {
@@ -45,27 +46,6 @@ impl EntryBatch {
 
     pub fn commands(&self) -> &[LogEntry] {
         &self.0
-    }
-}
-
-/// The encoded form: a newtype around the list, exactly as a derived `EntryBatch(Vec<_>)`.
-#[derive(Serialize)]
-#[serde(rename = "EntryBatch")]
-struct EntryBatchRef<'a>(&'a Vec<LogEntry>);
-
-#[derive(Deserialize)]
-#[serde(rename = "EntryBatch")]
-struct EntryBatchOwned(Vec<LogEntry>);
-
-impl Serialize for EntryBatch {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        EntryBatchRef(&self.0).serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for EntryBatch {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        EntryBatchOwned::deserialize(d).map(|b| EntryBatch::new(b.0))
     }
 }
 
@@ -127,4 +107,39 @@ pub struct NodeReport {
     /// Core's applied index: the resource version of the last applied command.
     pub state_applied_index: u64,
     pub log_time_ms: u64,
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use fedraft_core::model::ClusterSpec;
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    use super::*;
+
+    /// A raft-internal entry at `index` of `term`, for tests that only need log positions.
+    pub(crate) fn blank_entry(term: u64, index: u64) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    #[test]
+    fn an_entry_batch_encodes_as_the_plain_list() {
+        #[derive(Serialize)]
+        struct Plain(Vec<LogEntry>);
+        let commands = vec![LogEntry::new(
+            "r1",
+            "tester",
+            7,
+            Command::RegisterCluster(ClusterSpec::new("dc1", "https://dc1:6443")),
+        )];
+        let shared = crate::wire::encode(&EntryBatch::new(commands.clone())).unwrap();
+        assert_eq!(
+            shared,
+            crate::wire::encode(&Plain(commands.clone())).unwrap()
+        );
+        let back: EntryBatch = crate::wire::decode(&shared).unwrap();
+        assert_eq!(back.commands(), &commands[..]);
+    }
 }

@@ -190,15 +190,7 @@ async fn no_quorum_is_a_typed_error_after_the_bounded_wait() {
     let mut c = start_cluster(3, &tune).await;
     c.get(1).node.propose(register("ok", "ok")).await.unwrap();
     let keep = c.wait_leader(Duration::from_secs(10)).await;
-    let others: Vec<u64> = c
-        .nodes
-        .iter()
-        .map(|t| t.id)
-        .filter(|id| *id != keep)
-        .collect();
-    for id in others {
-        c.take(id).stop().await;
-    }
+    c.stop_all_but(keep).await;
     let node = &c.get(keep).node;
     let started = Instant::now();
     let err = node.propose(register("lost", "lost")).await.unwrap_err();

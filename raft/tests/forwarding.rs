@@ -216,15 +216,7 @@ async fn a_wait_that_runs_out_is_timeout_with_a_quorum_and_no_quorum_without() {
     }
     // The leader alone: once a majority has been silent for longer than the election timeout,
     // the same kind of wait is NoQuorum, for writes and for linearizable reads.
-    for id in c
-        .nodes
-        .iter()
-        .map(|t| t.id)
-        .filter(|id| *id != leader)
-        .collect::<Vec<_>>()
-    {
-        c.take(id).stop().await;
-    }
+    c.stop_all_but(leader).await;
     let lease = lnode.config().election_timeout_max_ms;
     wait_for(
         Duration::from_secs(30),
@@ -263,15 +255,7 @@ async fn a_follower_whose_leader_is_gone_says_no_quorum_while_it_still_names_it(
         .unwrap();
     let leader = c.wait_leader(Duration::from_secs(10)).await;
     let survivor = c.nodes.iter().find(|t| t.id != leader).unwrap().id;
-    for id in c
-        .nodes
-        .iter()
-        .map(|t| t.id)
-        .filter(|id| *id != survivor)
-        .collect::<Vec<_>>()
-    {
-        c.take(id).stop().await;
-    }
+    c.stop_all_but(survivor).await;
     // A follower stands for election only after the leader's lease and an election timeout
     // (here 2 s + 1..2 s); until then it names the dead leader, whose port refuses every call.
     let node = c.get(survivor).node.clone();

@@ -42,13 +42,9 @@ pub struct AuditRecord {
 impl AuditInput {
     fn canonical(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(24 + self.entry.len() + self.outcome.len());
-        out.extend_from_slice(&self.index.to_be_bytes());
-        out.extend_from_slice(&self.term.to_be_bytes());
-        // Entries and outcomes are bounded far below 4 GiB by the request size limits.
-        out.extend_from_slice(&(self.entry.len() as u32).to_be_bytes());
-        out.extend_from_slice(&self.entry);
-        out.extend_from_slice(&(self.outcome.len() as u32).to_be_bytes());
-        out.extend_from_slice(&self.outcome);
+        canonical_pieces(self.index, self.term, &self.entry, &self.outcome, |b| {
+            out.extend_from_slice(b)
+        });
         out
     }
 
@@ -70,6 +66,24 @@ impl AuditInput {
         };
         (rec, value)
     }
+}
+
+/// Hands `put` a record's canonical bytes, piece by piece: what its digest covers after `prev`,
+/// and what its stored value holds after the two digests. The one definition of that layout.
+fn canonical_pieces(
+    index: u64,
+    term: u64,
+    entry: &[u8],
+    outcome: &[u8],
+    mut put: impl FnMut(&[u8]),
+) {
+    put(&index.to_be_bytes());
+    put(&term.to_be_bytes());
+    // Entries and outcomes are bounded far below 4 GiB by the request size limits.
+    put(&(entry.len() as u32).to_be_bytes());
+    put(entry);
+    put(&(outcome.len() as u32).to_be_bytes());
+    put(outcome);
 }
 
 fn chain_digest(prev: &[u8; 32], canonical: &[u8]) -> [u8; 32] {
@@ -199,12 +213,9 @@ impl<'a> AuditRecordRef<'a> {
     pub fn verify(&self) -> bool {
         let mut h = Sha256::new();
         h.update(self.prev);
-        h.update(self.index.to_be_bytes());
-        h.update(self.term.to_be_bytes());
-        h.update((self.entry.len() as u32).to_be_bytes());
-        h.update(self.entry);
-        h.update((self.outcome.len() as u32).to_be_bytes());
-        h.update(self.outcome);
+        canonical_pieces(self.index, self.term, self.entry, self.outcome, |b| {
+            h.update(b)
+        });
         <[u8; 32]>::from(h.finalize()) == self.digest
     }
 }

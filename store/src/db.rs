@@ -14,6 +14,7 @@ use rocksdb::{
 };
 
 use crate::audit::{AuditInput, AuditRecord};
+use crate::audit_checkpoint::{checkpoint_key, Checkpoint, CheckpointKind};
 use crate::error::StoreError;
 use crate::keys::*;
 use crate::reader::StoreReader;
@@ -235,7 +236,7 @@ impl Store {
     /// the log and its column family is flushed to a table file instead, which waits for nobody
     /// else. Retention may rely on it once this returns.
     pub fn write_checkpoint_direct(&self, index: u64, state: Vec<u8>) -> Result<(), StoreError> {
-        let Some(batch) = writer::periodic_checkpoint(&self.inner.db, index, state)? else {
+        let Some(batch) = periodic_checkpoint(&self.inner.db, index, state)? else {
             return Ok(());
         };
         self.write_snapshot_cf_direct(batch)
@@ -341,6 +342,31 @@ fn fail(op: Op) {
         | Op::Audit { done, .. }
         | Op::Retain { done, .. } => done(e()),
     }
+}
+
+/// The write of a periodic checkpoint at `index`, bound to the chain digest there. `None` when
+/// that record was never written here (below an installed snapshot): a checkpoint that no chain
+/// can reach would only mislead.
+fn periodic_checkpoint(
+    db: &DB,
+    index: u64,
+    state: Vec<u8>,
+) -> Result<Option<WriteBatch>, StoreError> {
+    let cf = |name| db.cf_handle(name).ok_or_else(|| missing_cf(name));
+    let Some(record) = db.get_cf(cf(CF_AUDIT)?, index_key(index))? else {
+        tracing::warn!(index, "no audit record for checkpoint; skipped");
+        return Ok(None);
+    };
+    let digest = AuditRecord::decode(&record)?.digest;
+    let cp = Checkpoint {
+        index,
+        kind: CheckpointKind::Periodic,
+        audit_digest: digest,
+        state,
+    };
+    let mut b = WriteBatch::default();
+    b.put_cf(cf(CF_SNAPSHOT)?, checkpoint_key(index), cp.encode());
+    Ok(Some(b))
 }
 
 fn dir_has_entries(path: &Path) -> Result<bool, StoreError> {

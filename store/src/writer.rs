@@ -374,31 +374,6 @@ impl Writer {
     }
 }
 
-/// The write of a periodic checkpoint at `index`, bound to the chain digest there. `None` when
-/// that record was never written here (below an installed snapshot): a checkpoint that no chain
-/// can reach would only mislead.
-pub(crate) fn periodic_checkpoint(
-    db: &DB,
-    index: u64,
-    state: Vec<u8>,
-) -> Result<Option<WriteBatch>, StoreError> {
-    let cf = |name| db.cf_handle(name).ok_or_else(|| missing_cf(name));
-    let Some(record) = db.get_cf(cf(CF_AUDIT)?, index_key(index))? else {
-        tracing::warn!(index, "no audit record for checkpoint; skipped");
-        return Ok(None);
-    };
-    let digest = AuditRecord::decode(&record)?.digest;
-    let cp = Checkpoint {
-        index,
-        kind: CheckpointKind::Periodic,
-        audit_digest: digest,
-        state,
-    };
-    let mut b = WriteBatch::default();
-    b.put_cf(cf(CF_SNAPSHOT)?, checkpoint_key(index), cp.encode());
-    Ok(Some(b))
-}
-
 pub(crate) fn missing_cf(name: &str) -> StoreError {
     StoreError::Corrupt(format!("column family {name:?} missing"))
 }

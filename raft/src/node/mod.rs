@@ -472,7 +472,7 @@ impl FedNode {
             .await
             .map_err(|e| RaftError::Fatal(e.to_string()));
         // Checkpoints due for what was applied are written before the node counts as stopped.
-        self.inner.sm.flush_checkpoints().await;
+        self.flush_checkpoints().await;
         stopped
     }
 

@@ -100,6 +100,19 @@ impl Cluster {
         self.nodes.remove(i)
     }
 
+    /// Stops every node but `keep`.
+    pub async fn stop_all_but(&mut self, keep: u64) {
+        let others: Vec<u64> = self
+            .nodes
+            .iter()
+            .map(|t| t.id)
+            .filter(|id| *id != keep)
+            .collect();
+        for id in others {
+            self.take(id).stop().await;
+        }
+    }
+
     /// Waits until some running node reports itself leader and the others agree.
     pub async fn wait_leader(&self, within: Duration) -> u64 {
         wait_for(within, "a leader", || async {
