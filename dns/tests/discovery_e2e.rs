@@ -94,7 +94,7 @@ async fn discovery_end_to_end() {
     let sink = log.clone();
     let recorder = tokio::spawn(async move {
         while let Ok(a) = rx.recv().await {
-            sink.lock().unwrap().push((a.index, a.entry.clone()));
+            sink.lock().unwrap().push((a.index, a.entry().clone()));
         }
     });
 

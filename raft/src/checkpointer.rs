@@ -330,7 +330,7 @@ impl StateCopy {
             );
             return;
         }
-        self.state.apply(c.index, &c.entry);
+        self.state.apply(c.index, c.entry());
         let every = self.audit.checkpoint_every_commands;
         if every > 0 && c.index >= self.next_checkpoint {
             match self.checkpoint(c.index) {
@@ -403,11 +403,7 @@ mod tests {
                 outcome: Vec::new(),
             });
             bytes.push(live.to_snapshot());
-            handed.push(Arc::new(AppliedEntry {
-                index,
-                entry,
-                applied,
-            }));
+            handed.push(Arc::new(AppliedEntry::single(index, entry, applied)));
         }
         Store::wait(|d| store.write_audit(records, d)).unwrap();
         (handed, bytes)

@@ -197,15 +197,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     }
                     EntryPayload::Normal(batch) => {
                         let mut out = Vec::with_capacity(batch.0.len());
-                        // Usually the log store's memory still holds the batch: then the watch
-                        // stream and the checkpointer get a copy of the commands.
-                        let commands = Arc::try_unwrap(batch.0)
-                            .unwrap_or_else(|shared| shared.as_ref().clone());
-                        for le in commands {
+                        // The watch stream and the checkpointer share the batch (the log's
+                        // memory usually still holds it too).
+                        let commands = batch.0;
+                        for (at, le) in commands.iter().enumerate() {
                             // Every node numbers commands the same way: one after core's applied
                             // index, which the snapshot carries across restarts.
                             let seq = g.state.applied_index() + 1;
-                            let applied = g.state.apply(seq, &le);
+                            let applied = g.state.apply(seq, le);
                             self.shared
                                 .last_timestamp_ms
                                 .fetch_max(le.timestamp_ms, Ordering::Relaxed);
@@ -215,11 +214,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                                 entry: le.encode(),
                                 outcome: wire::encode_applied(&applied).map_err(sm_err)?,
                             });
-                            events.push(Arc::new(AppliedEntry {
-                                index: seq,
-                                entry: le,
-                                applied: applied.clone(),
-                            }));
+                            events.push(Arc::new(AppliedEntry::in_batch(
+                                seq,
+                                commands.clone(),
+                                at,
+                                applied.clone(),
+                            )));
                             out.push(applied);
                         }
                         replies.push(Response(out));

@@ -70,13 +70,53 @@ pub struct Proposal {
     pub command: Command,
 }
 
-/// One applied command, as watch streams see it.
+/// One applied command, as watch streams and the checkpointer see it. It shares its raft
+/// entry's batch rather than holding a copy of the command: the log's memory usually still holds
+/// that batch, and copying each command out of it cost an allocation per string on every node.
 #[derive(Debug, Clone)]
 pub struct AppliedEntry {
     /// The command's resource version (its position in the command sequence).
     pub index: u64,
-    pub entry: LogEntry,
+    batch: Arc<Vec<LogEntry>>,
+    /// Always a valid position in `batch` (both are set together, only here).
+    at: usize,
     pub applied: Applied,
+}
+
+impl AppliedEntry {
+    /// The command at `at` in `batch`, which the caller has just applied from it.
+    pub(crate) fn in_batch(
+        index: u64,
+        batch: Arc<Vec<LogEntry>>,
+        at: usize,
+        applied: Applied,
+    ) -> AppliedEntry {
+        debug_assert!(
+            at < batch.len(),
+            "position {at} outside a batch of {}",
+            batch.len()
+        );
+        AppliedEntry {
+            index,
+            batch,
+            at,
+            applied,
+        }
+    }
+
+    /// A command that was applied on its own.
+    pub fn single(index: u64, entry: LogEntry, applied: Applied) -> AppliedEntry {
+        AppliedEntry {
+            index,
+            batch: Arc::new(vec![entry]),
+            at: 0,
+            applied,
+        }
+    }
+
+    pub fn entry(&self) -> &LogEntry {
+        &self.batch[self.at]
+    }
 }
 
 /// A point-in-time view of this node's raft role and progress.

@@ -63,7 +63,7 @@ async fn replication_gives_identical_state_on_three_nodes() {
             .await
             .unwrap()
             .unwrap();
-        if matches!(e.entry.command, Command::RegisterCluster(_)) {
+        if matches!(e.entry().command, Command::RegisterCluster(_)) {
             seen.push(e.index);
         }
     }
