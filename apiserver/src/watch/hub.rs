@@ -4,8 +4,10 @@
 //! Events are built from the entry's `changes` (one per resource, collapsed within the entry) and
 //! the node's local state at the time the hub handles the entry. That state may already include
 //! later entries, so an event's object can be newer than its `resourceVersion`; it is never older.
-//! The hub copies each changed resource (under the state's read lock, briefly) and renders
-//! nothing: JSON is made only when a watcher sends the event (see `ring`).
+//! The hub keeps each changed resource as it is now (under the state's read lock, briefly):
+//! objects are shared with the state, which copies one only if it changes while still held here;
+//! clusters and tenants, rarely written, are copied. It renders nothing: JSON is made only when a
+//! watcher sends the event (see `ring`).
 //! If the hub falls behind the node's broadcast (lagged), it cannot know what it missed: it resets
 //! the ring (resumes from before that point get 410) and live watchers get an ERROR line.
 
@@ -14,7 +16,7 @@ use std::sync::Arc;
 
 use fedraft_core::state::{ChangeKind, ChangeOp, State};
 use fedraft_raft::{AppliedEntry, FedNode};
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use super::ring::{EventType, Payload, Ring, WatchEvent};
 
@@ -27,25 +29,57 @@ pub fn start(node: &FedNode, history_events: usize) -> Arc<Ring> {
     let (node, r) = (node.clone(), ring.clone());
     tokio::spawn(async move {
         loop {
+            let mut entries = Vec::new();
+            let mut missed = None;
             match sub.recv().await {
-                Ok(entry) => {
-                    let events = node.read_stale(|s| events_for(s, &entry));
-                    r.push(entry.index, events);
-                }
-                Err(RecvError::Lagged(missed)) => {
-                    let at = node.read_stale(|s| s.applied_index());
-                    tracing::warn!(missed, at, "watch hub fell behind; watch history reset");
-                    r.reset(at);
-                }
+                Ok(entry) => entries.push(entry),
+                Err(RecvError::Lagged(n)) => missed = Some(n),
                 Err(RecvError::Closed) => break,
+            }
+            // Whatever else is queued shares one read lock and one ring lock: under load the
+            // entries arrive a raft batch at a time, and a wakeup per command cost more than the
+            // copies.
+            while missed.is_none() && entries.len() < DRAIN_ENTRIES {
+                match sub.try_recv() {
+                    Ok(entry) => entries.push(entry),
+                    Err(TryRecvError::Lagged(n)) => missed = Some(n),
+                    // Closed shows again on the next `recv`.
+                    Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+                }
+            }
+            if !entries.is_empty() {
+                let events = node.read_stale(|s| {
+                    entries
+                        .iter()
+                        .map(|e| (e.index, events_for(s, e)))
+                        .collect()
+                });
+                r.push_entries(events);
+            }
+            if let Some(missed) = missed {
+                let at = node.read_stale(|s| s.applied_index());
+                tracing::warn!(missed, at, "watch hub fell behind; watch history reset");
+                r.reset(at);
             }
         }
     });
     ring
 }
 
+/// Most applied entries the hub takes from its queue at once (the node's largest raft batch).
+const DRAIN_ENTRIES: usize = 256;
+
 /// The events one entry produces: changes collapsed per resource (added then deleted = nothing).
 pub fn events_for(state: &State, entry: &AppliedEntry) -> Vec<WatchEvent> {
+    // Most commands change one resource: nothing to collapse.
+    if let [c] = entry.applied.changes.as_slice() {
+        let op = match c.op {
+            ChangeOp::Added => EventType::Added,
+            ChangeOp::Modified => EventType::Modified,
+            ChangeOp::Deleted => EventType::Deleted,
+        };
+        return vec![event(state, entry.index, c.kind, &c.key, op)];
+    }
     let mut per: BTreeMap<(u8, &str), (ChangeKind, ChangeOp, ChangeOp)> = BTreeMap::new();
     let mut order = Vec::new();
     for c in &entry.applied.changes {
@@ -95,8 +129,8 @@ fn event(state: &State, index: u64, kind: ChangeKind, key: &str, op: EventType) 
                 .map(|t| Payload::Tenant(Box::new(t.clone()))),
             ChangeKind::Object => namespace
                 .as_deref()
-                .and_then(|ns| state.object(ns, &name))
-                .map(|o| Payload::Object(Box::new(o.clone()))),
+                .and_then(|ns| state.object_shared(ns, &name))
+                .map(Payload::Object),
         },
     };
     WatchEvent::new(op, Some(kind_name), namespace, Some(name), index, object)
@@ -130,11 +164,7 @@ mod tests {
     fn apply(state: &mut State, index: u64, entry: LogEntry) -> AppliedEntry {
         let applied = state.apply(index, &entry);
         assert!(applied.outcome.is_accepted(), "{:?}", applied.outcome);
-        AppliedEntry {
-            index,
-            entry,
-            applied,
-        }
+        AppliedEntry::single(index, entry, applied)
     }
 
     fn line_json(e: &WatchEvent) -> Value {
@@ -171,6 +201,43 @@ mod tests {
         assert_eq!(
             doc["object"],
             crate::wire::object_json(state.object("team", "web").unwrap(), None)
+        );
+    }
+
+    #[test]
+    fn an_entry_that_changes_several_resources_gives_one_event_each() {
+        use fedraft_core::state::Change;
+        let mut state = State::new();
+        let mut entry = apply(&mut state, 1, put(1));
+        let change = |kind, key: &str, op| Change {
+            kind,
+            key: key.into(),
+            op,
+        };
+        // As a command that touches several resources (a failover, a cluster leaving) records
+        // them: in order, some more than once.
+        entry.applied.changes = vec![
+            change(ChangeKind::Object, "team/web", ChangeOp::Added),
+            change(ChangeKind::Cluster, "east", ChangeOp::Modified),
+            change(ChangeKind::Object, "team/web", ChangeOp::Modified),
+            change(ChangeKind::Tenant, "gone", ChangeOp::Added),
+            change(ChangeKind::Tenant, "gone", ChangeOp::Deleted),
+            change(ChangeKind::Cluster, "west", ChangeOp::Deleted),
+        ];
+        let seen: Vec<_> = events_for(&state, &entry)
+            .iter()
+            .map(|e| (e.event_type, e.kind, e.name.clone().unwrap_or_default()))
+            .collect();
+        let want = |t, k, n: &str| (t, Some(k), n.to_string());
+        assert_eq!(
+            seen,
+            [
+                // Added then modified within the entry: one ADDED.
+                want(EventType::Added, "FederatedObject", "web"),
+                want(EventType::Modified, "Cluster", "east"),
+                // Added then deleted within the entry: nothing.
+                want(EventType::Deleted, "Cluster", "west"),
+            ]
         );
     }
 

@@ -5,10 +5,9 @@
 //! the live ones, with no gap and no duplicate, because copying the backlog and subscribing to the
 //! live feed happen under the same lock as [`Ring::push`]. Resuming from `N < horizon` is 410 Gone.
 //!
-//! Events are rendered lazily: an event keeps a copy of the resource as it was when the hub saw
-//! the entry ([`Payload`]) and turns it into its JSON line the first time a watcher sends it
-//! ([`WatchEvent::line`]), once for all watchers. A node nobody watches copies each changed
-//! resource and renders nothing.
+//! Events are rendered lazily: an event keeps the resource as it was when the hub saw the entry
+//! ([`Payload`]) and turns it into its JSON line the first time a watcher sends it
+//! ([`WatchEvent::line`]), once for all watchers. A node nobody watches renders nothing.
 //!
 //! The ring holds at most `capacity_events` events (default [`DEFAULT_HISTORY_EVENTS`]); when full
 //! it drops whole log entries from the front and raises the horizon to their index.
@@ -42,11 +41,12 @@ pub enum EventType {
     Error,
 }
 
-/// What an event carries as `object`: a copy of the resource, rendered only when sent.
+/// What an event carries as `object`: the resource as it was, rendered only when sent.
 #[derive(Clone)]
 pub enum Payload {
     Cluster(Box<Cluster>),
-    Object(Box<FederatedObject>),
+    /// Shared with the state (`State::object_shared`), which leaves this version intact.
+    Object(Arc<FederatedObject>),
     Tenant(Box<Tenant>),
     /// A document that is JSON already (the `{code, message}` of an ERROR line).
     Json(serde_json::Value),
@@ -209,15 +209,24 @@ impl Ring {
 
     /// Appends the events of the entry at `index` (possibly none) and wakes live watchers.
     pub fn push(&self, index: u64, events: Vec<WatchEvent>) {
+        self.push_entries(vec![(index, events)]);
+    }
+
+    /// [`Ring::push`] for consecutive entries, under one lock; live watchers hear of the progress
+    /// once, at the last index.
+    pub fn push_entries(&self, entries: Vec<(u64, Vec<WatchEvent>)>) {
         let Ok(mut g) = self.inner.lock() else { return };
-        if index <= g.last_index {
-            return;
-        }
-        g.last_index = index;
-        for e in events {
-            let e = Arc::new(e);
-            g.events.push_back(e.clone());
-            let _ = self.live.send(LiveMsg::Event(e));
+        let before = g.last_index;
+        for (index, events) in entries {
+            if index <= g.last_index {
+                continue;
+            }
+            g.last_index = index;
+            for e in events {
+                let e = Arc::new(e);
+                g.events.push_back(e.clone());
+                let _ = self.live.send(LiveMsg::Event(e));
+            }
         }
         while g.events.len() > self.capacity_events {
             let Some(front) = g.events.pop_front() else {
@@ -229,7 +238,9 @@ impl Ring {
             }
             g.horizon = g.horizon.max(rv);
         }
-        let _ = self.live.send(LiveMsg::Progress(index));
+        if g.last_index > before {
+            let _ = self.live.send(LiveMsg::Progress(g.last_index));
+        }
     }
 
     /// Forgets everything up to `index` (entries were missed) and tells watchers to restart.
@@ -316,6 +327,39 @@ mod tests {
         assert!(ring.resume(10).is_err());
         let (backlog, _) = ring.resume(11).unwrap();
         assert_eq!(backlog.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn entries_pushed_together_read_as_if_pushed_one_by_one() {
+        let ring = Ring::new(3, 10);
+        let (_, mut rx) = ring.resume(10).unwrap();
+        ring.push_entries(vec![
+            (11, vec![ev(11, "a")]),
+            // Already seen by the time it arrives: skipped, as `push` would.
+            (11, vec![ev(11, "again")]),
+            (12, vec![]),
+            (13, vec![ev(13, "b"), ev(13, "c")]),
+            (14, vec![ev(14, "d")]),
+        ]);
+        // Capacity 3 trimmed entry 11 as a whole.
+        assert_eq!(ring.horizon(), 11);
+        assert_eq!(ring.last_index(), 14);
+        let (backlog, _) = ring.resume(11).unwrap();
+        let names: Vec<_> = backlog.iter().filter_map(|e| e.name.clone()).collect();
+        assert_eq!(names, ["b", "c", "d"]);
+        // Live watchers get every event in order, then one progress mark at the last index.
+        let mut live = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            live.push(match m {
+                LiveMsg::Event(e) => e.name.clone().unwrap_or_default(),
+                LiveMsg::Progress(i) => format!("progress {i}"),
+                LiveMsg::Reset => "reset".into(),
+            });
+        }
+        assert_eq!(live, ["a", "b", "c", "d", "progress 14"]);
+        // Nothing new: no progress mark.
+        ring.push_entries(vec![(14, vec![])]);
+        assert!(rx.try_recv().is_err());
     }
 
     #[tokio::test]

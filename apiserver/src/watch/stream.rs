@@ -164,8 +164,12 @@ pub async fn watch(
                     ));
                 }
                 for o in s.objects() {
+                    // Shared, not copied: listing every object costs a reference count each.
+                    let Some(shared) = s.object_shared(&o.namespace, &o.name) else {
+                        continue;
+                    };
                     let (ns, n) = (Some(o.namespace.clone()), o.name.clone());
-                    let object = Payload::Object(Box::new(o.clone()));
+                    let object = Payload::Object(shared);
                     v.push(added("FederatedObject", ns, n, o.resource_version, object));
                 }
                 (at, v)

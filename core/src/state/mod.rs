@@ -361,6 +361,16 @@ impl State {
         self.d.objects.get(namespace, name)
     }
 
+    /// [`State::object`] without a copy: the state keeps this version intact for the holder
+    /// (applying a change to a held object changes a copy of it).
+    pub fn object_shared(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<std::sync::Arc<FederatedObject>> {
+        self.d.objects.get_shared(namespace, name)
+    }
+
     pub fn object_count(&self) -> usize {
         self.d.objects.len()
     }

@@ -9,6 +9,8 @@
 //! encoding is exactly that of a `BTreeMap<String, V>`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::marker::PhantomData;
+use std::sync::Arc;
 
 /// foldhash rather than SipHash: hashing the two names of every status report was a visible
 /// share of applying it. Seeded per process like std's, and never iterated (see above).
@@ -79,44 +81,85 @@ impl std::fmt::Debug for Name {
     }
 }
 
-/// Values by name: hashed for lookups, sorted for iteration, encoded as a `BTreeMap`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Keyed<V> {
-    /// Boxed: moving a value never copies it, and the table stays small.
-    by_name: Map<Name, Box<V>>,
-    /// The same names, sorted: the only way the table is iterated.
-    names: BTreeSet<String>,
+/// How a [`Keyed`] table holds each value, always behind a pointer so that moving a value never
+/// copies it and the table stays small. `Box` by default; `Arc` for values that others keep as
+/// they were at some point (objects, whose versions the watch history holds): handing one out
+/// costs a reference count, and the table copies a value only when it changes one that is still
+/// held elsewhere (`Arc::make_mut`).
+pub(crate) trait Slot<V> {
+    fn new(value: V) -> Self;
+    fn get(&self) -> &V;
+    fn get_mut(&mut self) -> &mut V;
 }
 
-impl<V> Default for Keyed<V> {
+impl<V> Slot<V> for Box<V> {
+    fn new(value: V) -> Self {
+        Box::new(value)
+    }
+    fn get(&self) -> &V {
+        self
+    }
+    fn get_mut(&mut self) -> &mut V {
+        self
+    }
+}
+
+impl<V: Clone> Slot<V> for Arc<V> {
+    fn new(value: V) -> Self {
+        Arc::new(value)
+    }
+    fn get(&self) -> &V {
+        self
+    }
+    fn get_mut(&mut self) -> &mut V {
+        Arc::make_mut(self)
+    }
+}
+
+/// Values by name: hashed for lookups, sorted for iteration, encoded as a `BTreeMap`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Keyed<V, P = Box<V>> {
+    by_name: Map<Name, P>,
+    /// The same names, sorted: the only way the table is iterated.
+    names: BTreeSet<String>,
+    _values: PhantomData<V>,
+}
+
+impl<V, P> Default for Keyed<V, P> {
     fn default() -> Self {
         Keyed {
             by_name: Map::default(),
             names: BTreeSet::new(),
+            _values: PhantomData,
         }
     }
 }
 
-impl<V> Keyed<V> {
+impl<V, P: Slot<V>> Keyed<V, P> {
     pub fn get(&self, name: &str) -> Option<&V> {
-        self.by_name.get(name).map(|v| &**v)
+        self.by_name.get(name).map(P::get)
+    }
+
+    /// The slot itself, for sharing a value (see [`Slot`]).
+    pub fn slot(&self, name: &str) -> Option<&P> {
+        self.by_name.get(name)
     }
 
     pub fn get_mut(&mut self, name: &str) -> Option<&mut V> {
-        self.by_name.get_mut(name).map(|v| &mut **v)
+        self.by_name.get_mut(name).map(P::get_mut)
     }
 
     pub fn contains_key(&self, name: &str) -> bool {
         self.by_name.contains_key(name)
     }
 
-    /// Inserts or replaces; returns the value that was there.
-    pub fn insert(&mut self, name: &str, value: V) -> Option<V> {
+    /// Inserts or replaces; returns the slot that was there.
+    pub fn insert(&mut self, name: &str, value: V) -> Option<P> {
         if let Some(slot) = self.by_name.get_mut(name) {
-            return Some(std::mem::replace(&mut **slot, value));
+            return Some(std::mem::replace(slot, P::new(value)));
         }
         self.names.insert(name.to_owned());
-        self.by_name.insert(Name::new(name), Box::new(value));
+        self.by_name.insert(Name::new(name), P::new(value));
         None
     }
 
@@ -124,18 +167,18 @@ impl<V> Keyed<V> {
     pub fn get_or_insert_with(&mut self, name: &str, make: impl FnOnce() -> V) -> &mut V {
         if !self.by_name.contains_key(name) {
             self.names.insert(name.to_owned());
-            self.by_name.insert(Name::new(name), Box::new(make()));
+            self.by_name.insert(Name::new(name), P::new(make()));
         }
         // Present: found or inserted just above.
         match self.by_name.get_mut(name) {
-            Some(v) => v,
+            Some(v) => v.get_mut(),
             None => unreachable!("value inserted above"),
         }
     }
 
-    pub fn remove(&mut self, name: &str) -> Option<V> {
+    pub fn remove(&mut self, name: &str) -> Option<P> {
         self.names.remove(name);
-        self.by_name.remove(name).map(|v| *v)
+        self.by_name.remove(name)
     }
 
     pub fn len(&self) -> usize {
@@ -150,7 +193,7 @@ impl<V> Keyed<V> {
     pub fn iter(&self) -> impl Iterator<Item = (&String, &V)> {
         self.names
             .iter()
-            .filter_map(|n| self.by_name.get(n.as_str()).map(|v| (n, &**v)))
+            .filter_map(|n| self.by_name.get(n.as_str()).map(|v| (n, v.get())))
     }
 
     /// Values sorted by name.
@@ -159,7 +202,7 @@ impl<V> Keyed<V> {
     }
 }
 
-impl<V: Serialize> Serialize for Keyed<V> {
+impl<V: Serialize, P: Slot<V>> Serialize for Keyed<V, P> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         // bincode needs the length up front; `names` and `by_name` hold the same keys.
@@ -171,9 +214,9 @@ impl<V: Serialize> Serialize for Keyed<V> {
     }
 }
 
-impl<'de, V: Deserialize<'de>> Deserialize<'de> for Keyed<V> {
+impl<'de, V, P: Deserialize<'de>> Deserialize<'de> for Keyed<V, P> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let sorted = BTreeMap::<String, Box<V>>::deserialize(d)?;
+        let sorted = BTreeMap::<String, P>::deserialize(d)?;
         let names = sorted.keys().cloned().collect();
         Ok(Keyed {
             by_name: sorted
@@ -181,20 +224,30 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Keyed<V> {
                 .map(|(k, v)| (Name::new(&k), v))
                 .collect(),
             names,
+            _values: PhantomData,
         })
     }
 }
 
-/// All objects: namespace -> name -> object. Empty namespaces are dropped.
+/// All objects: namespace -> name -> object. Empty namespaces are dropped. Objects are shared
+/// ([`Slot`]): the watch history keeps the versions it reports without copying them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub(crate) struct ObjectTable {
-    namespaces: Keyed<Keyed<FederatedObject>>,
+    namespaces: Keyed<Objects>,
 }
+
+type Objects = Keyed<FederatedObject, Arc<FederatedObject>>;
 
 impl ObjectTable {
     pub fn get(&self, namespace: &str, name: &str) -> Option<&FederatedObject> {
         self.namespaces.get(namespace)?.get(name)
+    }
+
+    /// The stored object itself: holding it copies nothing, and a later change to the object
+    /// copies it first, so the holder keeps this version.
+    pub fn get_shared(&self, namespace: &str, name: &str) -> Option<Arc<FederatedObject>> {
+        self.namespaces.get(namespace)?.slot(name).cloned()
     }
 
     pub fn get_mut(&mut self, namespace: &str, name: &str) -> Option<&mut FederatedObject> {
@@ -205,15 +258,11 @@ impl ObjectTable {
         let ns = self
             .namespaces
             .get_or_insert_with(&obj.namespace, Keyed::default);
-        if let Some(slot) = ns.get_mut(&obj.name) {
-            *slot = obj;
-            return;
-        }
         let name = obj.name.clone();
         ns.insert(&name, obj);
     }
 
-    pub fn remove(&mut self, namespace: &str, name: &str) -> Option<FederatedObject> {
+    pub fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<FederatedObject>> {
         let ns = self.namespaces.get_mut(namespace)?;
         let obj = ns.remove(name);
         if ns.is_empty() {
@@ -283,8 +332,42 @@ mod tests {
         assert_eq!(a, bincode::serde::encode_to_vec(&plain, cfg).unwrap());
         let (back, _): (ObjectTable, usize) = bincode::serde::decode_from_slice(&a, cfg).unwrap();
         assert_eq!(back, t);
-        assert_eq!(t.remove("a", "x").map(|o| o.name), Some("x".to_string()));
+        assert_eq!(
+            t.remove("a", "x").map(|o| o.name.clone()),
+            Some("x".to_string())
+        );
         assert_eq!(t.len(), 3);
         assert!(t.remove("a", "x").is_none());
+    }
+
+    #[test]
+    fn a_shared_object_keeps_its_version_while_the_table_moves_on() {
+        let mut t = ObjectTable::default();
+        t.insert(obj("a", "x"));
+        let held = t.get_shared("a", "x").unwrap();
+        // Sharing copies nothing.
+        assert!(std::ptr::eq(&*held, t.get("a", "x").unwrap()));
+
+        // A change made while it is held goes to a copy.
+        t.get_mut("a", "x").unwrap().resource_version = 2;
+        assert_eq!(held.resource_version, 1);
+        assert_eq!(t.get("a", "x").unwrap().resource_version, 2);
+
+        // Replacing and removing leave the holder's version alone too.
+        let second = t.get_shared("a", "x").unwrap();
+        let mut replacement = obj("a", "x");
+        replacement.resource_version = 3;
+        t.insert(replacement);
+        assert_eq!(second.resource_version, 2);
+        let removed = t.remove("a", "x").unwrap();
+        assert_eq!(removed.resource_version, 3);
+        assert!(t.get("a", "x").is_none());
+        assert_eq!((held.resource_version, second.resource_version), (1, 2));
+
+        // Unshared, a change is made in place.
+        t.insert(obj("a", "y"));
+        let before: *const FederatedObject = t.get("a", "y").unwrap();
+        t.get_mut("a", "y").unwrap().resource_version = 5;
+        assert!(std::ptr::eq(before, t.get("a", "y").unwrap()));
     }
 }
