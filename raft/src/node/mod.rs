@@ -192,26 +192,17 @@ impl FedNode {
         p: Proposal,
         timeout: Duration,
     ) -> Result<Applied, RaftError> {
-        let started = Instant::now();
-        let deadline = started + timeout;
-        let mut pause = Duration::from_millis(10);
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                return Err(self.timed_out(started));
-            }
-            let attempt = match self.leader() {
-                Leader::Me => self.try_propose_local(&p, remaining, started).await,
+        let p = &p;
+        self.retry_until(Instant::now(), timeout, |remaining, started| async move {
+            match self.leader() {
+                Leader::Me => self.try_propose_local(p, remaining, started).await,
                 Leader::Other { id, addr } => {
-                    self.try_forward(id, &addr, &p, remaining, started).await
+                    self.try_forward(id, &addr, p, remaining, started).await
                 }
                 Leader::Unknown => Attempt::Retry,
-            };
-            if let Attempt::Done(r) = attempt {
-                return r;
             }
-            pause = self.pause(pause, deadline).await;
-        }
+        })
+        .await
     }
 
     /// Leader-only propose for requests another node forwarded: never forwards again.
@@ -220,7 +211,34 @@ impl FedNode {
         p: Proposal,
         timeout: Duration,
     ) -> Result<Applied, RaftError> {
-        let started = Instant::now();
+        let p = &p;
+        self.retry_until(Instant::now(), timeout, |remaining, started| async move {
+            match self.leader() {
+                Leader::Me => self.try_propose_local(p, remaining, started).await,
+                Leader::Other { id, addr } => Attempt::Done(Err(RaftError::NotLeader {
+                    leader_id: Some(id),
+                    leader_addr: Some(addr),
+                })),
+                // Mid-election: wait for it to settle rather than bounce the caller.
+                Leader::Unknown => Attempt::Retry,
+            }
+        })
+        .await
+    }
+
+    /// Calls `attempt` with the time left (and `started`) until it is done, pausing between
+    /// tries with a doubling backoff; [`FedNode::timed_out`] once `timeout`, counted from
+    /// `started`, has run out. Every bounded wait for a leader goes through here.
+    async fn retry_until<T, F, Fut>(
+        &self,
+        started: Instant,
+        timeout: Duration,
+        mut attempt: F,
+    ) -> Result<T, RaftError>
+    where
+        F: FnMut(Duration, Instant) -> Fut,
+        Fut: std::future::Future<Output = Attempt<T>>,
+    {
         let deadline = started + timeout;
         let mut pause = Duration::from_millis(10);
         loop {
@@ -228,20 +246,8 @@ impl FedNode {
             if remaining.is_zero() {
                 return Err(self.timed_out(started));
             }
-            match self.leader() {
-                Leader::Me => {
-                    if let Attempt::Done(r) = self.try_propose_local(&p, remaining, started).await {
-                        return r;
-                    }
-                }
-                Leader::Other { id, addr } => {
-                    return Err(RaftError::NotLeader {
-                        leader_id: Some(id),
-                        leader_addr: Some(addr),
-                    })
-                }
-                // Mid-election: wait for it to settle rather than bounce the caller.
-                Leader::Unknown => {}
+            if let Attempt::Done(r) = attempt(remaining, started).await {
+                return r;
             }
             pause = self.pause(pause, deadline).await;
         }

@@ -21,33 +21,27 @@ impl FedNode {
         let started = Instant::now();
         let timeout = Duration::from_millis(self.inner.cfg.propose_timeout_ms);
         let deadline = started + timeout;
-        let mut pause = Duration::from_millis(10);
-        let index = loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                return Err(self.timed_out(started));
-            }
-            let attempt = match self.leader() {
-                Leader::Me => self.try_read_index_local(remaining, started).await,
-                Leader::Other { id, addr } => {
-                    let result = self.inner.client.read_index(&addr, remaining).await;
-                    self.note_leader_call(id, &result);
-                    match result {
-                        Ok(Ok(i)) => Attempt::Done(Ok(i)),
-                        Ok(Err(e @ (RaftError::NoQuorum { .. } | RaftError::Timeout { .. }))) => {
-                            Attempt::Done(Err(e))
+        let index = self
+            .retry_until(started, timeout, |remaining, started| async move {
+                match self.leader() {
+                    Leader::Me => self.try_read_index_local(remaining, started).await,
+                    Leader::Other { id, addr } => {
+                        let result = self.inner.client.read_index(&addr, remaining).await;
+                        self.note_leader_call(id, &result);
+                        match result {
+                            Ok(Ok(i)) => Attempt::Done(Ok(i)),
+                            Ok(Err(
+                                e @ (RaftError::NoQuorum { .. } | RaftError::Timeout { .. }),
+                            )) => Attempt::Done(Err(e)),
+                            // Reads are idempotent: any other failure is retried until the
+                            // deadline.
+                            _ => Attempt::Retry,
                         }
-                        // Reads are idempotent: any other failure is retried until the deadline.
-                        _ => Attempt::Retry,
                     }
+                    Leader::Unknown => Attempt::Retry,
                 }
-                Leader::Unknown => Attempt::Retry,
-            };
-            match attempt {
-                Attempt::Done(r) => break r?,
-                Attempt::Retry => pause = self.pause(pause, deadline).await,
-            }
-        };
+            })
+            .await?;
         let remaining = deadline.saturating_duration_since(Instant::now());
         self.inner
             .raft
@@ -80,29 +74,16 @@ impl FedNode {
 
     /// Leader-only read index for a follower's linearizable read.
     pub(crate) async fn read_index_here(&self, timeout: Duration) -> Result<u64, RaftError> {
-        let started = Instant::now();
-        let deadline = started + timeout;
-        let mut pause = Duration::from_millis(10);
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                return Err(self.timed_out(started));
-            }
+        self.retry_until(Instant::now(), timeout, |remaining, started| async move {
             match self.leader() {
-                Leader::Me => {
-                    if let Attempt::Done(r) = self.try_read_index_local(remaining, started).await {
-                        return r;
-                    }
-                }
-                Leader::Other { id, addr } => {
-                    return Err(RaftError::NotLeader {
-                        leader_id: Some(id),
-                        leader_addr: Some(addr),
-                    })
-                }
-                Leader::Unknown => {}
+                Leader::Me => self.try_read_index_local(remaining, started).await,
+                Leader::Other { id, addr } => Attempt::Done(Err(RaftError::NotLeader {
+                    leader_id: Some(id),
+                    leader_addr: Some(addr),
+                })),
+                Leader::Unknown => Attempt::Retry,
             }
-            pause = self.pause(pause, deadline).await;
-        }
+        })
+        .await
     }
 }
