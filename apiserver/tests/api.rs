@@ -5,9 +5,8 @@
 mod common;
 
 use std::sync::Mutex;
-use std::time::Duration;
 
-use common::{send, Resp, TestCluster, ADMIN, CAROL, OPERATOR, SECRET};
+use common::{read_watch, send, Resp, TestCluster, ADMIN, CAROL, OPERATOR, SECRET};
 use fedraft_apiserver::ApiConfig;
 use fedraft_core::command::{Command, Heartbeat};
 use fedraft_raft::Proposal;
@@ -34,27 +33,6 @@ fn assert_error(r: &Resp, status: u16, code: &str, field: Option<&str>) {
     if let Some(f) = field {
         assert_eq!(r.json["error"]["field"], f, "{}", r.text);
     }
-}
-
-/// Reads NDJSON lines from a watch response until `stop` says so (or 30 s pass).
-async fn read_watch(resp: reqwest::Response, mut stop: impl FnMut(&[Value]) -> bool) -> Vec<Value> {
-    use futures::StreamExt;
-    let mut stream = resp.bytes_stream();
-    let mut buf = Vec::new();
-    let mut events = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !stop(&events) {
-        let chunk = tokio::time::timeout_at(deadline, stream.next())
-            .await
-            .expect("watch timed out");
-        let Some(chunk) = chunk else { break };
-        buf.extend_from_slice(&chunk.unwrap());
-        while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=pos).collect();
-            events.push(serde_json::from_slice(&line).unwrap());
-        }
-    }
-    events
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

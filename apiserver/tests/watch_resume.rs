@@ -1,4 +1,4 @@
-//! Watch history is kept as copies of resources and rendered only when a watcher asks: a watcher
+//! Watch history keeps resources as they were and renders them only when a watcher asks: a watcher
 //! that connects after the writes still gets every retained event from its resourceVersion, in
 //! order, each object consistent with its own version, on the leader and on a follower.
 
@@ -6,9 +6,8 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::Duration;
 
-use common::{send, ADMIN};
+use common::{read_watch, send, ADMIN};
 use fedraft_apiserver::ApiConfig;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -16,26 +15,6 @@ use serde_json::{json, Value};
 fn object(name: &str, replicas: u32) -> Value {
     json!({"template": {"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name}, "spec": {"replicas": replicas}}})
-}
-
-/// Reads NDJSON lines until `stop` says so (or 30 s pass).
-async fn read_watch(resp: reqwest::Response, mut stop: impl FnMut(&[Value]) -> bool) -> Vec<Value> {
-    use futures::StreamExt;
-    let mut stream = resp.bytes_stream();
-    let (mut buf, mut events) = (Vec::new(), Vec::new());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !stop(&events) {
-        let chunk = tokio::time::timeout_at(deadline, stream.next())
-            .await
-            .expect("watch timed out");
-        let Some(chunk) = chunk else { break };
-        buf.extend_from_slice(&chunk.unwrap());
-        while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=pos).collect();
-            events.push(serde_json::from_slice(&line).unwrap());
-        }
-    }
-    events
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

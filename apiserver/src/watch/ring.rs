@@ -24,8 +24,8 @@ use tokio::sync::broadcast;
 use crate::view::ObjectView;
 use crate::wire::{cluster_json, tenant_json};
 
-/// Default retained history: 8192 events (each a copy of one resource, a few MiB in all for
-/// typical objects).
+/// Default retained history: 8192 events (each holds one resource as it was: objects are shared
+/// with the state, clusters and tenants copied; a few MiB in all for typical objects).
 pub const DEFAULT_HISTORY_EVENTS: usize = 8192;
 /// How many messages a live watcher may fall behind before it is cut off with a 410 ERROR line.
 pub const LIVE_BUFFER_EVENTS: usize = 4096;

@@ -129,7 +129,8 @@ pub async fn watch(
                     .map_err(|_| ApiError::Unavailable {
                         message: "watch history is resetting".into(),
                     })?;
-            // Copies under the state lock; rendering happens as the stream sends them.
+            // Taken under the state lock (objects shared, the rest copied); rendering happens as
+            // the stream sends them.
             let (at, initial) = read(&app, false, |s| {
                 let at = s.applied_index();
                 let added = |kind, ns: Option<String>, name: String, rv, object| {

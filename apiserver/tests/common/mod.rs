@@ -239,3 +239,26 @@ pub async fn send(rb: reqwest::RequestBuilder, seen: &Mutex<Vec<String>>) -> Res
         json,
     }
 }
+
+/// Reads NDJSON lines from a watch response until `stop` says so (or 30 s pass).
+pub async fn read_watch(
+    resp: reqwest::Response,
+    mut stop: impl FnMut(&[Value]) -> bool,
+) -> Vec<Value> {
+    use futures::StreamExt;
+    let mut stream = resp.bytes_stream();
+    let (mut buf, mut events) = (Vec::new(), Vec::new());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !stop(&events) {
+        let chunk = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .expect("watch timed out");
+        let Some(chunk) = chunk else { break };
+        buf.extend_from_slice(&chunk.unwrap());
+        while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=pos).collect();
+            events.push(serde_json::from_slice(&line).unwrap());
+        }
+    }
+    events
+}
