@@ -326,12 +326,7 @@ async fn wiped_follower_catches_up_by_snapshot() {
     // log from going backwards): take it out of the voters, wipe it, and bring it back as a
     // learner, which the leader can only catch up by sending its snapshot.
     let victim = c.nodes.iter().find(|t| t.id != leader).unwrap().id;
-    let voters: BTreeSet<u64> = c
-        .nodes
-        .iter()
-        .map(|t| t.id)
-        .filter(|id| *id != victim)
-        .collect();
+    let voters: BTreeSet<u64> = c.ids_except(victim).into_iter().collect();
     lnode.change_membership(voters).await.unwrap();
     let t = c.take(victim);
     let (dir, addr) = (t.dir.clone(), t.addr.clone());

@@ -73,12 +73,10 @@ const DRAIN_ENTRIES: usize = 256;
 pub fn events_for(state: &State, entry: &AppliedEntry) -> Vec<WatchEvent> {
     // Most commands change one resource: nothing to collapse.
     if let [c] = entry.applied.changes.as_slice() {
-        let op = match c.op {
-            ChangeOp::Added => EventType::Added,
-            ChangeOp::Modified => EventType::Modified,
-            ChangeOp::Deleted => EventType::Deleted,
-        };
-        return vec![event(state, entry.index, c.kind, &c.key, op)];
+        return collapsed(c.op, c.op)
+            .map(|op| event(state, entry.index, c.kind, &c.key, op))
+            .into_iter()
+            .collect();
     }
     let mut per: BTreeMap<(u8, &str), (ChangeKind, ChangeOp, ChangeOp)> = BTreeMap::new();
     let mut order = Vec::new();
@@ -97,16 +95,23 @@ pub fn events_for(state: &State, entry: &AppliedEntry) -> Vec<WatchEvent> {
         let Some(&(kind, first, last)) = per.get(&k) else {
             continue;
         };
-        let op = match (first, last) {
-            (ChangeOp::Added, ChangeOp::Deleted) => continue,
-            (ChangeOp::Added, _) => EventType::Added,
-            (_, ChangeOp::Deleted) => EventType::Deleted,
-            (ChangeOp::Deleted, _) => EventType::Added,
-            _ => EventType::Modified,
-        };
-        out.push(event(state, entry.index, kind, k.1, op));
+        if let Some(op) = collapsed(first, last) {
+            out.push(event(state, entry.index, kind, k.1, op));
+        }
     }
     out
+}
+
+/// What a resource's first and last change within one entry amount to; `None` when it was
+/// added and deleted again.
+fn collapsed(first: ChangeOp, last: ChangeOp) -> Option<EventType> {
+    Some(match (first, last) {
+        (ChangeOp::Added, ChangeOp::Deleted) => return None,
+        (ChangeOp::Added, _) => EventType::Added,
+        (_, ChangeOp::Deleted) => EventType::Deleted,
+        (ChangeOp::Deleted, _) => EventType::Added,
+        _ => EventType::Modified,
+    })
 }
 
 fn event(state: &State, index: u64, kind: ChangeKind, key: &str, op: EventType) -> WatchEvent {

@@ -208,12 +208,13 @@ impl Ring {
     }
 
     /// Appends the events of the entry at `index` (possibly none) and wakes live watchers.
+    #[cfg(test)]
     pub fn push(&self, index: u64, events: Vec<WatchEvent>) {
         self.push_entries(vec![(index, events)]);
     }
 
-    /// [`Ring::push`] for consecutive entries, under one lock; live watchers hear of the progress
-    /// once, at the last index.
+    /// Appends the events of consecutive entries (each possibly with none) under one lock, and
+    /// wakes live watchers; they hear of the progress once, at the last index.
     pub fn push_entries(&self, entries: Vec<(u64, Vec<WatchEvent>)>) {
         let Ok(mut g) = self.inner.lock() else { return };
         let before = g.last_index;

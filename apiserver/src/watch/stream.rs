@@ -164,14 +164,15 @@ pub async fn watch(
                         object,
                     ));
                 }
-                for o in s.objects() {
-                    // Shared, not copied: listing every object costs a reference count each.
-                    let Some(shared) = s.object_shared(&o.namespace, &o.name) else {
-                        continue;
-                    };
-                    let (ns, n) = (Some(o.namespace.clone()), o.name.clone());
-                    let object = Payload::Object(shared);
-                    v.push(added("FederatedObject", ns, n, o.resource_version, object));
+                // Shared, not copied: listing every object costs a reference count each.
+                for o in s.objects_shared() {
+                    let (ns, n, rv) = (
+                        Some(o.namespace.clone()),
+                        o.name.clone(),
+                        o.resource_version,
+                    );
+                    let object = Payload::Object(o.clone());
+                    v.push(added("FederatedObject", ns, n, rv, object));
                 }
                 (at, v)
             })

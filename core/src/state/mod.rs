@@ -371,6 +371,11 @@ impl State {
         self.d.objects.get_shared(namespace, name)
     }
 
+    /// Every object as stored, by namespace then name, as [`State::object_shared`] gives one.
+    pub fn objects_shared(&self) -> impl Iterator<Item = &std::sync::Arc<FederatedObject>> {
+        self.d.objects.iter_shared()
+    }
+
     pub fn object_count(&self) -> usize {
         self.d.objects.len()
     }

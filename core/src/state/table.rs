@@ -196,6 +196,13 @@ impl<V, P: Slot<V>> Keyed<V, P> {
             .filter_map(|n| self.by_name.get(n.as_str()).map(|v| (n, v.get())))
     }
 
+    /// Slots sorted by name, for sharing every value (see [`Slot`]).
+    pub fn slots(&self) -> impl Iterator<Item = &P> {
+        self.names
+            .iter()
+            .filter_map(|n| self.by_name.get(n.as_str()))
+    }
+
     /// Values sorted by name.
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.iter().map(|(_, v)| v)
@@ -274,6 +281,11 @@ impl ObjectTable {
     /// Every object, by namespace then name.
     pub fn iter(&self) -> impl Iterator<Item = &FederatedObject> {
         self.namespaces.values().flat_map(Keyed::values)
+    }
+
+    /// Every object as stored, by namespace then name (see [`ObjectTable::get_shared`]).
+    pub fn iter_shared(&self) -> impl Iterator<Item = &Arc<FederatedObject>> {
+        self.namespaces.values().flat_map(Keyed::slots)
     }
 
     /// The objects of one namespace, by name.

@@ -100,15 +100,18 @@ impl Cluster {
         self.nodes.remove(i)
     }
 
-    /// Stops every node but `keep`.
-    pub async fn stop_all_but(&mut self, keep: u64) {
-        let others: Vec<u64> = self
-            .nodes
+    /// The ids of every running node but `skip`.
+    pub fn ids_except(&self, skip: u64) -> Vec<u64> {
+        self.nodes
             .iter()
             .map(|t| t.id)
-            .filter(|id| *id != keep)
-            .collect();
-        for id in others {
+            .filter(|id| *id != skip)
+            .collect()
+    }
+
+    /// Stops every node but `keep`.
+    pub async fn stop_all_but(&mut self, keep: u64) {
+        for id in self.ids_except(keep) {
             self.take(id).stop().await;
         }
     }
