@@ -298,6 +298,12 @@ fn main() {
         );
     }
     let start = Instant::now();
+    let image = state.image();
+    let image_secs = start.elapsed().as_secs_f64();
+    println!("image: taken in {:.1} ms", image_secs * 1e3);
+    assert_eq!(image.to_snapshot(), state.to_snapshot());
+    drop(image);
+    let start = Instant::now();
     let snap = state.to_snapshot();
     let hash = state.state_hash_hex();
     println!(

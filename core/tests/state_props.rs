@@ -249,6 +249,9 @@ proptest! {
         let cut = cut.min(entries.len());
         let mut a = State::new();
         let mut b = State::new();
+        // An image taken at the cut, and the snapshot it must still encode to at the end,
+        // however much of what it shares with `a` changed since.
+        let mut image = None;
         for (i, (index, e)) in entries.iter().enumerate() {
             let ra = a.apply(*index, e);
             let rb = b.apply(*index, e);
@@ -256,11 +259,16 @@ proptest! {
             check(&a)?;
             if i + 1 == cut {
                 let snap = a.to_snapshot();
+                image = Some((a.image(), snap.clone()));
                 b = State::from_snapshot(&snap).expect("snapshot decodes");
                 prop_assert_eq!(b.state_hash(), a.state_hash());
                 prop_assert_eq!(b.applied_index(), a.applied_index());
                 b.check_consistency().map_err(TestCaseError::fail)?;
             }
+        }
+        if let Some((image, snap)) = image {
+            prop_assert_eq!(image.applied_index(), State::from_snapshot(&snap).unwrap().applied_index());
+            prop_assert!(image.to_snapshot() == snap, "the image changed with the state");
         }
         prop_assert_eq!(a.state_hash(), b.state_hash());
         let mut c = State::new();

@@ -1,70 +1,54 @@
-//! The checkpointer: a second copy of the state, kept on its own thread one step behind the live
-//! one, from which audit checkpoints and raft snapshot data are encoded.
+//! The checkpointer: encodes images of the state ([`StateImage`]) on its own thread, into audit
+//! checkpoints and raft snapshot data, and runs retention after each checkpoint.
 //!
-//! Why: encoding the whole state takes tens of milliseconds once it holds tens of thousands of
-//! objects. Done inside `apply` (a checkpoint every 10,000 commands) or under the state's read
-//! lock (a raft snapshot), it held up every write in flight and doubled the API's p99. Here the
-//! live state is never locked for it: this thread re-applies exactly the commands the live state
-//! applied, with the same indexes (core is deterministic, so the copy is the live state as it was
-//! when those commands were applied), and encodes its own copy. The price is a second apply per
-//! command and a second copy of the state in memory.
+//! Why: encoding the whole state takes hundreds of milliseconds once it holds 10^5 objects.
+//! Done inside `apply` or under the state's lock, it held up every write in flight and doubled
+//! the API's p99. Here the live side only takes an image (`State::image`: the replicated tables
+//! with their objects shared, tens of milliseconds at 10^5 objects, once per checkpoint), and this
+//! thread encodes and writes it while the live state moves on. An earlier design kept a second
+//! copy of the state here and re-applied every command to it: about 7% of a loaded cluster's
+//! CPU, spent all the time, for a checkpoint every 100,000 commands.
+//!
+//! When: the live side asks [`Checkpointer::claim_due`] after each command. At most one
+//! checkpoint is in flight: claiming one makes nothing due until it is written, and the thread
+//! then schedules the next one, [`checkpoint_interval`] commands after it. Memory stays bounded (one image) and a
+//! busy node never queues checkpoints behind each other.
 //!
 //! The thread runs at a lower scheduling priority than the rest of the node: it is maintenance,
-//! and on a busy machine serving writes comes first. Its lag is bounded
-//! ([`MAX_LAG_COMMANDS`]): past it, `apply` waits for the copy to catch up, so memory stays
-//! bounded and a checkpoint is never more than that far behind.
+//! and on a busy machine serving writes comes first.
 //!
-//! Must not: decide anything, or write anything but checkpoints, retention cuts and the bytes of
-//! snapshots it is asked for. Jobs are handled strictly in the order they were sent, so a snapshot
-//! or a flush reflects every command applied before it was requested.
+//! Must not: decide anything, or write anything but checkpoints and retention cuts. Jobs are
+//! handled strictly in the order they were sent, so a flush answers after every checkpoint sent
+//! before it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use fedraft_core::command::LogEntry;
-use fedraft_core::state::State;
+use fedraft_core::state::{State, StateImage};
 use fedraft_store::{Store, StoreError};
 use tokio::sync::oneshot;
 
 use crate::audit::{checkpoint_interval, AuditOptions};
-use crate::types::{AppliedEntry, LogId, StoredMembership};
 
-/// Commands handed over but not yet applied to the copy beyond which `apply` waits for it. At
-/// about 1 KB queued per command this bounds the queue near 20 MB; replaying this many commands
-/// takes a fraction of a second, so a state at a recent index stays fast to rebuild.
-pub(crate) const MAX_LAG_COMMANDS: usize = 20_000;
+/// What `next` holds while no checkpoint can be due: one is being written, or checkpoints are
+/// off.
+const NONE_DUE: u64 = u64::MAX;
 
 /// How much lower the thread's priority is than the node's (a `nice` increment).
 #[cfg(target_os = "linux")]
 const NICE_INCREMENT: i32 = 10;
 
-/// The state's bytes with the raft position they belong to.
-pub(crate) struct EncodedState {
-    pub data: Vec<u8>,
-    pub last_applied: Option<LogId>,
-    pub membership: StoredMembership,
-}
-
 enum Job {
-    /// What one `apply` call applied, and the raft position after it.
-    Applied {
-        commands: Vec<Arc<AppliedEntry>>,
-        last_applied: Option<LogId>,
-        membership: StoredMembership,
-    },
-    /// The live state was replaced wholesale (a snapshot from the leader): start from it.
-    Reset {
-        state: Box<State>,
-        last_applied: Option<LogId>,
-        membership: StoredMembership,
-    },
-    /// Encode the state as it is after every job sent before this one.
-    Encode(oneshot::Sender<EncodedState>),
+    /// Write this image as the checkpoint at its index, then let retention cut the archive.
+    Checkpoint(StateImage),
+    /// Encode this image (a raft snapshot's data).
+    Encode(StateImage, oneshot::Sender<Vec<u8>>),
     /// Answer once every job sent before this one is done.
     Flush(oneshot::Sender<()>),
 }
 
-/// The live side's handle. Dropping the last one lets the thread finish its queue and exit.
+/// The live side's handle. Dropping it lets the thread finish its queue and exit.
 pub(crate) struct Checkpointer {
     /// `None` only while dropping.
     jobs: Option<crossbeam_channel::Sender<Job>>,
@@ -75,121 +59,84 @@ pub(crate) struct Checkpointer {
     /// The first failure to write a checkpoint or cut the archive. Storage that refuses writes
     /// stops the node; `apply` reports it on its next call.
     failed: Arc<Mutex<Option<String>>>,
-    /// Commands handed over and not yet applied to the copy.
-    lag: Arc<AtomicUsize>,
-    /// Signalled by the thread after every job, for `catch_up`.
-    progress: Arc<tokio::sync::Notify>,
+    /// The command index from which the next checkpoint is due, or [`NONE_DUE`].
+    next: Arc<AtomicU64>,
+    /// `audit.checkpoint_every_commands`; 0 = never.
+    every: u64,
 }
 
 impl Checkpointer {
-    /// Starts the thread with a copy of the state the live side starts from.
+    /// Starts the thread; the first checkpoint is due at the next multiple of the interval after
+    /// `state`.
     pub fn start(
         store: Store,
         audit: AuditOptions,
-        state: State,
-        last_applied: Option<LogId>,
-        membership: StoredMembership,
+        state: &State,
     ) -> std::io::Result<Checkpointer> {
         let (jobs, rx) = crossbeam_channel::unbounded();
         let failed = Arc::new(Mutex::new(None));
-        let lag = Arc::new(AtomicUsize::new(0));
-        let progress = Arc::new(tokio::sync::Notify::new());
-        let next_checkpoint = first_checkpoint(audit.checkpoint_every_commands, &state);
-        let mut copy = StateCopy {
+        let every = audit.checkpoint_every_commands;
+        let next = Arc::new(AtomicU64::new(first_checkpoint(every, state)));
+        let writer = CheckpointWriter {
             store,
             audit,
-            next_checkpoint,
-            state,
-            last_applied,
-            membership,
             failed: failed.clone(),
-            lag: lag.clone(),
-            progress: progress.clone(),
+            next: next.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("fedraft-checkpoint".into())
             .spawn(move || {
                 lower_priority();
-                // Whatever ends the thread (its queue closed, or a panic), nobody may wait on
-                // it afterwards.
-                let _exit = ExitGuard {
-                    failed: copy.failed.clone(),
-                    progress: copy.progress.clone(),
-                };
+                let _panic = PanicGuard(writer.failed.clone());
                 for job in rx {
-                    copy.handle(job);
+                    writer.handle(job);
                 }
             })?;
         Ok(Checkpointer {
             jobs: Some(jobs),
             thread: Some(thread),
             failed,
-            lag,
-            progress,
+            next,
+            every,
         })
     }
 
-    /// Hands over what one `apply` call applied.
-    pub fn applied(
-        &self,
-        commands: Vec<Arc<AppliedEntry>>,
-        last_applied: Option<LogId>,
-        membership: StoredMembership,
-    ) {
-        self.lag.fetch_add(commands.len(), Ordering::Relaxed);
-        self.send(Job::Applied {
-            commands,
-            last_applied,
-            membership,
-        });
+    /// Whether a checkpoint is due now that command `index` is applied. If it is, the caller
+    /// owes [`Checkpointer::checkpoint`] an image at that index, once the index's audit record
+    /// is written (a checkpoint is bound to it); nothing else is due until that one is written.
+    /// Only the applying side calls this.
+    pub fn claim_due(&self, index: u64) -> bool {
+        let due = index >= self.next.load(Ordering::Acquire);
+        if due {
+            self.next.store(NONE_DUE, Ordering::Release);
+        }
+        due
     }
 
-    pub fn reset(&self, state: State, last_applied: Option<LogId>, membership: StoredMembership) {
-        self.send(Job::Reset {
-            state: Box::new(state),
-            last_applied,
-            membership,
-        });
+    /// Hands over the image of the checkpoint claimed with [`Checkpointer::claim_due`].
+    pub fn checkpoint(&self, image: StateImage) {
+        self.send(Job::Checkpoint(image));
     }
 
-    /// The state's bytes after everything handed over so far; `None` if the thread is gone.
-    pub async fn encode(&self) -> Option<EncodedState> {
+    /// The live state was replaced wholesale (a snapshot from the leader): checkpoints restart
+    /// from it. A checkpoint still being written does not move this schedule.
+    pub fn restart_from(&self, state: &State) {
+        self.next
+            .store(first_checkpoint(self.every, state), Ordering::Release);
+    }
+
+    /// The image's bytes, encoded on the thread; `None` if the thread is gone.
+    pub async fn encode(&self, image: StateImage) -> Option<Vec<u8>> {
         let (tx, rx) = oneshot::channel();
-        self.send(Job::Encode(tx));
+        self.send(Job::Encode(image, tx));
         rx.await.ok()
     }
 
-    /// Waits until every checkpoint due for what was handed over so far is written.
+    /// Waits until every checkpoint handed over so far is written.
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         self.send(Job::Flush(tx));
         let _ = rx.await;
-    }
-
-    /// Whether the copy is more than [`MAX_LAG_COMMANDS`] behind.
-    pub fn lagging(&self) -> bool {
-        self.lag.load(Ordering::Relaxed) > MAX_LAG_COMMANDS
-    }
-
-    /// Waits while the copy is more than [`MAX_LAG_COMMANDS`] behind: back within the bound,
-    /// not all the way (that would stall the caller for the whole backlog).
-    pub async fn catch_up(&self) {
-        if self.lagging() {
-            tracing::debug!(
-                lag = self.lag.load(Ordering::Relaxed),
-                "apply waits for the checkpoint thread"
-            );
-        }
-        loop {
-            let progressed = self.progress.notified();
-            tokio::pin!(progressed);
-            // Registered before the check, so progress made in between is not missed.
-            progressed.as_mut().enable();
-            if !self.lagging() || self.failure().is_some() {
-                return;
-            }
-            progressed.await;
-        }
     }
 
     pub fn failure(&self) -> Option<String> {
@@ -197,7 +144,7 @@ impl Checkpointer {
     }
 
     fn send(&self, job: Job) {
-        // The thread only ends when every sender is gone, or after a panic; the failure then
+        // The thread only ends when the sender is gone, or after a panic; the failure then
         // surfaces through `failure` and the awaited replies.
         let sent = self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
         if !sent {
@@ -216,18 +163,14 @@ impl Drop for Checkpointer {
     }
 }
 
-/// Marks the thread as gone when it ends, waking anyone in `catch_up`.
-struct ExitGuard {
-    failed: Arc<Mutex<Option<String>>>,
-    progress: Arc<tokio::sync::Notify>,
-}
+/// Records a panic of the thread as its failure, so the next apply stops the node.
+struct PanicGuard(Arc<Mutex<Option<String>>>);
 
-impl Drop for ExitGuard {
+impl Drop for PanicGuard {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            fail(&self.failed, "the checkpoint thread panicked".into());
+            fail(&self.0, "the checkpoint thread panicked".into());
         }
-        self.progress.notify_waiters();
     }
 }
 
@@ -262,53 +205,40 @@ fn fail(failed: &Mutex<Option<String>>, why: String) {
     }
 }
 
-/// The thread's side: the copy of the state and where its checkpoints go.
-struct StateCopy {
+/// The thread's side: where checkpoints go and when the next one is due.
+struct CheckpointWriter {
     store: Store,
     audit: AuditOptions,
-    /// The command index at which the next checkpoint is written.
-    next_checkpoint: u64,
-    state: State,
-    last_applied: Option<LogId>,
-    membership: StoredMembership,
     failed: Arc<Mutex<Option<String>>>,
-    lag: Arc<AtomicUsize>,
-    progress: Arc<tokio::sync::Notify>,
+    next: Arc<AtomicU64>,
 }
 
-impl StateCopy {
-    fn handle(&mut self, job: Job) {
+impl CheckpointWriter {
+    fn handle(&self, job: Job) {
         match job {
-            Job::Applied {
-                commands,
-                last_applied,
-                membership,
-            } => {
-                for c in &commands {
-                    self.apply(c);
+            Job::Checkpoint(image) => {
+                if lock(&self.failed).is_some() {
+                    return;
                 }
-                self.lag.fetch_sub(commands.len(), Ordering::Relaxed);
-                self.progress.notify_waiters();
-                self.last_applied = last_applied;
-                self.membership = membership;
+                let index = image.applied_index();
+                match self.checkpoint(&image) {
+                    Ok(bytes) => {
+                        let every = self.audit.checkpoint_every_commands;
+                        let next = index.saturating_add(checkpoint_interval(every, bytes));
+                        // Only if the schedule is still waiting for this checkpoint: a restart
+                        // from an installed snapshot has set its own meanwhile.
+                        let _ = self.next.compare_exchange(
+                            NONE_DUE,
+                            next,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        );
+                    }
+                    Err(e) => fail(&self.failed, format!("checkpoint {index}: {e}")),
+                }
             }
-            Job::Reset {
-                state,
-                last_applied,
-                membership,
-            } => {
-                self.state = *state;
-                self.next_checkpoint =
-                    first_checkpoint(self.audit.checkpoint_every_commands, &self.state);
-                self.last_applied = last_applied;
-                self.membership = membership;
-            }
-            Job::Encode(reply) => {
-                let _ = reply.send(EncodedState {
-                    data: self.state.to_snapshot(),
-                    last_applied: self.last_applied,
-                    membership: self.membership.clone(),
-                });
+            Job::Encode(image, reply) => {
+                let _ = reply.send(image.to_snapshot());
             }
             Job::Flush(reply) => {
                 let _ = reply.send(());
@@ -316,37 +246,14 @@ impl StateCopy {
         }
     }
 
-    fn apply(&mut self, c: &AppliedEntry) {
-        if lock(&self.failed).is_some() {
-            return;
-        }
-        let expected = self.state.applied_index() + 1;
-        if c.index != expected {
-            // The live side numbers commands the same way; a gap means a lost job, after
-            // which this copy is no longer the live state and must not be checkpointed.
-            fail(
-                &self.failed,
-                format!("command {} arrived while {expected} was next", c.index),
-            );
-            return;
-        }
-        self.state.apply(c.index, c.entry());
-        let every = self.audit.checkpoint_every_commands;
-        if every > 0 && c.index >= self.next_checkpoint {
-            match self.checkpoint(c.index) {
-                Ok(bytes) => self.next_checkpoint = c.index + checkpoint_interval(every, bytes),
-                Err(e) => fail(&self.failed, format!("checkpoint {}: {e}", c.index)),
-            }
-        }
-    }
-
-    /// Writes the checkpoint at `index`, then lets retention cut the archive (it cuts only at a
+    /// Writes the checkpoint, then lets retention cut the archive (it cuts only at a
     /// checkpoint). Answers the checkpoint's size.
-    fn checkpoint(&self, index: u64) -> Result<usize, StoreError> {
-        let data = self.state.to_snapshot();
+    fn checkpoint(&self, image: &StateImage) -> Result<usize, StoreError> {
+        let data = image.to_snapshot();
         let bytes = data.len();
         // Durable when this returns, and written beside the log appends, not among them.
-        self.store.write_checkpoint_direct(index, data)?;
+        self.store
+            .write_checkpoint_direct(image.applied_index(), data)?;
         let policy = self.audit.retention;
         if policy.keeps_everything() {
             return Ok(bytes);
@@ -354,7 +261,7 @@ impl StateCopy {
         let cut = self
             .store
             .reader()
-            .retention_cut(policy, self.state.log_time_ms(), |r| {
+            .retention_cut(policy, image.log_time_ms(), |r| {
                 LogEntry::decode(&r.entry).ok().map(|e| e.timestamp_ms)
             })?;
         if let Some(cut) = cut {
@@ -365,9 +272,12 @@ impl StateCopy {
 }
 
 /// The first multiple of `every` after the state's last command: where the next checkpoint goes
-/// when no checkpoint size is known yet (at start, after a snapshot install).
+/// when no checkpoint size is known yet (at start, after a snapshot install). Never when
+/// `every` is 0.
 fn first_checkpoint(every: u64, state: &State) -> u64 {
-    let every = every.max(1);
+    if every == 0 {
+        return NONE_DUE;
+    }
     (state.applied_index() / every + 1) * every
 }
 
@@ -378,11 +288,17 @@ mod tests {
     use fedraft_core::model::ClusterSpec;
     use fedraft_store::AuditInput;
 
-    /// Applies `n` commands to `live`, archives them, and returns them as the live side hands
-    /// them over, with the live state's bytes after every command.
-    fn run(store: &Store, live: &mut State, n: u64) -> (Vec<Arc<AppliedEntry>>, Vec<Vec<u8>>) {
-        let mut handed = Vec::new();
-        let mut records = Vec::new();
+    /// Applies `n` commands to `live` the way the state machine does: each archived, then an
+    /// image handed over when a checkpoint is due. With `settle`, waits for each checkpoint to
+    /// be written, so where the next one falls does not depend on the thread's speed. Returns
+    /// the live state's bytes after every command.
+    async fn run(
+        store: &Store,
+        cp: &Checkpointer,
+        live: &mut State,
+        n: u64,
+        settle: bool,
+    ) -> Vec<Vec<u8>> {
         let mut bytes = Vec::new();
         for _ in 0..n {
             let index = live.applied_index() + 1;
@@ -395,18 +311,23 @@ mod tests {
                 ))
             };
             let entry = LogEntry::new("", "test", 1_000 * index, command);
-            let applied = live.apply(index, &entry);
-            records.push(AuditInput {
+            live.apply(index, &entry);
+            let record = AuditInput {
                 index,
                 term: 1,
                 entry: entry.encode(),
                 outcome: Vec::new(),
-            });
+            };
+            Store::wait(|d| store.write_audit(vec![record], d)).unwrap();
             bytes.push(live.to_snapshot());
-            handed.push(Arc::new(AppliedEntry::single(index, entry, applied)));
+            if cp.claim_due(index) {
+                cp.checkpoint(live.image());
+                if settle {
+                    cp.flush().await;
+                }
+            }
         }
-        Store::wait(|d| store.write_audit(records, d)).unwrap();
-        (handed, bytes)
+        bytes
     }
 
     /// A checkpointer over `store` starting from the empty state, checkpointing every `every`.
@@ -415,14 +336,7 @@ mod tests {
             checkpoint_every_commands: every,
             ..AuditOptions::default()
         };
-        Checkpointer::start(
-            store.clone(),
-            audit,
-            State::new(),
-            None,
-            StoredMembership::default(),
-        )
-        .unwrap()
+        Checkpointer::start(store.clone(), audit, &State::new()).unwrap()
     }
 
     #[tokio::test]
@@ -431,17 +345,11 @@ mod tests {
         let store = Store::open(dir.path(), "t").unwrap();
         let mut live = State::new();
         let cp = start_empty(&store, 4);
-        let mut all = Vec::new();
-        for chunk in [3, 7, 1, 5] {
-            let (handed, bytes) = run(&store, &mut live, chunk);
-            all.extend(bytes);
-            cp.applied(handed, None, StoredMembership::default());
-        }
-        let encoded = cp.encode().await.unwrap();
-        assert_eq!(encoded.data, live.to_snapshot());
-        cp.flush().await;
-        assert!(!cp.lagging());
-        assert_eq!(cp.lag.load(Ordering::Relaxed), 0);
+        let all = run(&store, &cp, &mut live, 16, true).await;
+        let image = live.image();
+        // The live state moves on; the image does not.
+        run(&store, &cp, &mut live, 2, true).await;
+        assert_eq!(cp.encode(image).await.unwrap(), all[15]);
         let reader = store.reader();
         assert_eq!(reader.checkpoint_indexes().unwrap(), vec![4, 8, 12, 16]);
         for i in [4u64, 8, 12, 16] {
@@ -458,9 +366,7 @@ mod tests {
         let mut live = State::new();
         let every = 2;
         let cp = start_empty(&store, every);
-        let (handed, bytes) = run(&store, &mut live, 600);
-        cp.applied(handed, None, StoredMembership::default());
-        cp.flush().await;
+        let bytes = run(&store, &cp, &mut live, 600, true).await;
         let at = store.reader().checkpoint_indexes().unwrap();
         assert_eq!(
             &at[..2],
@@ -487,27 +393,46 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_reset_replaces_the_copy_and_a_gap_stops_checkpointing() {
+    async fn one_checkpoint_at_a_time_and_each_is_the_state_at_its_index() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), "t").unwrap();
         let mut live = State::new();
-        let cp = start_empty(&store, 2);
-        // The live side jumps ahead (as after installing a snapshot) and says so.
-        let (_, _) = run(&store, &mut live, 5);
-        cp.reset(live.clone(), None, StoredMembership::default());
-        let (handed, _) = run(&store, &mut live, 3);
-        cp.applied(handed, None, StoredMembership::default());
-        assert_eq!(cp.encode().await.unwrap().data, live.to_snapshot());
+        let cp = start_empty(&store, 1);
+        // Without waiting: a checkpoint is due at every command, but only once the one before
+        // it is written, however far the live side has moved meanwhile.
+        let all = run(&store, &cp, &mut live, 300, false).await;
         cp.flush().await;
-        assert_eq!(store.reader().checkpoint_indexes().unwrap(), vec![6, 8]);
+        let reader = store.reader();
+        let at = reader.checkpoint_indexes().unwrap();
+        assert_eq!(at[0], 1);
+        for w in at.windows(2) {
+            assert!(w[1] > w[0], "{at:?}");
+        }
+        for i in &at {
+            let c = reader.checkpoint(*i).unwrap().unwrap();
+            assert_eq!(c.state, all[*i as usize - 1], "checkpoint {i}");
+        }
+        assert_eq!(cp.failure(), None);
+    }
 
-        // A command that does not follow the copy's index means the copy is no longer the
-        // live state: no checkpoint from it, and the failure is reported.
-        let (mut handed, _) = run(&store, &mut live, 4);
-        handed.remove(0);
-        cp.applied(handed, None, StoredMembership::default());
+    #[tokio::test]
+    async fn a_restart_from_an_installed_state_reschedules_and_off_means_never() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), "t").unwrap();
+        let mut live = State::new();
+        let cp = start_empty(&store, 4);
+        run(&store, &cp, &mut live, 5, true).await;
+        // The live side jumps ahead (as after installing a snapshot at 9) and says so.
+        let mut installed = State::new();
+        run(&store, &start_empty(&store, 0), &mut installed, 9, true).await;
+        cp.restart_from(&installed);
+        assert!(!cp.claim_due(11));
+        run(&store, &cp, &mut installed, 4, true).await;
         cp.flush().await;
-        assert!(cp.failure().unwrap().contains("arrived while 9 was next"));
-        assert_eq!(store.reader().checkpoint_indexes().unwrap(), vec![6, 8]);
+        assert_eq!(store.reader().checkpoint_indexes().unwrap(), vec![4, 12]);
+
+        let off = start_empty(&store, 0);
+        assert!(!off.claim_due(u64::MAX - 1));
+        assert_eq!(cp.failure(), None);
     }
 }

@@ -8,15 +8,16 @@
 //! later synced write, e.g. the next snapshot, makes them durable, and entries after the last
 //! snapshot are re-applied and re-archived on restart). Applying is the only writer of the
 //! state; readers take the read lock briefly. State checkpoints (every
-//! `checkpoint_every_commands` commands or more, see `audit::checkpoint_interval`), retention
-//! and the bytes of raft snapshots come from the checkpointer's copy of the state
-//! (`checkpointer.rs`), so encoding the state never holds up an apply.
+//! `checkpoint_every_commands` commands or more, see `audit::checkpoint_interval`) and raft
+//! snapshots take an image of the state (`State::image`, cheap: objects are shared) and the
+//! checkpointer's thread encodes and writes it (`checkpointer.rs`), so encoding the state never
+//! holds up an apply.
 
 use std::io::Cursor;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use fedraft_core::state::State;
+use fedraft_core::state::{State, StateImage};
 use fedraft_store::{AuditInput, Store, StoreError};
 use openraft::storage::RaftStateMachine;
 use openraft::{
@@ -116,14 +117,8 @@ impl StateMachine {
         let last_ts = state.log_time_ms();
         let last_index = state.applied_index();
         let (events, _) = broadcast::channel(SUBSCRIBER_BUFFER_ENTRIES);
-        let checkpointer = Checkpointer::start(
-            store.clone(),
-            audit,
-            state.clone(),
-            last_applied,
-            membership.clone(),
-        )
-        .map_err(|e| crate::RaftError::Fatal(format!("starting the checkpoint thread: {e}")))?;
+        let checkpointer = Checkpointer::start(store.clone(), audit, &state)
+            .map_err(|e| crate::RaftError::Fatal(format!("starting the checkpoint thread: {e}")))?;
         let shared = Arc::new(SmShared {
             inner: RwLock::new(SmState {
                 state,
@@ -181,7 +176,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut replies = Vec::new();
         let mut audit = Vec::new();
         let mut events = Vec::new();
-        let (last_applied, membership);
+        let mut checkpoint: Option<StateImage> = None;
         {
             let mut g = self.shared.write();
             for entry in entries {
@@ -197,8 +192,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     }
                     EntryPayload::Normal(batch) => {
                         let mut out = Vec::with_capacity(batch.0.len());
-                        // The watch stream and the checkpointer share the batch (the log's
-                        // memory usually still holds it too).
+                        // The watch stream shares the batch (the log's memory usually still
+                        // holds it too).
                         let commands = batch.0;
                         for (at, le) in commands.iter().enumerate() {
                             // Every node numbers commands the same way: one after core's applied
@@ -221,15 +216,20 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                                 applied.clone(),
                             )));
                             out.push(applied);
+                            if self.shared.checkpointer.claim_due(seq) {
+                                checkpoint = Some(g.state.image());
+                            }
                         }
                         replies.push(Response(out));
                     }
                 }
             }
-            last_applied = g.last_applied;
-            membership = g.membership.clone();
         }
         self.archive(audit).await?;
+        // After the archive: a checkpoint is bound to its index's audit record.
+        if let Some(image) = checkpoint {
+            self.shared.checkpointer.checkpoint(image);
+        }
         tracing::trace!(
             entries = replies.len(),
             took_us = started.elapsed().as_micros() as u64,
@@ -239,10 +239,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             // No subscribers is fine.
             let _ = self.shared.events.send(ev.clone());
         }
-        self.shared
-            .checkpointer
-            .applied(events, last_applied, membership);
-        self.shared.checkpointer.catch_up().await;
         Ok(replies)
     }
 
@@ -283,11 +279,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.shared
             .archived_index
             .fetch_max(last_command, Ordering::Release);
-        self.shared.checkpointer.reset(
-            state.clone(),
-            meta.last_log_id,
-            meta.last_membership.clone(),
-        );
+        self.shared.checkpointer.restart_from(&state);
         let mut g = self.shared.write();
         g.state = state;
         g.last_applied = meta.last_log_id;
@@ -316,12 +308,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        // The checkpointer's copy has applied everything applied so far once it answers.
-        let Some(encoded) = self.shared.checkpointer.encode().await else {
+        // State and raft position taken together; the encoding happens off the lock.
+        let (image, last_log_id, last_membership) = {
+            let g = self.shared.read();
+            (g.state.image(), g.last_applied, g.membership.clone())
+        };
+        let Some(data) = self.shared.checkpointer.encode(image).await else {
             return Err(sm_err(StoreError::Closed));
         };
-        let (data, last_log_id, last_membership) =
-            (encoded.data, encoded.last_applied, encoded.membership);
         let seq = self.shared.snapshot_seq.fetch_add(1, Ordering::Relaxed);
         let snapshot_id = match last_log_id {
             Some(l) => format!("{}-{}-{seq}", l.leader_id.term, l.index),

@@ -8,8 +8,12 @@
 //! one, which in a 100,000-entry ordered map cost a handful of cache misses and string compares
 //! each. The map is encoded in key order, exactly as an ordered map, so snapshots and state
 //! hashes do not depend on hashing.
+//!
+//! Each id is stored once, shared by the map and the eviction order: copying the memo for a
+//! checkpoint image (`State::image`) then costs reference counts, not 200,000 string copies.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -29,26 +33,43 @@ pub(crate) struct Memo {
 
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub(crate) struct Dedupe {
-    #[serde(serialize_with = "in_key_order", deserialize_with = "from_map")]
-    by_id: Map<String, Memo>,
-    /// Insertion order (by log index, hence by log time) for eviction.
-    order: VecDeque<String>,
+    #[serde(serialize_with = "in_key_order")]
+    by_id: Map<Arc<str>, Memo>,
+    /// Insertion order (by log index, hence by log time) for eviction; the same ids as the map.
+    order: VecDeque<Arc<str>>,
 }
 
 /// Encodes the memo as an ordered map would: the same bytes whatever the hash seeds.
-fn in_key_order<S: Serializer>(by_id: &Map<String, Memo>, s: S) -> Result<S::Ok, S::Error> {
-    let mut sorted: Vec<(&String, &Memo)> = by_id.iter().collect();
+fn in_key_order<S: Serializer>(by_id: &Map<Arc<str>, Memo>, s: S) -> Result<S::Ok, S::Error> {
+    let mut sorted: Vec<(&str, &Memo)> = by_id.iter().map(|(k, m)| (&**k, m)).collect();
     sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
     s.collect_map(sorted)
 }
 
-fn from_map<'de, D: Deserializer<'de>>(d: D) -> Result<Map<String, Memo>, D::Error> {
-    // Decoded as an ordered map, the format it is written in.
-    Ok(BTreeMap::<String, Memo>::deserialize(d)?
-        .into_iter()
-        .collect())
+/// The encoded layout: an ordered map, then the order.
+#[derive(Deserialize)]
+struct Encoded {
+    by_id: BTreeMap<String, Memo>,
+    order: VecDeque<String>,
+}
+
+impl<'de> Deserialize<'de> for Dedupe {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let Encoded { by_id, order } = Encoded::deserialize(d)?;
+        let by_id: Map<Arc<str>, Memo> = by_id.into_iter().map(|(k, m)| (k.into(), m)).collect();
+        // Share the map's ids; an id in the order but not in the map (no writer makes one)
+        // gets its own, and eviction skips it as it always did.
+        let order = order
+            .into_iter()
+            .map(|id| match by_id.get_key_value(id.as_str()) {
+                Some((shared, _)) => shared.clone(),
+                None => id.into(),
+            })
+            .collect();
+        Ok(Dedupe { by_id, order })
+    }
 }
 
 impl Dedupe {
@@ -68,10 +89,12 @@ impl Dedupe {
         }
         let now_ms = memo.time_ms;
         // An expired memo of the same id may still be stored; replace it and its order slot.
-        if self.by_id.insert(request_id.to_owned(), memo).is_some() {
-            self.order.retain(|id| id != request_id);
+        if self.by_id.remove(request_id).is_some() {
+            self.order.retain(|old| **old != *request_id);
         }
-        self.order.push_back(request_id.to_owned());
+        let id: Arc<str> = request_id.into();
+        self.by_id.insert(id.clone(), memo);
+        self.order.push_back(id);
         while let Some(oldest) = self.order.front() {
             let expired = self
                 .by_id
@@ -81,7 +104,7 @@ impl Dedupe {
                 break;
             }
             if let Some(id) = self.order.pop_front() {
-                self.by_id.remove(&id);
+                self.by_id.remove(&*id);
             }
         }
     }

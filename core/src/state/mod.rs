@@ -133,6 +133,42 @@ struct SnapshotOwned {
     services: Services,
 }
 
+fn encode_snapshot(applied_index: u64, data: &Data, services: &Services) -> Vec<u8> {
+    let snap = SnapshotRef {
+        version: SNAPSHOT_VERSION,
+        applied_index,
+        data,
+        services,
+    };
+    // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
+    bincode::serde::encode_to_vec(&snap, bincode::config::standard())
+        .unwrap_or_else(|e| unreachable!("snapshot encoding failed: {e}"))
+}
+
+/// The replicated state as it was at one applied index ([`State::image`]): what a checkpoint or
+/// a raft snapshot encodes, without holding up the state that goes on applying.
+#[derive(Debug, Clone)]
+pub struct StateImage {
+    applied_index: u64,
+    d: Data,
+    svc: Services,
+}
+
+impl StateImage {
+    pub fn applied_index(&self) -> u64 {
+        self.applied_index
+    }
+
+    pub fn log_time_ms(&self) -> u64 {
+        self.d.log_time_ms
+    }
+
+    /// The same bytes as [`State::to_snapshot`] at that index.
+    pub fn to_snapshot(&self) -> Vec<u8> {
+        encode_snapshot(self.applied_index, &self.d, &self.svc)
+    }
+}
+
 /// Version 1 snapshots: no service discovery yet.
 #[derive(Deserialize)]
 struct SnapshotOwnedV1 {
@@ -272,15 +308,21 @@ impl State {
 
     /// The whole replicated state, bincode-encoded (derived indexes are rebuilt on restore).
     pub fn to_snapshot(&self) -> Vec<u8> {
-        let snap = SnapshotRef {
-            version: SNAPSHOT_VERSION,
+        encode_snapshot(self.applied_index, &self.d, &self.svc)
+    }
+
+    /// A frozen copy of the replicated state, to encode elsewhere while this one moves on.
+    ///
+    /// Much cheaper than a clone of the whole state: the derived indexes are left out, and
+    /// objects are shared, not copied (an object changed while the image lives is copied then,
+    /// see `table::Slot`). What is copied is the tables' skeletons, the names, the request-id
+    /// memo and the clusters: tens of milliseconds at 10^5 objects.
+    pub fn image(&self) -> StateImage {
+        StateImage {
             applied_index: self.applied_index,
-            data: &self.d,
-            services: &self.svc,
-        };
-        // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
-        bincode::serde::encode_to_vec(&snap, bincode::config::standard())
-            .unwrap_or_else(|e| unreachable!("snapshot encoding failed: {e}"))
+            d: self.d.clone(),
+            svc: self.svc.clone(),
+        }
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
@@ -374,6 +416,14 @@ impl State {
     /// Every object as stored, by namespace then name, as [`State::object_shared`] gives one.
     pub fn objects_shared(&self) -> impl Iterator<Item = &std::sync::Arc<FederatedObject>> {
         self.d.objects.iter_shared()
+    }
+
+    /// The objects of one namespace as stored, by name, as [`State::object_shared`] gives one.
+    pub fn objects_in_shared(
+        &self,
+        namespace: &str,
+    ) -> impl Iterator<Item = &std::sync::Arc<FederatedObject>> {
+        self.d.objects.iter_ns_shared(namespace)
     }
 
     pub fn object_count(&self) -> usize {

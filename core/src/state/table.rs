@@ -288,6 +288,14 @@ impl ObjectTable {
         self.namespaces.values().flat_map(Keyed::slots)
     }
 
+    /// The stored objects of one namespace, by name, for sharing (see [`Slot`]).
+    pub fn iter_ns_shared(&self, namespace: &str) -> impl Iterator<Item = &Arc<FederatedObject>> {
+        self.namespaces
+            .get(namespace)
+            .into_iter()
+            .flat_map(Keyed::slots)
+    }
+
     /// The objects of one namespace, by name.
     pub fn iter_ns(&self, namespace: &str) -> impl Iterator<Item = &FederatedObject> {
         self.namespaces
