@@ -11,7 +11,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use fedraft_core::command::Command;
-use fedraft_core::model::ObjectSpec;
+use fedraft_core::model::{FederatedObject, ObjectSpec};
 use fedraft_core::state::validate;
 use serde_json::{json, Value};
 
@@ -37,16 +37,18 @@ pub async fn list_all(
     allow(&app, &p, Access::ReadAllObjects)?;
     // Tenant members see only their tenant's namespaces; others see everything.
     let only = matches!(p.role, Role::Tenant(_)).then(|| tenant_namespaces(&app, &p));
-    let doc = read(&app, q.stale, move |s| {
-        let items = s
-            .objects()
+    // Only the objects' handles are taken under the state's lock; rendering a long list there
+    // would hold back every apply for as long.
+    let (at, objects) = read(&app, q.stale, move |s| {
+        let objects: Vec<_> = s
+            .objects_shared()
             .filter(|o| only.as_ref().is_none_or(|ns| ns.contains(&o.namespace)))
-            .map(|o| object_json(o, None))
+            .cloned()
             .collect();
-        wire::list_json("FederatedObject", s.applied_index(), items)
+        (s.applied_index(), objects)
     })
     .await?;
-    Ok(Json(doc))
+    Ok(Json(object_list(at, &objects)))
 }
 
 pub async fn list_ns(
@@ -57,12 +59,12 @@ pub async fn list_ns(
 ) -> Result<Json<Value>, ApiError> {
     valid_label(&ns, "namespace")?;
     allow(&app, &p, Access::ReadNamespace(&ns))?;
-    let doc = read(&app, q.stale, move |s| {
-        let items = s.objects_in(&ns).map(|o| object_json(o, None)).collect();
-        wire::list_json("FederatedObject", s.applied_index(), items)
+    let (at, objects) = read(&app, q.stale, move |s| {
+        let objects: Vec<_> = s.objects_in_shared(&ns).cloned().collect();
+        (s.applied_index(), objects)
     })
     .await?;
-    Ok(Json(doc))
+    Ok(Json(object_list(at, &objects)))
 }
 
 pub async fn get_one(
@@ -176,12 +178,12 @@ pub async fn put(
     };
     let applied = submit(&app, &p, &headers, command).await?;
     let rv = resource_version(&applied);
-    let (n, m) = (ns.clone(), name.clone());
-    // Written out under the state's read lock: the view embeds the stored template as it is
-    // (no parse, one buffer), which is cheaper than copying the object out to render it.
+    // The stored object is shared, not copied, and written out after the state's lock is
+    // released: rendering under it would hold back the next apply.
     let doc = app
         .node
-        .read_stale(move |s| s.object(&n, &m).map(|o| serde_json::to_vec(&ObjectView(o))));
+        .read_stale(|s| s.object_shared(&ns, &name))
+        .map(|o| render_object(&o));
     match doc {
         Some(Ok(bytes)) => Ok((
             StatusCode::OK,
@@ -195,6 +197,19 @@ pub async fn put(
             Ok((StatusCode::OK, Json(doc)).into_response())
         }
     }
+}
+
+fn object_list(at: u64, objects: &[std::sync::Arc<FederatedObject>]) -> Value {
+    let items = objects.iter().map(|o| object_json(o, None)).collect();
+    wire::list_json("FederatedObject", at, items)
+}
+
+/// The object as JSON, in one buffer sized for it up front (the template is most of it; the
+/// rest is placement and status, rarely over a kilobyte).
+fn render_object(o: &FederatedObject) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(o.spec.template.len() + 1024);
+    serde_json::to_writer(&mut out, &ObjectView(o))?;
+    Ok(out)
 }
 
 pub async fn delete(
