@@ -102,9 +102,9 @@ impl Checkpointer {
     }
 
     /// Whether a checkpoint is due now that command `index` is applied. If it is, the caller
-    /// owes [`Checkpointer::checkpoint`] an image at that index, once the index's audit record
-    /// is written (a checkpoint is bound to it); nothing else is due until that one is written.
-    /// Only the applying side calls this.
+    /// owes a [`Handoff`] an image at that index, once the index's audit record is written (a
+    /// checkpoint is bound to it); nothing else is due until that one is written. Only the
+    /// applying side calls this.
     pub fn claim_due(&self, index: u64) -> bool {
         let due = index >= self.next.load(Ordering::Acquire);
         if due {
@@ -113,9 +113,13 @@ impl Checkpointer {
         due
     }
 
-    /// Hands over the image of the checkpoint claimed with [`Checkpointer::claim_due`].
-    pub fn checkpoint(&self, image: StateImage) {
-        self.send(Job::Checkpoint(image));
+    /// A handle for handing over a checkpoint from elsewhere (the store's writer thread, once
+    /// the checkpoint's audit record is written), or reporting that it never will be.
+    pub fn handoff(&self) -> Option<Handoff> {
+        Some(Handoff {
+            jobs: self.jobs.as_ref()?.clone(),
+            failed: self.failed.clone(),
+        })
     }
 
     /// The live state was replaced wholesale (a snapshot from the leader): checkpoints restart
@@ -159,6 +163,20 @@ impl Drop for Checkpointer {
         self.jobs.take();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// Hands a claimed checkpoint's image to the thread (see [`Checkpointer::handoff`]).
+pub(crate) struct Handoff {
+    jobs: crossbeam_channel::Sender<Job>,
+    failed: Arc<Mutex<Option<String>>>,
+}
+
+impl Handoff {
+    pub fn checkpoint(self, image: StateImage) {
+        if self.jobs.send(Job::Checkpoint(image)).is_err() {
+            fail(&self.failed, "the checkpoint thread stopped".into());
         }
     }
 }
@@ -321,7 +339,7 @@ mod tests {
             Store::wait(|d| store.write_audit(vec![record], d)).unwrap();
             bytes.push(live.to_snapshot());
             if cp.claim_due(index) {
-                cp.checkpoint(live.image());
+                cp.handoff().unwrap().checkpoint(live.image());
                 if settle {
                     cp.flush().await;
                 }

@@ -7,9 +7,11 @@
 //! copies of the entries that were appended.
 //!
 //! It mirrors the store's tail and never decides anything: appends extend it, truncate and
-//! purge cut it, and past its count or byte budget it forgets its oldest entries. A read is
-//! answered only when the cache holds the whole range; anything else goes to the store, which
-//! stays the only source of truth.
+//! purge cut it, and past its count or byte budget it forgets its oldest entries, but only ones
+//! the store has written: `append` returns before the store's writer has written the entries
+//! (openraft asks only that they be readable), so until it has, the cache is where they are
+//! read from. A read is answered only when the cache holds the whole range; anything else goes
+//! to the store, which stays the only source of truth.
 
 use std::collections::VecDeque;
 
@@ -23,12 +25,18 @@ pub(crate) const MAX_CACHED_ENTRIES: usize = 8192;
 pub(crate) const MAX_CACHED_BYTES: usize = 64 << 20;
 
 pub(crate) struct LogCache {
-    /// Consecutive entries starting at `first`, each with its encoded size.
-    entries: VecDeque<(Entry, usize)>,
+    /// Consecutive entries starting at `first`, each with its encoded size and the number of
+    /// the append that brought it (non-decreasing from front to back).
+    entries: VecDeque<(Entry, usize, u64)>,
     first: u64,
     bytes: usize,
     max_entries: usize,
     max_bytes: usize,
+    /// Number of the last append.
+    appended: u64,
+    /// Appends up to this number are written in the store. Appends are numbered rather than
+    /// marked by index: an append truncated and rewritten at the same indexes is a new one.
+    written: u64,
 }
 
 impl LogCache {
@@ -39,6 +47,8 @@ impl LogCache {
             bytes: 0,
             max_entries,
             max_bytes,
+            appended: 0,
+            written: 0,
         }
     }
 
@@ -47,8 +57,11 @@ impl LogCache {
         self.first + self.entries.len() as u64
     }
 
-    /// Records entries just handed to the store, in log order with their encoded sizes.
-    pub(crate) fn append(&mut self, entries: impl IntoIterator<Item = (Entry, usize)>) {
+    /// Records entries about to be handed to the store, in log order with their encoded sizes.
+    /// Answers the append's number, for [`LogCache::written`].
+    pub(crate) fn append(&mut self, entries: impl IntoIterator<Item = (Entry, usize)>) -> u64 {
+        self.appended += 1;
+        let seq = self.appended;
         for (entry, size) in entries {
             let index = entry.get_log_id().index;
             if self.entries.is_empty() || index > self.end() {
@@ -62,13 +75,28 @@ impl LogCache {
                     self.first = index;
                 }
             }
-            self.entries.push_back((entry, size));
+            self.entries.push_back((entry, size, seq));
             self.bytes += size;
         }
+        self.shrink();
+        seq
+    }
+
+    /// The store has written append `seq` (and, its writer keeping order, every one before).
+    pub(crate) fn written(&mut self, seq: u64) {
+        self.written = self.written.max(seq);
+        self.shrink();
+    }
+
+    /// Forgets the oldest written entries while over a budget.
+    fn shrink(&mut self) {
         while self.entries.len() > self.max_entries
             || (self.bytes > self.max_bytes && self.entries.len() > 1)
         {
-            self.pop_front();
+            match self.entries.front() {
+                Some((_, _, seq)) if *seq <= self.written => self.pop_front(),
+                _ => break,
+            }
         }
     }
 
@@ -76,7 +104,7 @@ impl LogCache {
     pub(crate) fn truncate(&mut self, from: u64) {
         while self.end() > from.max(self.first) {
             match self.entries.pop_back() {
-                Some((_, size)) => self.bytes -= size,
+                Some((_, size, _)) => self.bytes -= size,
                 None => break,
             }
         }
@@ -102,13 +130,13 @@ impl LogCache {
         Some(
             self.entries
                 .range(from..to)
-                .map(|(e, _)| e.clone())
+                .map(|(e, _, _)| e.clone())
                 .collect(),
         )
     }
 
     fn pop_front(&mut self) {
-        if let Some((_, size)) = self.entries.pop_front() {
+        if let Some((_, size, _)) = self.entries.pop_front() {
             self.bytes -= size;
             self.first += 1;
         }
@@ -122,7 +150,7 @@ impl LogCache {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
 
     use proptest::prelude::*;
 
@@ -178,25 +206,58 @@ mod tests {
     }
 
     #[test]
-    fn budgets_forget_the_oldest() {
+    fn budgets_forget_the_oldest_written() {
         let mut c = LogCache::new(4, 1 << 20);
-        c.append((1..=6).map(|i| (entry(1, i), 1)));
+        let seq = c.append((1..=6).map(|i| (entry(1, i), 1)));
+        c.written(seq);
         assert!(c.get(2, 3).is_none());
         assert_eq!(c.get(3, 7).unwrap().len(), 4);
         let mut c = LogCache::new(100, 25);
-        c.append((1..=6).map(|i| (entry(1, i), 10)));
+        let seq = c.append((1..=6).map(|i| (entry(1, i), 10)));
+        c.written(seq);
         assert_eq!(c.get(5, 7).unwrap().len(), 2);
         assert!(c.get(4, 7).is_none());
         // One entry over the byte budget is still kept: the newest entry is the one read next.
-        c.append([(entry(1, 7), 100)]);
+        let seq = c.append([(entry(1, 7), 100)]);
+        c.written(seq);
         assert_eq!(c.get(7, 8).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn entries_the_store_has_not_written_stay_past_the_budget() {
+        let mut c = LogCache::new(1, 1 << 20);
+        let first = c.append((1..=3).map(|i| (entry(1, i), 1)));
+        let second = c.append((4..=5).map(|i| (entry(1, i), 1)));
+        assert_eq!(c.get(1, 6).unwrap().len(), 5, "nothing is in the store yet");
+        c.written(first);
+        assert!(c.get(3, 4).is_none(), "written and over the budget");
+        assert_eq!(
+            c.get(4, 6).unwrap().len(),
+            2,
+            "the second append is unwritten"
+        );
+        // A rewrite of the same indexes is a new append: the old one being written does not
+        // count for it.
+        c.truncate(4);
+        let third = c.append((4..=5).map(|i| (entry(2, i), 1)));
+        c.written(second);
+        assert_eq!(ids(&c.get(4, 6).unwrap()), vec![(2, 4), (2, 5)]);
+        c.written(third);
+        assert_eq!(ids(&c.get(5, 6).unwrap()), vec![(2, 5)]);
+        assert!(c.get(4, 5).is_none());
     }
 
     #[derive(Debug, Clone)]
     enum Op {
-        Append { term: u64, at: u64, n: u64 },
+        Append {
+            term: u64,
+            at: u64,
+            n: u64,
+        },
         Truncate(u64),
         Purge(u64),
+        /// The store's writer catches up with every append so far.
+        Written,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -204,6 +265,7 @@ mod tests {
             4 => (1..4u64, 0..40u64, 1..6u64).prop_map(|(term, at, n)| Op::Append { term, at, n }),
             1 => (0..40u64).prop_map(Op::Truncate),
             1 => (0..40u64).prop_map(Op::Purge),
+            2 => Just(Op::Written),
         ]
     }
 
@@ -213,27 +275,47 @@ mod tests {
         fn answers_agree_with_a_full_log(ops in prop::collection::vec(op(), 1..40), max in 1..12usize) {
             let mut c = LogCache::new(max, 1 << 20);
             let mut log: BTreeMap<u64, u64> = BTreeMap::new();
+            let mut unwritten: BTreeSet<u64> = BTreeSet::new();
             for op in ops {
                 match op {
                     Op::Append { term, at, n } => {
+                        if !c.entries.is_empty() && at > c.end() {
+                            // A gap (after a snapshot install): openraft never reads below it.
+                            unwritten.clear();
+                        }
                         // Like openraft: overwriting entries truncates them first.
                         log.retain(|i, _| *i < at);
+                        unwritten.retain(|i| *i < at);
                         c.truncate(at);
                         for i in at..at + n {
                             log.insert(i, term);
+                            unwritten.insert(i);
                         }
                         c.append((at..at + n).map(|i| (entry(term, i), 1)));
                     }
                     Op::Truncate(at) => {
                         log.retain(|i, _| *i < at);
+                        unwritten.retain(|i| *i < at);
                         c.truncate(at);
                     }
                     Op::Purge(upto) => {
                         log.retain(|i, _| *i > upto);
+                        unwritten.retain(|i| *i > upto);
                         c.purge(upto);
                     }
+                    Op::Written => {
+                        let last = c.appended;
+                        c.written(last);
+                        unwritten.clear();
+                    }
                 }
-                prop_assert!(c.entries.len() <= max);
+                // Over the budget only with unwritten entries at the front.
+                let unwritten_front = c.entries.front().is_some_and(|e| e.2 > c.written);
+                prop_assert!(c.entries.len() <= max || unwritten_front);
+                // Whatever the store does not have yet is held.
+                for i in &unwritten {
+                    prop_assert!(c.get(*i, *i + 1).is_some(), "unwritten entry {} was dropped", i);
+                }
                 for start in 0..45u64 {
                     for end in start + 1..46u64 {
                         if let Some(got) = c.get(start, end) {

@@ -1,10 +1,12 @@
 //! openraft's log storage (storage-v2 `RaftLogStorage`) over fedraft-store.
 //!
-//! Durability: `append` returns once the entries are readable and fires openraft's flush
+//! Durability: `append` returns once the entries are readable (from memory, `log_cache.rs`,
+//! which holds them until the store's writer has written them) and fires openraft's flush
 //! callback only when the store's syncer has fsynced the WAL holding them; `save_vote` returns
 //! after a synced write. Truncate, purge and the committed index are ordered behind earlier
-//! appends by the store's single writer. Reads of the newest entries come from memory
-//! (`log_cache.rs`); older ones run on the blocking pool.
+//! appends by the store's single writer; the committed index is not awaited (see
+//! `save_committed`). Reads of the newest entries come from memory; older ones run on the
+//! blocking pool.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -26,6 +28,10 @@ pub(crate) async fn store_op(f: impl FnOnce(Done)) -> Result<(), StoreError> {
         let _ = tx.send(r);
     }));
     rx.await.unwrap_or(Err(StoreError::Closed))
+}
+
+fn lock_cache(c: &Mutex<LogCache>) -> MutexGuard<'_, LogCache> {
+    c.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Runs a blocking store read off the async runtime.
@@ -68,7 +74,7 @@ impl LogStore {
 
     /// The cache holds no invariant a panicking holder could break halfway: keep using it.
     fn recent(&self) -> MutexGuard<'_, LogCache> {
-        self.recent.lock().unwrap_or_else(|p| p.into_inner())
+        lock_cache(&self.recent)
     }
 
     fn decode_opt<T: serde::de::DeserializeOwned>(
@@ -158,9 +164,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             self.committed.fetch_max(c.index, Ordering::Relaxed);
         }
         let bytes = wire::encode(&committed).map_err(write_err)?;
-        store_op(|d| self.store.save_committed(bytes, d))
-            .await
-            .map_err(write_err)
+        // Not awaited: openraft calls this on every commit, before it applies, and waiting for the
+        // writer thread here put a round trip through it on every commit's path. Nothing depends
+        // on having waited: the value was never synced (a restart finds it or an older one, and
+        // either only bounds how far the node re-applies before it hears from the leader), and the
+        // writer keeps it behind the appends it covers. A failed write also fails the appends
+        // queued with it, which stops the node.
+        self.store.save_committed(
+            bytes,
+            Box::new(|r| {
+                if let Err(e) = r {
+                    tracing::error!(error = %e, "saving the committed index failed");
+                }
+            }),
+        );
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
@@ -202,21 +220,25 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             callback.log_io_completed(Ok(()));
             return Ok(());
         }
-        // Before the store sees them: openraft may read them as soon as this returns.
-        self.recent().append(cached);
-        let (tx, rx) = tokio::sync::oneshot::channel();
+        // openraft reads them from here as soon as this returns; the cache keeps them at least
+        // until the store has written them.
+        let seq = self.recent().append(cached);
+        let recent = self.recent.clone();
         self.store.append(
             batch,
+            // Not awaited: the raft core would wait here for the writer thread, once per append,
+            // holding up everything else it does (commits, the next append). A failed write
+            // reaches openraft through the flush callback below.
             Box::new(move |r| {
-                let _ = tx.send(r);
+                if r.is_ok() {
+                    lock_cache(&recent).written(seq);
+                }
             }),
             // Fires on the syncer thread after the WAL fsync: only then may openraft count this
             // node's copy towards a quorum.
             Box::new(move |r| callback.log_io_completed(r.map_err(std::io::Error::other))),
         );
-        rx.await
-            .unwrap_or(Err(StoreError::Closed))
-            .map_err(write_err)
+        Ok(())
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {

@@ -4,9 +4,11 @@
 //! The in-memory state is rebuilt at start from the latest snapshot; openraft then re-applies
 //! the committed entries after it. Every applied command (a raft entry carries a batch) appends
 //! one audit record keyed by its resource version (entry bytes, outcome bytes, hash-chained) and
-//! is broadcast to subscribers. `apply` returns only once the records are written (not synced: a
-//! later synced write, e.g. the next snapshot, makes them durable, and entries after the last
-//! snapshot are re-applied and re-archived on restart). Applying is the only writer of the
+//! is broadcast to subscribers. `apply` queues the records with the store's writer and returns
+//! without waiting for them ([`ArchiveProgress`] says how far they are written; readers of the
+//! archive wait for it). They are not synced either way: a later synced write, e.g. the next
+//! snapshot, makes them durable, and entries after the last snapshot are re-applied and
+//! re-archived on restart. A failed archive write stops the node at its next apply. Applying is the only writer of the
 //! state; readers take the read lock briefly. State checkpoints (every
 //! `checkpoint_every_commands` commands or more, see `audit::checkpoint_interval`) and raft
 //! snapshots take an image of the state (`State::image`, cheap: objects are shared) and the
@@ -15,7 +17,7 @@
 
 use std::io::Cursor;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use fedraft_core::state::{State, StateImage};
 use fedraft_store::{AuditInput, Store, StoreError};
@@ -27,6 +29,7 @@ use tokio::sync::broadcast;
 
 use crate::audit::AuditOptions;
 use crate::checkpointer::Checkpointer;
+use crate::checkpointer::Handoff;
 use crate::log_store::{store_op, store_read};
 use crate::types::{
     AppliedEntry, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
@@ -56,10 +59,67 @@ pub struct SmShared {
     /// and saving it would pair an old state with a log already cut past it.
     saved_snapshot: tokio::sync::Mutex<Option<LogId>>,
     pub(crate) store: Store,
-    /// Highest command whose audit record is written: the state can be ahead of it for the
-    /// moment between applying and archiving.
-    pub(crate) archived_index: AtomicU64,
+    /// How far the audit records are written: the state is ahead of it for the moment between
+    /// applying and archiving.
+    pub(crate) archived: Arc<ArchiveProgress>,
     checkpointer: Checkpointer,
+}
+
+/// How far the audit archive is written, moved by the store writer's completions.
+#[derive(Debug, Default)]
+pub(crate) struct ArchiveProgress {
+    /// Highest command whose audit record is written.
+    index: AtomicU64,
+    failed: Mutex<Option<String>>,
+    moved: tokio::sync::Notify,
+}
+
+impl ArchiveProgress {
+    fn starting_at(index: u64) -> ArchiveProgress {
+        let p = ArchiveProgress::default();
+        p.index.store(index, Ordering::Release);
+        p
+    }
+
+    pub fn index(&self) -> u64 {
+        self.index.load(Ordering::Acquire)
+    }
+
+    fn written(&self, upto: u64) {
+        self.index.fetch_max(upto, Ordering::Release);
+        self.moved.notify_waiters();
+    }
+
+    fn fail(&self, why: String) {
+        let mut g = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            tracing::error!(%why, "archiving failed; the node stops applying");
+            *g = Some(why);
+        }
+        drop(g);
+        self.moved.notify_waiters();
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Waits until the records up to command `upto` are written, or archiving has failed.
+    pub async fn reached(&self, upto: u64) {
+        loop {
+            let moved = self.moved.notified();
+            tokio::pin!(moved);
+            // Registered before the check, so a move in between is not missed.
+            moved.as_mut().enable();
+            if self.index() >= upto || self.failure().is_some() {
+                return;
+            }
+            moved.await;
+        }
+    }
 }
 
 impl SmShared {
@@ -72,9 +132,17 @@ impl SmShared {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits until every checkpoint due for the commands applied so far is written.
+    /// Waits until every checkpoint due for the commands applied so far is written (a
+    /// checkpoint is handed over once its audit record is).
     pub async fn flush_checkpoints(&self) {
+        self.archive_caught_up().await;
         self.checkpointer.flush().await
+    }
+
+    /// Waits until the audit records of every command applied so far are written.
+    pub async fn archive_caught_up(&self) {
+        let applied = self.read().state.applied_index();
+        self.archived.reached(applied).await
     }
 }
 
@@ -130,7 +198,7 @@ impl StateMachine {
             snapshot_seq: AtomicU64::new(0),
             saved_snapshot: tokio::sync::Mutex::new(last_applied),
             store: store.clone(),
-            archived_index: AtomicU64::new(last_index),
+            archived: Arc::new(ArchiveProgress::starting_at(last_index)),
             checkpointer,
         });
         Ok(StateMachine { shared, store })
@@ -140,19 +208,31 @@ impl StateMachine {
         self.shared.clone()
     }
 
-    /// Writes the audit records of one `apply` call, in order. A failed archive write stops the
-    /// node like any storage failure: history must not silently lose entries.
-    async fn archive(&self, records: Vec<AuditInput>) -> Result<(), StorageError> {
+    /// Queues the audit records of one `apply` call, in order, and the checkpoint claimed in it
+    /// to follow once they are written (a checkpoint is bound to its index's record). Not
+    /// awaited: openraft applies one batch at a time, and waiting here for the writer thread held
+    /// up every apply behind the log appends queued there. A failed archive write stops the node
+    /// at its next apply, like any storage failure: history must not silently lose entries.
+    fn archive(&self, records: Vec<AuditInput>, checkpoint: Option<(StateImage, Handoff)>) {
         let Some(last) = records.last().map(|r| r.index) else {
-            return Ok(());
+            if let Some((image, handoff)) = checkpoint {
+                handoff.checkpoint(image);
+            }
+            return;
         };
-        store_op(|d| self.store.write_audit(records, d))
-            .await
-            .map_err(sm_err)?;
-        self.shared
-            .archived_index
-            .fetch_max(last, Ordering::Release);
-        Ok(())
+        let progress = self.shared.archived.clone();
+        self.store.write_audit(
+            records,
+            Box::new(move |r| match r {
+                Ok(()) => {
+                    progress.written(last);
+                    if let Some((image, handoff)) = checkpoint {
+                        handoff.checkpoint(image);
+                    }
+                }
+                Err(e) => progress.fail(format!("audit records up to {last}: {e}")),
+            }),
+        );
     }
 }
 
@@ -169,7 +249,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        if let Some(why) = self.shared.checkpointer.failure() {
+        if let Some(why) = self
+            .shared
+            .checkpointer
+            .failure()
+            .or_else(|| self.shared.archived.failure())
+        {
             return Err(sm_err(StoreError::Corrupt(why)));
         }
         let started = std::time::Instant::now();
@@ -225,11 +310,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 }
             }
         }
-        self.archive(audit).await?;
-        // After the archive: a checkpoint is bound to its index's audit record.
-        if let Some(image) = checkpoint {
-            self.shared.checkpointer.checkpoint(image);
-        }
+        let checkpoint = match checkpoint {
+            Some(image) => match self.shared.checkpointer.handoff() {
+                Some(handoff) => Some((image, handoff)),
+                None => return Err(sm_err(StoreError::Closed)),
+            },
+            None => None,
+        };
+        self.archive(audit, checkpoint);
         tracing::trace!(
             entries = replies.len(),
             took_us = started.elapsed().as_micros() as u64,
@@ -276,9 +364,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .last_timestamp_ms
             .fetch_max(state.log_time_ms(), Ordering::Relaxed);
         // The archive restarts after the installed state: nothing below it is awaited.
-        self.shared
-            .archived_index
-            .fetch_max(last_command, Ordering::Release);
+        self.shared.archived.written(last_command);
         self.shared.checkpointer.restart_from(&state);
         let mut g = self.shared.write();
         g.state = state;

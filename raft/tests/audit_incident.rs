@@ -225,7 +225,7 @@ async fn incident_replay_explain_diff_and_verify() {
     let rebalanced = wait_step(&node, "rebalanced", |s| s.2 == even).await;
 
     // ---- online, on the running node ----
-    let log = node.audit();
+    let log = node.audit().await;
     for (name, s) in [
         ("placed", &placed),
         ("failed over", &failed_over),

@@ -178,7 +178,7 @@ pub async fn list(
         )));
     }
     let after = index(&q.cont, "continue")?;
-    let log = app.node.audit();
+    let log = app.node.audit().await;
     let page = blocking(move || log.query(&filter, order, limit, after).map_err(internal)).await?;
     let items: Vec<Value> = page
         .records
@@ -201,7 +201,7 @@ pub async fn state(
     let at =
         q.at.ok_or_else(|| ApiError::MissingField { field: "at".into() })?;
     let namespaces = scope(&app, &p);
-    let log = app.node.audit();
+    let log = app.node.audit().await;
     let view = blocking(move || {
         let i = point(&log, &at, "at")?;
         let s = log.state_at(i).map_err(replay_err("at"))?;
@@ -225,7 +225,7 @@ pub async fn diff(
     let to =
         q.to.ok_or_else(|| ApiError::MissingField { field: "to".into() })?;
     let namespaces = scope(&app, &p);
-    let log = app.node.audit();
+    let log = app.node.audit().await;
     let d = blocking(move || {
         let (a, b) = (point(&log, &from, "from")?, point(&log, &to, "to")?);
         if a > b {
@@ -249,7 +249,7 @@ pub async fn explain(
     valid_label(&ns, "namespace")?;
     valid_subdomain(&name, "name")?;
     allow(&app, &p, Access::ReadNamespace(&ns))?;
-    let log = app.node.audit();
+    let log = app.node.audit().await;
     let key = ObjectKey::new(ns, name);
     let k = key.clone();
     let changes = blocking(move || {

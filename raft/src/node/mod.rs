@@ -448,8 +448,11 @@ impl FedNode {
         }
     }
 
-    /// This node's audit archive (read side), over the open store.
-    pub fn audit(&self) -> crate::audit::AuditLog {
+    /// This node's audit archive (read side), over the open store, once it holds the records
+    /// of every command applied when this is called (they are written a moment after the
+    /// commands are applied): a client that wrote and then reads the archive sees its write.
+    pub async fn audit(&self) -> crate::audit::AuditLog {
+        self.inner.sm.archive_caught_up().await;
         crate::audit::AuditLog::new(self.inner.sm.store.reader())
     }
 
@@ -460,7 +463,7 @@ impl FedNode {
         let deadline = Instant::now() + Duration::from_millis(self.inner.cfg.propose_timeout_ms);
         loop {
             let live = crate::audit::LiveState::of(&self.inner.sm.read().state);
-            let archived = self.inner.sm.archived_index.load(Ordering::Acquire);
+            let archived = self.inner.sm.archived.index();
             if live.index <= archived || Instant::now() >= deadline {
                 return live;
             }
