@@ -11,8 +11,9 @@
 //!
 //! When: the live side asks [`Checkpointer::claim_due`] after each command. At most one
 //! checkpoint is in flight: claiming one makes nothing due until it is written, and the thread
-//! then schedules the next one, [`checkpoint_interval`] commands after it. Memory stays bounded (one image) and a
-//! busy node never queues checkpoints behind each other.
+//! then schedules the next one, [`checkpoint_interval`] commands after it. Memory stays bounded
+//! (one image) and a busy node never queues checkpoints behind each other. A snapshot installed
+//! while one is being written restarts the schedule; at worst one extra checkpoint follows.
 //!
 //! The thread runs at a lower scheduling priority than the rest of the node: it is maintenance,
 //! and on a busy machine serving writes comes first.

@@ -8,8 +8,8 @@
 //! without waiting for them ([`ArchiveProgress`] says how far they are written; readers of the
 //! archive wait for it). They are not synced either way: a later synced write, e.g. the next
 //! snapshot, makes them durable, and entries after the last snapshot are re-applied and
-//! re-archived on restart. A failed archive write stops the node at its next apply. Applying is the only writer of the
-//! state; readers take the read lock briefly. State checkpoints (every
+//! re-archived on restart. A failed archive write stops the node at its next apply. Applying is
+//! the only writer of the state; readers take the read lock briefly. State checkpoints (every
 //! `checkpoint_every_commands` commands or more, see `audit::checkpoint_interval`) and raft
 //! snapshots take an image of the state (`State::image`, cheap: objects are shared) and the
 //! checkpointer's thread encodes and writes it (`checkpointer.rs`), so encoding the state never
@@ -28,8 +28,7 @@ use openraft::{
 use tokio::sync::broadcast;
 
 use crate::audit::AuditOptions;
-use crate::checkpointer::Checkpointer;
-use crate::checkpointer::Handoff;
+use crate::checkpointer::{Checkpointer, Handoff};
 use crate::log_store::{store_op, store_read};
 use crate::types::{
     AppliedEntry, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
