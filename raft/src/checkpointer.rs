@@ -23,7 +23,7 @@
 //! before it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use fedraft_core::command::LogEntry;
 use fedraft_core::state::{State, StateImage};
@@ -31,6 +31,7 @@ use fedraft_store::{Store, StoreError};
 use tokio::sync::oneshot;
 
 use crate::audit::{checkpoint_interval, AuditOptions};
+use crate::failure::FirstFailure;
 
 /// What `next` holds while no checkpoint can be due: one is being written, or checkpoints are
 /// off.
@@ -59,7 +60,7 @@ pub(crate) struct Checkpointer {
     thread: Option<std::thread::JoinHandle<()>>,
     /// The first failure to write a checkpoint or cut the archive. Storage that refuses writes
     /// stops the node; `apply` reports it on its next call.
-    failed: Arc<Mutex<Option<String>>>,
+    failed: Arc<FirstFailure>,
     /// The command index from which the next checkpoint is due, or [`NONE_DUE`].
     next: Arc<AtomicU64>,
     /// `audit.checkpoint_every_commands`; 0 = never.
@@ -75,7 +76,7 @@ impl Checkpointer {
         state: &State,
     ) -> std::io::Result<Checkpointer> {
         let (jobs, rx) = crossbeam_channel::unbounded();
-        let failed = Arc::new(Mutex::new(None));
+        let failed = Arc::new(FirstFailure::default());
         let every = audit.checkpoint_every_commands;
         let next = Arc::new(AtomicU64::new(first_checkpoint(every, state)));
         let writer = CheckpointWriter {
@@ -145,7 +146,7 @@ impl Checkpointer {
     }
 
     pub fn failure(&self) -> Option<String> {
-        lock(&self.failed).clone()
+        self.failed.get()
     }
 
     fn send(&self, job: Job) {
@@ -153,7 +154,7 @@ impl Checkpointer {
         // surfaces through `failure` and the awaited replies.
         let sent = self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
         if !sent {
-            fail(&self.failed, "the checkpoint thread stopped".into());
+            self.failed.record("the checkpoint thread stopped".into());
         }
     }
 }
@@ -171,24 +172,24 @@ impl Drop for Checkpointer {
 /// Hands a claimed checkpoint's image to the thread (see [`Checkpointer::handoff`]).
 pub(crate) struct Handoff {
     jobs: crossbeam_channel::Sender<Job>,
-    failed: Arc<Mutex<Option<String>>>,
+    failed: Arc<FirstFailure>,
 }
 
 impl Handoff {
     pub fn checkpoint(self, image: StateImage) {
         if self.jobs.send(Job::Checkpoint(image)).is_err() {
-            fail(&self.failed, "the checkpoint thread stopped".into());
+            self.failed.record("the checkpoint thread stopped".into());
         }
     }
 }
 
 /// Records a panic of the thread as its failure, so the next apply stops the node.
-struct PanicGuard(Arc<Mutex<Option<String>>>);
+struct PanicGuard(Arc<FirstFailure>);
 
 impl Drop for PanicGuard {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            fail(&self.0, "the checkpoint thread panicked".into());
+            self.0.record("the checkpoint thread panicked".into());
         }
     }
 }
@@ -212,23 +213,11 @@ fn lower_priority() {
     }
 }
 
-fn lock(m: &Mutex<Option<String>>) -> std::sync::MutexGuard<'_, Option<String>> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn fail(failed: &Mutex<Option<String>>, why: String) {
-    let mut g = lock(failed);
-    if g.is_none() {
-        tracing::error!(%why, "checkpointing failed; the node stops applying");
-        *g = Some(why);
-    }
-}
-
 /// The thread's side: where checkpoints go and when the next one is due.
 struct CheckpointWriter {
     store: Store,
     audit: AuditOptions,
-    failed: Arc<Mutex<Option<String>>>,
+    failed: Arc<FirstFailure>,
     next: Arc<AtomicU64>,
 }
 
@@ -236,7 +225,7 @@ impl CheckpointWriter {
     fn handle(&self, job: Job) {
         match job {
             Job::Checkpoint(image) => {
-                if lock(&self.failed).is_some() {
+                if self.failed.get().is_some() {
                     return;
                 }
                 let index = image.applied_index();
@@ -253,7 +242,7 @@ impl CheckpointWriter {
                             Ordering::Acquire,
                         );
                     }
-                    Err(e) => fail(&self.failed, format!("checkpoint {index}: {e}")),
+                    Err(e) => self.failed.record(format!("checkpoint {index}: {e}")),
                 }
             }
             Job::Encode(image, reply) => {
@@ -358,33 +347,41 @@ mod tests {
         Checkpointer::start(store.clone(), audit, &State::new()).unwrap()
     }
 
-    #[tokio::test]
-    async fn checkpoints_and_snapshots_are_the_live_state_at_their_index() {
+    /// A fresh store and an empty live state with a checkpointer every `every` commands.
+    fn setup(every: u64) -> (tempfile::TempDir, Store, State, Checkpointer) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), "t").unwrap();
-        let mut live = State::new();
-        let cp = start_empty(&store, 4);
+        let cp = start_empty(&store, every);
+        (dir, store, State::new(), cp)
+    }
+
+    /// Each checkpoint at `at` holds the live state's bytes after its command (`all[i - 1]`).
+    fn assert_checkpoints_hold(store: &Store, at: &[u64], all: &[Vec<u8>]) {
+        let reader = store.reader();
+        for i in at {
+            let c = reader.checkpoint(*i).unwrap().unwrap();
+            assert_eq!(c.state, all[*i as usize - 1], "checkpoint {i}");
+        }
+    }
+
+    #[tokio::test]
+    async fn checkpoints_and_snapshots_are_the_live_state_at_their_index() {
+        let (_dir, store, mut live, cp) = setup(4);
         let all = run(&store, &cp, &mut live, 16, true).await;
         let image = live.image();
         // The live state moves on; the image does not.
         run(&store, &cp, &mut live, 2, true).await;
         assert_eq!(cp.encode(image).await.unwrap(), all[15]);
-        let reader = store.reader();
-        assert_eq!(reader.checkpoint_indexes().unwrap(), vec![4, 8, 12, 16]);
-        for i in [4u64, 8, 12, 16] {
-            let c = reader.checkpoint(i).unwrap().unwrap();
-            assert_eq!(c.state, all[i as usize - 1], "checkpoint {i}");
-        }
+        let at = store.reader().checkpoint_indexes().unwrap();
+        assert_eq!(at, vec![4, 8, 12, 16]);
+        assert_checkpoints_hold(&store, &at, &all);
         assert_eq!(cp.failure(), None);
     }
 
     #[tokio::test]
     async fn a_growing_state_stretches_the_interval_by_its_size() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), "t").unwrap();
-        let mut live = State::new();
         let every = 2;
-        let cp = start_empty(&store, every);
+        let (_dir, store, mut live, cp) = setup(every);
         let bytes = run(&store, &cp, &mut live, 600, true).await;
         let at = store.reader().checkpoint_indexes().unwrap();
         assert_eq!(
@@ -413,33 +410,23 @@ mod tests {
 
     #[tokio::test]
     async fn one_checkpoint_at_a_time_and_each_is_the_state_at_its_index() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), "t").unwrap();
-        let mut live = State::new();
-        let cp = start_empty(&store, 1);
+        let (_dir, store, mut live, cp) = setup(1);
         // Without waiting: a checkpoint is due at every command, but only once the one before
         // it is written, however far the live side has moved meanwhile.
         let all = run(&store, &cp, &mut live, 300, false).await;
         cp.flush().await;
-        let reader = store.reader();
-        let at = reader.checkpoint_indexes().unwrap();
+        let at = store.reader().checkpoint_indexes().unwrap();
         assert_eq!(at[0], 1);
         for w in at.windows(2) {
             assert!(w[1] > w[0], "{at:?}");
         }
-        for i in &at {
-            let c = reader.checkpoint(*i).unwrap().unwrap();
-            assert_eq!(c.state, all[*i as usize - 1], "checkpoint {i}");
-        }
+        assert_checkpoints_hold(&store, &at, &all);
         assert_eq!(cp.failure(), None);
     }
 
     #[tokio::test]
     async fn a_restart_from_an_installed_state_reschedules_and_off_means_never() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), "t").unwrap();
-        let mut live = State::new();
-        let cp = start_empty(&store, 4);
+        let (_dir, store, mut live, cp) = setup(4);
         run(&store, &cp, &mut live, 5, true).await;
         // The live side jumps ahead (as after installing a snapshot at 9) and says so.
         let mut installed = State::new();

@@ -18,6 +18,7 @@ mod batcher;
 mod checkpointer;
 pub mod config;
 pub mod error;
+mod failure;
 mod forwarder;
 mod log_cache;
 pub mod log_store;

@@ -17,7 +17,7 @@
 
 use std::io::Cursor;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use fedraft_core::state::{State, StateImage};
 use fedraft_store::{AuditInput, Store, StoreError};
@@ -28,7 +28,8 @@ use openraft::{
 use tokio::sync::broadcast;
 
 use crate::audit::AuditOptions;
-use crate::checkpointer::{Checkpointer, Handoff};
+use crate::checkpointer::Checkpointer;
+use crate::failure::FirstFailure;
 use crate::log_store::{store_op, store_read};
 use crate::types::{
     AppliedEntry, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
@@ -65,19 +66,21 @@ pub struct SmShared {
 }
 
 /// How far the audit archive is written, moved by the store writer's completions.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ArchiveProgress {
     /// Highest command whose audit record is written.
     index: AtomicU64,
-    failed: Mutex<Option<String>>,
+    failed: FirstFailure,
     moved: tokio::sync::Notify,
 }
 
 impl ArchiveProgress {
     fn starting_at(index: u64) -> ArchiveProgress {
-        let p = ArchiveProgress::default();
-        p.index.store(index, Ordering::Release);
-        p
+        ArchiveProgress {
+            index: AtomicU64::new(index),
+            failed: FirstFailure::default(),
+            moved: tokio::sync::Notify::new(),
+        }
     }
 
     pub fn index(&self) -> u64 {
@@ -90,20 +93,12 @@ impl ArchiveProgress {
     }
 
     fn fail(&self, why: String) {
-        let mut g = self.failed.lock().unwrap_or_else(|p| p.into_inner());
-        if g.is_none() {
-            tracing::error!(%why, "archiving failed; the node stops applying");
-            *g = Some(why);
-        }
-        drop(g);
+        self.failed.record(why);
         self.moved.notify_waiters();
     }
 
     fn failure(&self) -> Option<String> {
-        self.failed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.failed.get()
     }
 
     /// Waits until the records up to command `upto` are written, or archiving has failed.
@@ -208,16 +203,25 @@ impl StateMachine {
     }
 
     /// Queues the audit records of one `apply` call, in order, and the checkpoint claimed in it
-    /// to follow once they are written (a checkpoint is bound to its index's record). Not
-    /// awaited: openraft applies one batch at a time, and waiting here for the writer thread held
-    /// up every apply behind the log appends queued there. A failed archive write stops the node
-    /// at its next apply, like any storage failure: history must not silently lose entries.
-    fn archive(&self, records: Vec<AuditInput>, checkpoint: Option<(StateImage, Handoff)>) {
+    /// (always at one of those records) to follow once they are written: a checkpoint is bound
+    /// to its index's record. Not awaited: openraft applies one batch at a time, and waiting here
+    /// for the writer thread held up every apply behind the log appends queued there. A failed
+    /// archive write stops the node at its next apply, like any storage failure: history must
+    /// not silently lose entries.
+    fn archive(
+        &self,
+        records: Vec<AuditInput>,
+        checkpoint: Option<StateImage>,
+    ) -> Result<(), StorageError> {
         let Some(last) = records.last().map(|r| r.index) else {
-            if let Some((image, handoff)) = checkpoint {
-                handoff.checkpoint(image);
-            }
-            return;
+            return Ok(());
+        };
+        let checkpoint = match checkpoint {
+            Some(image) => match self.shared.checkpointer.handoff() {
+                Some(handoff) => Some((image, handoff)),
+                None => return Err(sm_err(StoreError::Closed)),
+            },
+            None => None,
         };
         let progress = self.shared.archived.clone();
         self.store.write_audit(
@@ -232,6 +236,7 @@ impl StateMachine {
                 Err(e) => progress.fail(format!("audit records up to {last}: {e}")),
             }),
         );
+        Ok(())
     }
 }
 
@@ -309,14 +314,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 }
             }
         }
-        let checkpoint = match checkpoint {
-            Some(image) => match self.shared.checkpointer.handoff() {
-                Some(handoff) => Some((image, handoff)),
-                None => return Err(sm_err(StoreError::Closed)),
-            },
-            None => None,
-        };
-        self.archive(audit, checkpoint);
+        self.archive(audit, checkpoint)?;
         tracing::trace!(
             entries = replies.len(),
             took_us = started.elapsed().as_micros() as u64,

@@ -460,15 +460,15 @@ impl FedNode {
     /// the archive against the live node. Waits (briefly, bounded) for the archive to catch up
     /// with apply; returns the latest fingerprint if it never does.
     pub async fn live_state(&self) -> crate::audit::LiveState {
-        let deadline = Instant::now() + Duration::from_millis(self.inner.cfg.propose_timeout_ms);
-        loop {
-            let live = crate::audit::LiveState::of(&self.inner.sm.read().state);
-            let archived = self.inner.sm.archived.index();
-            if live.index <= archived || Instant::now() >= deadline {
-                return live;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        let wait = Duration::from_millis(self.inner.cfg.propose_timeout_ms);
+        let archived = &self.inner.sm.archived;
+        let live = crate::audit::LiveState::of(&self.inner.sm.read().state);
+        // Ends early if archiving failed; then the record is not there either.
+        let _ = tokio::time::timeout(wait, archived.reached(live.index)).await;
+        if archived.index() >= live.index {
+            return live;
         }
+        crate::audit::LiveState::of(&self.inner.sm.read().state)
     }
 
     /// Stops the ticker and raft. The data directory closes when the last handle is dropped.
