@@ -44,6 +44,13 @@ impl Name {
         }
     }
 
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Name::Inline { len, bytes } => &bytes[..*len as usize],
+            Name::Heap(s) => s.as_bytes(),
+        }
+    }
+
     fn as_str(&self) -> &str {
         match self {
             // Built from a whole `str` in `new`, so the prefix is valid UTF-8.
@@ -74,6 +81,21 @@ impl PartialEq for Name {
 }
 
 impl Eq for Name {}
+
+// Ordered exactly as the `str` it holds (`str` orders by bytes), so a set of names iterates and
+// encodes as a set of strings would. Bytes, not `as_str`: a B-tree compares many times per
+// lookup, and `as_str` checks UTF-8 each time.
+impl Ord for Name {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl PartialOrd for Name {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl std::fmt::Debug for Name {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -120,8 +142,10 @@ impl<V: Clone> Slot<V> for Arc<V> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Keyed<V, P = Box<V>> {
     by_name: Map<Name, P>,
-    /// The same names, sorted: the only way the table is iterated.
-    names: BTreeSet<String>,
+    /// The same names, sorted: the only way the table is iterated. `Name` rather than `String`:
+    /// copying the table for a checkpoint image (`State::image`) then copies names in place
+    /// instead of allocating each one.
+    names: BTreeSet<Name>,
     _values: PhantomData<V>,
 }
 
@@ -158,7 +182,7 @@ impl<V, P: Slot<V>> Keyed<V, P> {
         if let Some(slot) = self.by_name.get_mut(name) {
             return Some(std::mem::replace(slot, P::new(value)));
         }
-        self.names.insert(name.to_owned());
+        self.names.insert(Name::new(name));
         self.by_name.insert(Name::new(name), P::new(value));
         None
     }
@@ -166,7 +190,7 @@ impl<V, P: Slot<V>> Keyed<V, P> {
     /// The value under `name`, inserting `make()` first when there is none.
     pub fn get_or_insert_with(&mut self, name: &str, make: impl FnOnce() -> V) -> &mut V {
         if !self.by_name.contains_key(name) {
-            self.names.insert(name.to_owned());
+            self.names.insert(Name::new(name));
             self.by_name.insert(Name::new(name), P::new(make()));
         }
         // Present: found or inserted just above.
@@ -190,10 +214,11 @@ impl<V, P: Slot<V>> Keyed<V, P> {
     }
 
     /// Entries sorted by name.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &V)> {
-        self.names
-            .iter()
-            .filter_map(|n| self.by_name.get(n.as_str()).map(|v| (n, v.get())))
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+        self.names.iter().filter_map(|n| {
+            let n = n.as_str();
+            self.by_name.get(n).map(|v| (n, v.get()))
+        })
     }
 
     /// Slots sorted by name, for sharing every value (see [`Slot`]).
@@ -224,7 +249,7 @@ impl<V: Serialize, P: Slot<V>> Serialize for Keyed<V, P> {
 impl<'de, V, P: Deserialize<'de>> Deserialize<'de> for Keyed<V, P> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let sorted = BTreeMap::<String, P>::deserialize(d)?;
-        let names = sorted.keys().cloned().collect();
+        let names = sorted.keys().map(|k| Name::new(k)).collect();
         Ok(Keyed {
             by_name: sorted
                 .into_iter()
