@@ -11,9 +11,11 @@
 //!
 //! When: the live side asks [`Checkpointer::claim_due`] after each command. At most one
 //! checkpoint is in flight: claiming one makes nothing due until it is written, and the thread
-//! then schedules the next one, [`checkpoint_interval`] commands after it. Memory stays bounded
-//! (one image) and a busy node never queues checkpoints behind each other. A snapshot installed
-//! while one is being written restarts the schedule; at worst one extra checkpoint follows.
+//! then schedules the next one, [`checkpoint_interval`] commands after it, rounded up to this
+//! node's [`Grid`], so the nodes of a cluster keep taking their images at different commands.
+//! Memory stays bounded (one image) and a busy node never queues checkpoints behind each other.
+//! A snapshot installed while one is being written restarts the schedule; at worst one extra
+//! checkpoint follows.
 //!
 //! The thread runs at a lower scheduling priority than the rest of the node: it is maintenance,
 //! and on a busy machine serving writes comes first.
@@ -63,8 +65,8 @@ pub(crate) struct Checkpointer {
     failed: Arc<FirstFailure>,
     /// The command index from which the next checkpoint is due, or [`NONE_DUE`].
     next: Arc<AtomicU64>,
-    /// `audit.checkpoint_every_commands`; 0 = never.
-    every: u64,
+    /// Where checkpoints may go.
+    grid: Grid,
 }
 
 impl Checkpointer {
@@ -77,8 +79,8 @@ impl Checkpointer {
     ) -> std::io::Result<Checkpointer> {
         let (jobs, rx) = crossbeam_channel::unbounded();
         let failed = Arc::new(FirstFailure::default());
-        let every = audit.checkpoint_every_commands;
-        let next = Arc::new(AtomicU64::new(first_checkpoint(every, state)));
+        let grid = Grid::of(&audit);
+        let next = Arc::new(AtomicU64::new(grid.first_after(state.applied_index())));
         let writer = CheckpointWriter {
             store,
             audit,
@@ -99,7 +101,7 @@ impl Checkpointer {
             thread: Some(thread),
             failed,
             next,
-            every,
+            grid,
         })
     }
 
@@ -127,8 +129,10 @@ impl Checkpointer {
     /// The live state was replaced wholesale (a snapshot from the leader): checkpoints restart
     /// from it. A checkpoint still being written does not move this schedule.
     pub fn restart_from(&self, state: &State) {
-        self.next
-            .store(first_checkpoint(self.every, state), Ordering::Release);
+        self.next.store(
+            self.grid.first_after(state.applied_index()),
+            Ordering::Release,
+        );
     }
 
     /// The image's bytes, encoded on the thread; `None` if the thread is gone.
@@ -232,7 +236,8 @@ impl CheckpointWriter {
                 match self.checkpoint(&image) {
                     Ok(bytes) => {
                         let every = self.audit.checkpoint_every_commands;
-                        let next = index.saturating_add(checkpoint_interval(every, bytes));
+                        let next = Grid::of(&self.audit)
+                            .at_or_after(index.saturating_add(checkpoint_interval(every, bytes)));
                         // Only if the schedule is still waiting for this checkpoint: a restart
                         // from an installed snapshot has set its own meanwhile.
                         let _ = self.next.compare_exchange(
@@ -279,14 +284,48 @@ impl CheckpointWriter {
     }
 }
 
-/// The first multiple of `every` after the state's last command: where the next checkpoint goes
-/// when no checkpoint size is known yet (at start, after a snapshot install). Never when
-/// `every` is 0.
-fn first_checkpoint(every: u64, state: &State) -> u64 {
-    if every == 0 {
-        return NONE_DUE;
+/// The command indexes a node's checkpoints may go at: `offset` past multiples of `every`
+/// (`checkpoint_offset` and `checkpoint_every_commands`). Rounding up to it adds less than
+/// `every` commands to an interval, so the replay a state needs stays within
+/// `MAX_CHECKPOINT_STRETCH + 1` intervals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Grid {
+    /// 0 = never.
+    every: u64,
+    /// Below `every`.
+    offset: u64,
+}
+
+impl Grid {
+    fn of(audit: &AuditOptions) -> Grid {
+        let every = audit.checkpoint_every_commands;
+        Grid {
+            every,
+            offset: audit.checkpoint_offset.checked_rem(every).unwrap_or(0),
+        }
     }
-    (state.applied_index() / every + 1) * every
+
+    /// The first grid index at or after `index`, or [`NONE_DUE`] when checkpoints are off.
+    fn at_or_after(self, index: u64) -> u64 {
+        if self.every == 0 {
+            return NONE_DUE;
+        }
+        if index <= self.offset {
+            return self.offset;
+        }
+        let steps = (index - self.offset).div_ceil(self.every);
+        steps
+            .checked_mul(self.every)
+            .and_then(|d| d.checked_add(self.offset))
+            .unwrap_or(NONE_DUE)
+    }
+
+    /// Where the next checkpoint goes when no checkpoint size is known yet (at start, after a
+    /// snapshot install): the first grid index after the state's last command (index 0 holds no
+    /// command).
+    fn first_after(self, applied: u64) -> u64 {
+        self.at_or_after(applied.saturating_add(1).max(1))
+    }
 }
 
 #[cfg(test)]
@@ -295,6 +334,7 @@ mod tests {
     use fedraft_core::command::Command;
     use fedraft_core::model::ClusterSpec;
     use fedraft_store::AuditInput;
+    use std::collections::BTreeSet;
 
     /// Applies `n` commands to `live` the way the state machine does: each archived, then an
     /// image handed over when a checkpoint is due. With `settle`, waits for each checkpoint to
@@ -392,9 +432,11 @@ mod tests {
         let gaps: Vec<u64> = at.windows(2).map(|w| w[1] - w[0]).collect();
         for (w, gap) in at.windows(2).zip(&gaps) {
             let size = bytes[w[0] as usize - 1].len();
+            // Rounded up to the grid: here, to the next multiple of `every`.
+            let interval = checkpoint_interval(every, size);
             assert_eq!(
                 *gap,
-                checkpoint_interval(every, size),
+                interval.div_ceil(every) * every,
                 "after checkpoint {}",
                 w[0]
             );
@@ -406,6 +448,69 @@ mod tests {
             "never reached the cap: {gaps:?}"
         );
         assert_eq!(cp.failure(), None);
+    }
+
+    #[test]
+    fn the_grid_puts_checkpoints_offset_past_multiples_of_the_interval() {
+        let g = Grid {
+            every: 10,
+            offset: 3,
+        };
+        assert_eq!(g.first_after(0), 3);
+        assert_eq!(g.first_after(3), 13);
+        assert_eq!(g.at_or_after(13), 13);
+        assert_eq!(g.at_or_after(14), 23);
+        let plain = Grid {
+            every: 10,
+            offset: 0,
+        };
+        assert_eq!(plain.first_after(0), 10, "index 0 holds no command");
+        assert_eq!(plain.first_after(10), 20);
+        assert_eq!(plain.at_or_after(u64::MAX - 1), NONE_DUE, "no overflow");
+        let off = Grid {
+            every: 0,
+            offset: 0,
+        };
+        assert_eq!(off.first_after(5), NONE_DUE);
+    }
+
+    #[test]
+    fn the_nodes_of_a_cluster_checkpoint_at_different_commands() {
+        let audit = AuditOptions::default();
+        let grids: Vec<Grid> = (1..=3)
+            .map(|id| Grid::of(&audit.staggered_for(id)))
+            .collect();
+        // Ten checkpoints in, whatever the interval stretched to, no two nodes share an index.
+        for k in 0..10 {
+            let at: BTreeSet<u64> = grids
+                .iter()
+                .map(|g| g.at_or_after(k * 37_000 + 1))
+                .collect();
+            assert_eq!(at.len(), 3, "{at:?}");
+        }
+        // Offsets stay inside the interval, also for an interval below the slot count.
+        let tiny = AuditOptions {
+            checkpoint_every_commands: 3,
+            ..audit
+        };
+        for id in 0..10 {
+            assert!(Grid::of(&tiny.staggered_for(id)).offset < 3);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_staggered_node_checkpoints_at_its_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), "t").unwrap();
+        let audit = AuditOptions {
+            checkpoint_every_commands: 4,
+            ..AuditOptions::default()
+        }
+        .staggered_for(1);
+        let cp = Checkpointer::start(store.clone(), audit, &State::new()).unwrap();
+        let mut live = State::new();
+        run(&store, &cp, &mut live, 12, true).await;
+        assert_eq!(store.reader().checkpoint_indexes().unwrap(), vec![1, 5, 9]);
     }
 
     #[tokio::test]

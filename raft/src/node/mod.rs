@@ -88,7 +88,7 @@ impl FedNode {
         let store = store_read(move || Store::open(&dir, &cluster)).await?;
         let committed = Arc::new(AtomicU64::new(0));
         let log_store = LogStore::new(store.clone(), committed.clone());
-        let sm = StateMachine::open_with(store, cfg.audit).await?;
+        let sm = StateMachine::open_with(store, cfg.audit.staggered_for(cfg.node_id)).await?;
         let shared = sm.shared();
         let client = PeerClient::with_tls(&cfg.cluster_secret, cfg.peer_tls.as_ref())?
             .with_dial(cfg.peer_dial.clone());
