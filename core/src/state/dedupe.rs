@@ -9,10 +9,12 @@
 //! each. The map is encoded in key order, exactly as an ordered map, so snapshots and state
 //! hashes do not depend on hashing.
 //!
-//! Each id is stored once, shared by the map and the eviction order: copying the memo for a
-//! checkpoint image (`State::image`) then costs reference counts, not 200,000 string copies.
+//! Each id is stored once, shared by the map and the eviction order, and both share their
+//! contents with a copy (a [`ShardedMap`](super::sharded::ShardedMap) and a persistent vector):
+//! copying the memo for a checkpoint image (`State::image`) copies 64 shard pointers and a
+//! vector's root, not 100,000 entries.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -31,14 +33,20 @@ pub(crate) struct Memo {
     pub outcome: Outcome,
 }
 
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+use super::sharded::ShardedMap as Map;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub(crate) struct Dedupe {
     #[serde(serialize_with = "in_key_order")]
     by_id: Map<Arc<str>, Memo>,
     /// Insertion order (by log index, hence by log time) for eviction; the same ids as the map.
-    order: VecDeque<Arc<str>>,
+    #[serde(serialize_with = "in_sequence")]
+    order: imbl::Vector<Arc<str>>,
+}
+
+/// Encodes the order as the `VecDeque` it once was.
+fn in_sequence<S: Serializer>(order: &imbl::Vector<Arc<str>>, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(order.iter())
 }
 
 /// Encodes the memo as an ordered map would: the same bytes whatever the hash seeds.

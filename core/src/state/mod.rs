@@ -29,6 +29,7 @@ mod outcome;
 mod placement;
 mod reports;
 mod services;
+mod sharded;
 mod table;
 mod template_fast;
 mod tenants;
@@ -313,10 +314,11 @@ impl State {
 
     /// A frozen copy of the replicated state, to encode elsewhere while this one moves on.
     ///
-    /// Much cheaper than a clone of the whole state: the derived indexes are left out, and
-    /// objects are shared, not copied (an object changed while the image lives is copied then,
-    /// see `table::Slot`). What is copied is the tables' skeletons, the names, the request-id
-    /// memo and the clusters: tens of milliseconds at 10^5 objects.
+    /// Much cheaper than a clone of the whole state: the derived indexes are left out, the big
+    /// tables (clusters, objects, the request-id memo) are persistent maps that share their
+    /// nodes with the copy, and objects are shared, not copied. A change made while the image
+    /// lives copies the nodes on its path (and the object it changes, see `table::Slot`). Well
+    /// under a millisecond at 10^5 objects.
     pub fn image(&self) -> StateImage {
         StateImage {
             applied_index: self.applied_index,

@@ -1,4 +1,4 @@
-//! Tables keyed by name with O(1) lookups and ordered iteration: the clusters, and the objects
+//! Tables keyed by name with fast lookups and ordered iteration: the clusters, and the objects
 //! by namespace and name.
 //!
 //! Executors report heartbeats and status for random clusters and objects many times a
@@ -7,14 +7,17 @@
 //! iteration. Determinism: the hash maps are never iterated (their order is random per
 //! process); every iteration, the snapshot and the hash go through the sorted names, and the
 //! encoding is exactly that of a `BTreeMap<String, V>`.
+//!
+//! A checkpoint image (`State::image`) copies the replicated tables while the node's applies
+//! wait. Copying ordinary maps copied each of 10^5 objects' entries and held a loaded node for
+//! up to 100 ms, so the object tables keep maps a copy shares ([`Shared`]). Other tables keep
+//! ordinary maps ([`Plain`]): they are small, or derived and never copied.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-/// foldhash rather than SipHash: hashing the two names of every status report was a visible
-/// share of applying it. Seeded per process like std's, and never iterated (see above).
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+use super::sharded::{Hasher, ShardedMap};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -24,7 +27,7 @@ use crate::model::FederatedObject;
 /// candidate slot does not chase a pointer (a cache miss per status report with 10^5 objects).
 /// Hashes and compares exactly as the `str` it holds.
 #[derive(Clone)]
-enum Name {
+pub(crate) enum Name {
     Inline { len: u8, bytes: [u8; 22] },
     Heap(Box<str>),
 }
@@ -138,94 +141,175 @@ impl<V: Clone> Slot<V> for Arc<V> {
     }
 }
 
-/// Values by name: hashed for lookups, sorted for iteration, encoded as a `BTreeMap`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Keyed<V, P = Box<V>> {
-    by_name: Map<Name, P>,
-    /// The same names, sorted: the only way the table is iterated. `Name` rather than `String`:
-    /// copying the table for a checkpoint image (`State::image`) then copies names in place
-    /// instead of allocating each one.
-    names: BTreeSet<Name>,
-    _values: PhantomData<V>,
+/// Where a [`Keyed`] table keeps its slots by name and its sorted names.
+pub(crate) trait Maps<P>: Default {
+    fn slot(&self, name: &str) -> Option<&P>;
+    fn slot_mut(&mut self, name: &str) -> Option<&mut P>;
+    /// Adds a name that is not there yet.
+    fn add(&mut self, name: &str, slot: P);
+    fn take(&mut self, name: &str) -> Option<P>;
+    fn len(&self) -> usize;
+    fn sorted(&self) -> impl Iterator<Item = &Name>;
+    fn from_sorted(sorted: BTreeMap<String, P>) -> Self;
 }
 
-impl<V, P> Default for Keyed<V, P> {
+/// Ordinary maps: the fastest lookups, and a copy copies every entry. For tables that are
+/// small, or derived and never copied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plain<P> {
+    by_name: HashMap<Name, P, Hasher>,
+    names: BTreeSet<Name>,
+}
+
+/// Maps a copy shares with the original ([`ShardedMap`] and a persistent sorted set): a change
+/// to either copies one shard, and the nodes on the name's path if it adds or removes one. For
+/// the tables a checkpoint image (`State::image`) copies that grow with the federation: the
+/// objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Shared<P> {
+    by_name: ShardedMap<Name, P>,
+    names: imbl::OrdSet<Name>,
+}
+
+impl<P> Default for Plain<P> {
+    fn default() -> Self {
+        Plain {
+            by_name: HashMap::default(),
+            names: BTreeSet::new(),
+        }
+    }
+}
+
+impl<P> Default for Shared<P> {
+    fn default() -> Self {
+        Shared {
+            by_name: ShardedMap::default(),
+            names: imbl::OrdSet::new(),
+        }
+    }
+}
+
+/// One body for both: the std and imbl collections spell these operations the same way.
+macro_rules! maps_by_name_and_sorted_names {
+    ($maps:ident) => {
+        impl<P: Clone> Maps<P> for $maps<P> {
+            fn slot(&self, name: &str) -> Option<&P> {
+                self.by_name.get(name)
+            }
+            fn slot_mut(&mut self, name: &str) -> Option<&mut P> {
+                self.by_name.get_mut(name)
+            }
+            fn add(&mut self, name: &str, slot: P) {
+                self.names.insert(Name::new(name));
+                self.by_name.insert(Name::new(name), slot);
+            }
+            fn take(&mut self, name: &str) -> Option<P> {
+                self.names.remove(name);
+                self.by_name.remove(name)
+            }
+            fn len(&self) -> usize {
+                self.names.len()
+            }
+            fn sorted(&self) -> impl Iterator<Item = &Name> {
+                self.names.iter()
+            }
+            fn from_sorted(sorted: BTreeMap<String, P>) -> Self {
+                $maps {
+                    names: sorted.keys().map(|k| Name::new(k)).collect(),
+                    by_name: sorted
+                        .into_iter()
+                        .map(|(k, v)| (Name::new(&k), v))
+                        .collect(),
+                }
+            }
+        }
+    };
+}
+
+maps_by_name_and_sorted_names!(Plain);
+maps_by_name_and_sorted_names!(Shared);
+
+/// Values by name: hashed for lookups, sorted for iteration, encoded as a `BTreeMap`. `M` says
+/// how it keeps them ([`Plain`] or [`Shared`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Keyed<V, P = Box<V>, M = Plain<P>> {
+    maps: M,
+    _values: PhantomData<(V, P)>,
+}
+
+impl<V, P, M: Default> Default for Keyed<V, P, M> {
     fn default() -> Self {
         Keyed {
-            by_name: Map::default(),
-            names: BTreeSet::new(),
+            maps: M::default(),
             _values: PhantomData,
         }
     }
 }
 
-impl<V, P: Slot<V>> Keyed<V, P> {
+impl<V, P: Slot<V>, M: Maps<P>> Keyed<V, P, M> {
     pub fn get(&self, name: &str) -> Option<&V> {
-        self.by_name.get(name).map(P::get)
+        self.maps.slot(name).map(P::get)
     }
 
     /// The slot itself, for sharing a value (see [`Slot`]).
     pub fn slot(&self, name: &str) -> Option<&P> {
-        self.by_name.get(name)
+        self.maps.slot(name)
     }
 
     pub fn get_mut(&mut self, name: &str) -> Option<&mut V> {
-        self.by_name.get_mut(name).map(P::get_mut)
+        self.maps.slot_mut(name).map(P::get_mut)
     }
 
     pub fn contains_key(&self, name: &str) -> bool {
-        self.by_name.contains_key(name)
+        self.maps.slot(name).is_some()
     }
 
     /// Inserts or replaces; returns the slot that was there.
     pub fn insert(&mut self, name: &str, value: V) -> Option<P> {
-        if let Some(slot) = self.by_name.get_mut(name) {
+        if let Some(slot) = self.maps.slot_mut(name) {
             return Some(std::mem::replace(slot, P::new(value)));
         }
-        self.names.insert(Name::new(name));
-        self.by_name.insert(Name::new(name), P::new(value));
+        self.maps.add(name, P::new(value));
         None
     }
 
     /// The value under `name`, inserting `make()` first when there is none.
     pub fn get_or_insert_with(&mut self, name: &str, make: impl FnOnce() -> V) -> &mut V {
-        if !self.by_name.contains_key(name) {
-            self.names.insert(Name::new(name));
-            self.by_name.insert(Name::new(name), P::new(make()));
+        if self.maps.slot(name).is_none() {
+            self.maps.add(name, P::new(make()));
         }
         // Present: found or inserted just above.
-        match self.by_name.get_mut(name) {
+        match self.maps.slot_mut(name) {
             Some(v) => v.get_mut(),
             None => unreachable!("value inserted above"),
         }
     }
 
     pub fn remove(&mut self, name: &str) -> Option<P> {
-        self.names.remove(name);
-        self.by_name.remove(name)
+        self.maps.take(name)
     }
 
     pub fn len(&self) -> usize {
-        self.names.len()
+        self.maps.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
+        self.maps.len() == 0
     }
 
     /// Entries sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
-        self.names.iter().filter_map(|n| {
+        self.maps.sorted().filter_map(|n| {
             let n = n.as_str();
-            self.by_name.get(n).map(|v| (n, v.get()))
+            self.maps.slot(n).map(|v| (n, v.get()))
         })
     }
 
     /// Slots sorted by name, for sharing every value (see [`Slot`]).
     pub fn slots(&self) -> impl Iterator<Item = &P> {
-        self.names
-            .iter()
-            .filter_map(|n| self.by_name.get(n.as_str()))
+        self.maps
+            .sorted()
+            .filter_map(|n| self.maps.slot(n.as_str()))
     }
 
     /// Values sorted by name.
@@ -234,11 +318,11 @@ impl<V, P: Slot<V>> Keyed<V, P> {
     }
 }
 
-impl<V: Serialize, P: Slot<V>> Serialize for Keyed<V, P> {
+impl<V: Serialize, P: Slot<V>, M: Maps<P>> Serialize for Keyed<V, P, M> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        // bincode needs the length up front; `names` and `by_name` hold the same keys.
-        let mut map = s.serialize_map(Some(self.names.len()))?;
+        // bincode needs the length up front; the sorted names and the slots hold the same keys.
+        let mut map = s.serialize_map(Some(self.len()))?;
         for (n, v) in self.iter() {
             map.serialize_entry(n, v)?;
         }
@@ -246,16 +330,10 @@ impl<V: Serialize, P: Slot<V>> Serialize for Keyed<V, P> {
     }
 }
 
-impl<'de, V, P: Deserialize<'de>> Deserialize<'de> for Keyed<V, P> {
+impl<'de, V, P: Deserialize<'de>, M: Maps<P>> Deserialize<'de> for Keyed<V, P, M> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let sorted = BTreeMap::<String, P>::deserialize(d)?;
-        let names = sorted.keys().map(|k| Name::new(k)).collect();
         Ok(Keyed {
-            by_name: sorted
-                .into_iter()
-                .map(|(k, v)| (Name::new(&k), v))
-                .collect(),
-            names,
+            maps: M::from_sorted(BTreeMap::<String, P>::deserialize(d)?),
             _values: PhantomData,
         })
     }
@@ -269,7 +347,7 @@ pub(crate) struct ObjectTable {
     namespaces: Keyed<Objects>,
 }
 
-type Objects = Keyed<FederatedObject, Arc<FederatedObject>>;
+type Objects = Keyed<FederatedObject, Arc<FederatedObject>, Shared<Arc<FederatedObject>>>;
 
 impl ObjectTable {
     pub fn get(&self, namespace: &str, name: &str) -> Option<&FederatedObject> {

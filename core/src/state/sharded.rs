@@ -1,0 +1,261 @@
+//! A hash map split into copy-on-write shards, for the big tables a checkpoint image copies.
+//!
+//! Why: `State::image` copies the replicated tables while the node's applies wait. An ordinary
+//! map copies every entry (10^5 objects: tens of milliseconds, up to 100 ms on a loaded node,
+//! with every client request in flight waiting). A persistent map (a HAMT) copies nothing but
+//! costs several cache misses per lookup, a third more per status report. Here a copy shares
+//! all shards, and the first change to a shared shard copies that shard only (1/64 of the
+//! table), so the cost of a copy is spread over the changes that follow it, and lookups pay one
+//! extra hop into a shard table small enough to stay in cache.
+//!
+//! Must not: be iterated where order matters. Shards and their maps iterate in hash order,
+//! which differs between processes (see `table` for how tables iterate in name order).
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash};
+use std::sync::Arc;
+
+/// foldhash rather than SipHash: hashing the two names of every status report was a visible
+/// share of applying it. Seeded per process like std's.
+pub(crate) type Hasher = foldhash::fast::RandomState;
+
+type Shard<K, V> = HashMap<K, V, Hasher>;
+
+/// Shards per map: a changed shard of a 10^5-entry table is ~1,600 entries to copy, and an empty
+/// map costs 64 small allocations.
+const SHARDS: usize = 64;
+
+#[derive(Clone)]
+pub(crate) struct ShardedMap<K, V> {
+    /// Picks the shard. The shards' maps hash with other seeds: with the same ones, every key
+    /// of a shard would share the top bits its map tags slots with.
+    hasher: Hasher,
+    shards: Box<[Arc<Shard<K, V>>]>,
+    len: usize,
+}
+
+impl<K, V> Default for ShardedMap<K, V> {
+    fn default() -> Self {
+        let within = Hasher::default();
+        let shards = (0..SHARDS)
+            .map(|_| Arc::new(HashMap::with_hasher(within.clone())))
+            .collect();
+        ShardedMap {
+            hasher: Hasher::default(),
+            shards,
+            len: 0,
+        }
+    }
+}
+
+impl<K: Hash + Eq, V> ShardedMap<K, V> {
+    fn shard_of<Q: Hash + ?Sized>(&self, key: &Q) -> usize {
+        (self.hasher.hash_one(key) >> 58) as usize % SHARDS
+    }
+
+    pub fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.shards[self.shard_of(key)].get(key)
+    }
+
+    pub fn get_key_value<Q>(&self, key: &Q) -> Option<(&K, &V)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.shards[self.shard_of(key)].get_key_value(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Every entry, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.shards.iter().flat_map(|s| s.iter())
+    }
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> ShardedMap<K, V> {
+    /// The shard holding `key`, copied first if a copy of this map still shares it.
+    fn shard_mut<Q: Hash + ?Sized>(&mut self, key: &Q) -> &mut Shard<K, V> {
+        let i = self.shard_of(key);
+        Arc::make_mut(&mut self.shards[i])
+    }
+
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        // Only a shard that holds the key is copied.
+        let i = self.shard_of(key);
+        if !self.shards[i].contains_key(key) {
+            return None;
+        }
+        Arc::make_mut(&mut self.shards[i]).get_mut(key)
+    }
+
+    pub fn insert(&mut self, key: K, value: V) -> Option<V> {
+        let old = self.shard_mut(&key).insert(key, value);
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+
+    pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let i = self.shard_of(key);
+        if !self.shards[i].contains_key(key) {
+            return None;
+        }
+        let old = Arc::make_mut(&mut self.shards[i]).remove(key);
+        if old.is_some() {
+            self.len -= 1;
+        }
+        old
+    }
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> FromIterator<(K, V)> for ShardedMap<K, V> {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let mut map = ShardedMap::default();
+        for (k, v) in iter {
+            map.insert(k, v);
+        }
+        map
+    }
+}
+
+impl<K: Hash + Eq, V: PartialEq> PartialEq for ShardedMap<K, V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().all(|(k, v)| other.get(k) == Some(v))
+    }
+}
+
+impl<K: Hash + Eq, V: Eq> Eq for ShardedMap<K, V> {}
+
+impl<K: std::fmt::Debug + Hash + Eq, V: std::fmt::Debug> std::fmt::Debug for ShardedMap<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_keeps_its_entries_while_the_original_changes() {
+        let mut m: ShardedMap<String, u64> = (0..1_000).map(|i| (format!("k{i}"), i)).collect();
+        let frozen = m.clone();
+        for i in 0..500 {
+            *m.get_mut(format!("k{i}").as_str()).unwrap() += 1_000;
+        }
+        m.remove("k999");
+        m.insert("new".into(), 7);
+        assert_eq!(m.len(), 1_000);
+        assert_eq!(frozen.len(), 1_000);
+        for i in 0..1_000u64 {
+            assert_eq!(frozen.get(format!("k{i}").as_str()), Some(&i));
+        }
+        assert_eq!(frozen.get("new"), None);
+        assert_eq!(m.get("k3"), Some(&1_003));
+        assert_eq!(m.get("k999"), None);
+        assert_ne!(m, frozen);
+    }
+
+    #[test]
+    fn a_change_copies_only_the_shard_it_touches() {
+        let mut m: ShardedMap<u64, u64> = (0..10_000).map(|i| (i, i)).collect();
+        let frozen = m.clone();
+        *m.get_mut(&42).unwrap() = 0;
+        let copied = m
+            .shards
+            .iter()
+            .zip(frozen.shards.iter())
+            .filter(|(a, b)| !Arc::ptr_eq(a, b))
+            .count();
+        assert_eq!(copied, 1);
+        // Misses copy nothing.
+        assert!(m.get_mut(&10_001).is_none());
+        assert!(m.remove(&10_002).is_none());
+        assert_eq!(m.len(), 10_000);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u16, u32),
+        Remove(u16),
+        Bump(u16),
+        /// Keep a copy of the map as it is now.
+        Copy,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u16..300, any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
+            (0u16..300).prop_map(Op::Remove),
+            (0u16..300).prop_map(Op::Bump),
+            Just(Op::Copy),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Against an ordered map: the live map and every copy taken along the way hold exactly
+        /// what the model held at that point, however the later changes touched shared shards.
+        #[test]
+        fn copies_and_the_live_map_match_the_model(ops in proptest::collection::vec(op(), 0..400)) {
+            use std::collections::BTreeMap;
+            let mut live: ShardedMap<u16, u32> = ShardedMap::default();
+            let mut model: BTreeMap<u16, u32> = BTreeMap::new();
+            let mut copies = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Insert(k, v) => {
+                        proptest::prop_assert_eq!(live.insert(k, v), model.insert(k, v));
+                    }
+                    Op::Remove(k) => {
+                        proptest::prop_assert_eq!(live.remove(&k), model.remove(&k));
+                    }
+                    Op::Bump(k) => {
+                        if let Some(v) = live.get_mut(&k) {
+                            *v = v.wrapping_add(1);
+                        }
+                        if let Some(v) = model.get_mut(&k) {
+                            *v = v.wrapping_add(1);
+                        }
+                    }
+                    Op::Copy => copies.push((live.clone(), model.clone())),
+                }
+            }
+            copies.push((live, model));
+            for (map, model) in copies {
+                proptest::prop_assert_eq!(map.len(), model.len());
+                let mut entries: Vec<(u16, u32)> = map.iter().map(|(k, v)| (*k, *v)).collect();
+                entries.sort_unstable();
+                let expected: Vec<(u16, u32)> = model.into_iter().collect();
+                proptest::prop_assert_eq!(entries, expected);
+            }
+        }
+    }
+
+    #[test]
+    fn equal_maps_compare_equal_whatever_their_seeds() {
+        let a: ShardedMap<u64, u64> = (0..100).map(|i| (i, i * 2)).collect();
+        let b: ShardedMap<u64, u64> = (0..100).rev().map(|i| (i, i * 2)).collect();
+        assert_eq!(a, b);
+        let mut c = b.clone();
+        c.insert(5, 0);
+        assert_ne!(a, c);
+    }
+}
