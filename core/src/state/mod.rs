@@ -314,11 +314,12 @@ impl State {
 
     /// A frozen copy of the replicated state, to encode elsewhere while this one moves on.
     ///
-    /// Much cheaper than a clone of the whole state: the derived indexes are left out, the big
-    /// tables (clusters, objects, the request-id memo) are persistent maps that share their
-    /// nodes with the copy, and objects are shared, not copied. A change made while the image
-    /// lives copies the nodes on its path (and the object it changes, see `table::Slot`). Well
-    /// under a millisecond at 10^5 objects.
+    /// Much cheaper than a clone of the whole state: the derived indexes are left out, the
+    /// tables that grow with the federation (objects, the request-id memo) share their shards
+    /// and nodes with the copy, and objects are shared, not copied. A change made while the
+    /// image lives copies the one shard it touches (and the object it changes, see
+    /// `table::Slot`). What is copied is the clusters, tenants and timers: about 5 ms at 10^3
+    /// clusters, whatever the number of objects.
     pub fn image(&self) -> StateImage {
         StateImage {
             applied_index: self.applied_index,

@@ -5,8 +5,10 @@
 //! with every client request in flight waiting). A persistent map (a HAMT) copies nothing but
 //! costs several cache misses per lookup, a third more per status report. Here a copy shares
 //! all shards, and the first change to a shared shard copies that shard only (1/64 of the
-//! table), so the cost of a copy is spread over the changes that follow it, and lookups pay one
-//! extra hop into a shard table small enough to stay in cache.
+//! table), so the cost of a copy is spread over the changes that follow it. A map stays one
+//! shard until it holds [`SPLIT_AT`] entries: copying a small one whole is cheap, and many small
+//! tables split 64 ways scatter their lookups over many more cache lines (a fifth more per
+//! status report in the apply bench, with 100 namespaces of 1,000 objects).
 //!
 //! Must not: be iterated where order matters. Shards and their maps iterate in hash order,
 //! which differs between processes (see `table` for how tables iterate in name order).
@@ -22,28 +24,35 @@ pub(crate) type Hasher = foldhash::fast::RandomState;
 
 type Shard<K, V> = HashMap<K, V, Hasher>;
 
-/// Shards per map: a changed shard of a 10^5-entry table is ~1,600 entries to copy, and an empty
-/// map costs 64 small allocations.
+/// Shards of a split map: a changed shard of a 10^5-entry table is ~1,600 entries to copy.
 const SHARDS: usize = 64;
+
+/// Entries above which a one-shard map splits into [`SHARDS`] (never back): a shard this size
+/// copies in well under a millisecond. Small in unit tests, so the property test splits maps.
+#[cfg(not(test))]
+const SPLIT_AT: usize = 4_096;
+#[cfg(test)]
+const SPLIT_AT: usize = 40;
 
 #[derive(Clone)]
 pub(crate) struct ShardedMap<K, V> {
-    /// Picks the shard. The shards' maps hash with other seeds: with the same ones, every key
-    /// of a shard would share the top bits its map tags slots with.
-    hasher: Hasher,
-    shards: Box<[Arc<Shard<K, V>>]>,
+    /// Picks the shard.
+    select: Hasher,
+    /// What the shards' maps hash with: other seeds than `select`, or every key of a shard
+    /// would share the top bits its map tags slots with.
+    within: Hasher,
+    /// None before anything was inserted, then one, then `SHARDS` once split; `None` is an
+    /// empty shard.
+    shards: Vec<Option<Arc<Shard<K, V>>>>,
     len: usize,
 }
 
 impl<K, V> Default for ShardedMap<K, V> {
     fn default() -> Self {
-        let within = Hasher::default();
-        let shards = (0..SHARDS)
-            .map(|_| Arc::new(HashMap::with_hasher(within.clone())))
-            .collect();
         ShardedMap {
-            hasher: Hasher::default(),
-            shards,
+            select: Hasher::default(),
+            within: Hasher::default(),
+            shards: Vec::new(),
             len: 0,
         }
     }
@@ -51,7 +60,15 @@ impl<K, V> Default for ShardedMap<K, V> {
 
 impl<K: Hash + Eq, V> ShardedMap<K, V> {
     fn shard_of<Q: Hash + ?Sized>(&self, key: &Q) -> usize {
-        (self.hasher.hash_one(key) >> 58) as usize % SHARDS
+        if self.shards.len() < SHARDS {
+            return 0;
+        }
+        (self.select.hash_one(key) >> 58) as usize % SHARDS
+    }
+
+    /// The shard that would hold `key`, if it holds anything.
+    fn shard<Q: Hash + ?Sized>(&self, key: &Q) -> Option<&Shard<K, V>> {
+        self.shards.get(self.shard_of(key))?.as_deref()
     }
 
     pub fn get<Q>(&self, key: &Q) -> Option<&V>
@@ -59,7 +76,7 @@ impl<K: Hash + Eq, V> ShardedMap<K, V> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.shards[self.shard_of(key)].get(key)
+        self.shard(key)?.get(key)
     }
 
     pub fn get_key_value<Q>(&self, key: &Q) -> Option<(&K, &V)>
@@ -67,7 +84,7 @@ impl<K: Hash + Eq, V> ShardedMap<K, V> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.shards[self.shard_of(key)].get_key_value(key)
+        self.shard(key)?.get_key_value(key)
     }
 
     pub fn len(&self) -> usize {
@@ -76,15 +93,38 @@ impl<K: Hash + Eq, V> ShardedMap<K, V> {
 
     /// Every entry, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
-        self.shards.iter().flat_map(|s| s.iter())
+        self.shards.iter().flatten().flat_map(|s| s.iter())
     }
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> ShardedMap<K, V> {
-    /// The shard holding `key`, copied first if a copy of this map still shares it.
-    fn shard_mut<Q: Hash + ?Sized>(&mut self, key: &Q) -> &mut Shard<K, V> {
+    /// The shard at `i` to change, made first if empty and copied first if a copy of this map
+    /// still shares it.
+    fn shard_mut(&mut self, i: usize) -> &mut Shard<K, V> {
+        if self.shards.is_empty() {
+            self.shards.push(None);
+        }
+        let within = &self.within;
+        let shard =
+            self.shards[i].get_or_insert_with(|| Arc::new(HashMap::with_hasher(within.clone())));
+        Arc::make_mut(shard)
+    }
+
+    /// The shard that would hold `key`, ready to change: `None` if it is empty, or if a copy
+    /// still shares it and it does not hold `key` (so a miss copies nothing).
+    fn holding_shard_mut<Q>(&mut self, key: &Q) -> Option<&mut Shard<K, V>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let i = self.shard_of(key);
-        Arc::make_mut(&mut self.shards[i])
+        let shard = self.shards.get_mut(i)?.as_mut()?;
+        // Unshared (the usual case): one lookup, by the caller. A plain count suffices: no `Weak`
+        // to a shard is ever made, and `&mut self` keeps other clones from appearing meanwhile.
+        if Arc::strong_count(shard) > 1 && !shard.contains_key(key) {
+            return None;
+        }
+        Some(Arc::make_mut(shard))
     }
 
     pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
@@ -92,20 +132,29 @@ impl<K: Hash + Eq + Clone, V: Clone> ShardedMap<K, V> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        // Only a shard that holds the key is copied.
-        let i = self.shard_of(key);
-        if !self.shards[i].contains_key(key) {
-            return None;
-        }
-        Arc::make_mut(&mut self.shards[i]).get_mut(key)
+        self.holding_shard_mut(key)?.get_mut(key)
     }
 
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
-        let old = self.shard_mut(&key).insert(key, value);
+        let i = self.shard_of(&key);
+        let old = self.shard_mut(i).insert(key, value);
         if old.is_none() {
             self.len += 1;
+            if self.len > SPLIT_AT && self.shards.len() < SHARDS {
+                self.split();
+            }
         }
         old
+    }
+
+    /// Spreads the one shard's entries over `SHARDS` (moved if no copy shares it, else copied).
+    fn split(&mut self) {
+        let whole = self.shards.pop().flatten();
+        self.shards = vec![None; SHARDS];
+        for (k, v) in whole.map(Arc::unwrap_or_clone).into_iter().flatten() {
+            let i = self.shard_of(&k);
+            self.shard_mut(i).insert(k, v);
+        }
     }
 
     pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
@@ -113,11 +162,7 @@ impl<K: Hash + Eq + Clone, V: Clone> ShardedMap<K, V> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let i = self.shard_of(key);
-        if !self.shards[i].contains_key(key) {
-            return None;
-        }
-        let old = Arc::make_mut(&mut self.shards[i]).remove(key);
+        let old = self.holding_shard_mut(key)?.remove(key);
         if old.is_some() {
             self.len -= 1;
         }
@@ -174,6 +219,21 @@ mod tests {
     }
 
     #[test]
+    fn a_small_map_is_one_shard_and_a_large_one_splits() {
+        let mut m: ShardedMap<u64, u64> = (0..SPLIT_AT as u64).map(|i| (i, i)).collect();
+        assert_eq!(m.shards.len(), 1);
+        let frozen = m.clone();
+        m.insert(SPLIT_AT as u64, 0);
+        assert_eq!(m.shards.len(), SHARDS);
+        assert_eq!(frozen.shards.len(), 1, "the copy keeps its one shard");
+        for i in 0..SPLIT_AT as u64 {
+            assert_eq!(m.get(&i), Some(&i));
+            assert_eq!(frozen.get(&i), Some(&i));
+        }
+        assert_eq!(frozen.get(&(SPLIT_AT as u64)), None);
+    }
+
+    #[test]
     fn a_change_copies_only_the_shard_it_touches() {
         let mut m: ShardedMap<u64, u64> = (0..10_000).map(|i| (i, i)).collect();
         let frozen = m.clone();
@@ -182,7 +242,10 @@ mod tests {
             .shards
             .iter()
             .zip(frozen.shards.iter())
-            .filter(|(a, b)| !Arc::ptr_eq(a, b))
+            .filter(|(a, b)| match (a, b) {
+                (Some(a), Some(b)) => !Arc::ptr_eq(a, b),
+                _ => true,
+            })
             .count();
         assert_eq!(copied, 1);
         // Misses copy nothing.
@@ -247,6 +310,16 @@ mod tests {
                 proptest::prop_assert_eq!(entries, expected);
             }
         }
+    }
+
+    #[test]
+    fn an_empty_map_allocates_no_shards() {
+        let mut m: ShardedMap<u64, u64> = ShardedMap::default();
+        assert!(m.shards.is_empty());
+        assert!(m.get_mut(&1).is_none() && m.remove(&1).is_none());
+        assert!(m.shards.is_empty(), "misses allocate nothing");
+        m.insert(1, 1);
+        assert_eq!(m.shards.len(), 1);
     }
 
     #[test]
