@@ -11,8 +11,8 @@
 //!
 //! Each id is stored once, shared by the map and the eviction order, and both share their
 //! contents with a copy (a [`ShardedMap`](super::sharded::ShardedMap) and a persistent vector):
-//! copying the memo for a checkpoint image (`State::image`) copies 64 shard pointers and a
-//! vector's root, not 100,000 entries.
+//! copying the memo for a checkpoint image (`State::image`) copies at most 64 shard pointers
+//! and a vector's root, not 100,000 entries.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
