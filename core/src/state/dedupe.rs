@@ -40,13 +40,8 @@ pub(crate) struct Dedupe {
     #[serde(serialize_with = "in_key_order")]
     by_id: Map<Arc<str>, Memo>,
     /// Insertion order (by log index, hence by log time) for eviction; the same ids as the map.
-    #[serde(serialize_with = "in_sequence")]
+    #[serde(serialize_with = "super::shared_seq::as_vec_deque::serialize")]
     order: imbl::Vector<Arc<str>>,
-}
-
-/// Encodes the order as the `VecDeque` it once was.
-fn in_sequence<S: Serializer>(order: &imbl::Vector<Arc<str>>, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(order.iter())
 }
 
 /// Encodes the memo as an ordered map would: the same bytes whatever the hash seeds.

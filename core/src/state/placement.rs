@@ -261,11 +261,11 @@ impl State {
     /// re-placed first, so objects failing over may follow their slices to healthy clusters.
     pub(crate) fn fire_failover_timers(&mut self, ctx: &mut Ctx) {
         let mut fired = false;
-        while let Some((at, _)) = self.d.failover_timers.first() {
+        while let Some((at, _)) = self.d.failover_timers.get_min() {
             if *at > ctx.now_ms {
                 break;
             }
-            let Some((_, key)) = self.d.failover_timers.pop_first() else {
+            let Some((_, key)) = self.d.failover_timers.remove_min() else {
                 break;
             };
             if self.object(&key.namespace, &key.name).is_some() {
