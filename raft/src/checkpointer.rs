@@ -84,6 +84,7 @@ impl Checkpointer {
         let writer = CheckpointWriter {
             store,
             audit,
+            grid,
             failed: failed.clone(),
             next: next.clone(),
         };
@@ -221,6 +222,8 @@ fn lower_priority() {
 struct CheckpointWriter {
     store: Store,
     audit: AuditOptions,
+    /// Where the next checkpoint may go (from `audit`).
+    grid: Grid,
     failed: Arc<FirstFailure>,
     next: Arc<AtomicU64>,
 }
@@ -235,9 +238,8 @@ impl CheckpointWriter {
                 let index = image.applied_index();
                 match self.checkpoint(&image) {
                     Ok(bytes) => {
-                        let every = self.audit.checkpoint_every_commands;
-                        let next = Grid::of(&self.audit)
-                            .at_or_after(index.saturating_add(checkpoint_interval(every, bytes)));
+                        let interval = checkpoint_interval(self.grid.every, bytes);
+                        let next = self.grid.at_or_after(index.saturating_add(interval));
                         // Only if the schedule is still waiting for this checkpoint: a restart
                         // from an installed snapshot has set its own meanwhile.
                         let _ = self.next.compare_exchange(

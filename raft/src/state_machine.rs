@@ -216,13 +216,14 @@ impl StateMachine {
         let Some(last) = records.last().map(|r| r.index) else {
             return Ok(());
         };
-        let checkpoint = match checkpoint {
-            Some(image) => match self.shared.checkpointer.handoff() {
-                Some(handoff) => Some((image, handoff)),
-                None => return Err(sm_err(StoreError::Closed)),
-            },
-            None => None,
-        };
+        let checkpoint = checkpoint
+            .map(|image| {
+                let handoff = self.shared.checkpointer.handoff();
+                handoff
+                    .map(|h| (image, h))
+                    .ok_or_else(|| sm_err(StoreError::Closed))
+            })
+            .transpose()?;
         let progress = self.shared.archived.clone();
         self.store.write_audit(
             records,

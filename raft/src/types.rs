@@ -70,9 +70,9 @@ pub struct Proposal {
     pub command: Command,
 }
 
-/// One applied command, as watch streams see it. It shares its raft
-/// entry's batch rather than holding a copy of the command: the log's memory usually still holds
-/// that batch, and copying each command out of it cost an allocation per string on every node.
+/// One applied command, as watch streams see it. It shares its raft entry's batch rather than
+/// holding a copy of the command: the log's memory usually still holds that batch, and copying
+/// each command out of it cost an allocation per string on every node.
 #[derive(Debug, Clone)]
 pub struct AppliedEntry {
     /// The command's resource version (its position in the command sequence).

@@ -40,7 +40,7 @@ pub(crate) struct Dedupe {
     #[serde(serialize_with = "in_key_order")]
     by_id: Map<Arc<str>, Memo>,
     /// Insertion order (by log index, hence by log time) for eviction; the same ids as the map.
-    #[serde(serialize_with = "super::shared_seq::as_vec_deque::serialize")]
+    #[serde(serialize_with = "super::shared_seq::serialize")]
     order: imbl::Vector<Arc<str>>,
 }
 

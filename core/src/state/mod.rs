@@ -85,10 +85,16 @@ pub(crate) struct Data {
     /// (log time at which to re-place, object): failover after a cluster's grace period.
     /// Persistent, like the queue below: after a cluster fails both hold an entry per object
     /// it ran, and a checkpoint image (`State::image`) shares them instead of copying them.
-    #[serde(with = "shared_seq::as_btree_set")]
+    #[serde(
+        serialize_with = "shared_seq::serialize",
+        deserialize_with = "shared_seq::from_btree_set"
+    )]
     pub failover_timers: imbl::OrdSet<(u64, ObjectKey)>,
     /// Objects waiting to be re-placed, oldest first; drained at a bounded rate per entry.
-    #[serde(with = "shared_seq::as_vec_deque")]
+    #[serde(
+        serialize_with = "shared_seq::serialize",
+        deserialize_with = "shared_seq::from_vec_deque"
+    )]
     pub pending: imbl::Vector<ObjectKey>,
 }
 

@@ -1,66 +1,42 @@
 //! Serde for the persistent sequences in the state (`imbl`), encoded exactly as the standard
 //! collections they replaced, so snapshots and state hashes keep their bytes.
 //!
-//! Must not: change an encoding. Each module here is the `#[serde(with)]` of one field type.
+//! Must not: change an encoding. A field names [`serialize`] and the `from_*` of the collection
+//! it replaced.
 
-use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Writes `len` items as a sequence whose length is known up front, as bincode needs.
-fn seq<'a, T: Serialize + 'a, S: Serializer>(
-    len: usize,
-    items: impl Iterator<Item = &'a T>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    let mut out = s.serialize_seq(Some(len))?;
-    for item in items {
-        out.serialize_element(item)?;
-    }
-    out.end()
+/// Writes a persistent set or vector as its standard counterpart does: its items in order, the
+/// length up front (imbl's iterators know it exactly, as bincode needs).
+pub(crate) fn serialize<'a, C, S>(items: &'a C, s: S) -> Result<S::Ok, S::Error>
+where
+    &'a C: IntoIterator,
+    <&'a C as IntoIterator>::Item: Serialize,
+    S: Serializer,
+{
+    s.collect_seq(items)
 }
 
-/// An `imbl::OrdSet` encoded as a `BTreeSet`.
-pub(crate) mod as_btree_set {
-    use super::*;
-
-    pub fn serialize<T: Serialize + Ord + Clone, S: Serializer>(
-        set: &imbl::OrdSet<T>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        seq(set.len(), set.iter(), s)
-    }
-
-    pub fn deserialize<'de, T, D>(d: D) -> Result<imbl::OrdSet<T>, D::Error>
-    where
-        T: Deserialize<'de> + Ord + Clone,
-        D: Deserializer<'de>,
-    {
-        Ok(std::collections::BTreeSet::<T>::deserialize(d)?
-            .into_iter()
-            .collect())
-    }
+/// Reads what a `BTreeSet` wrote into an `imbl::OrdSet`.
+pub(crate) fn from_btree_set<'de, T, D>(d: D) -> Result<imbl::OrdSet<T>, D::Error>
+where
+    T: Deserialize<'de> + Ord + Clone,
+    D: Deserializer<'de>,
+{
+    Ok(std::collections::BTreeSet::<T>::deserialize(d)?
+        .into_iter()
+        .collect())
 }
 
-/// An `imbl::Vector` encoded as a `VecDeque`.
-pub(crate) mod as_vec_deque {
-    use super::*;
-
-    pub fn serialize<T: Serialize + Clone, S: Serializer>(
-        items: &imbl::Vector<T>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        seq(items.len(), items.iter(), s)
-    }
-
-    pub fn deserialize<'de, T, D>(d: D) -> Result<imbl::Vector<T>, D::Error>
-    where
-        T: Deserialize<'de> + Clone,
-        D: Deserializer<'de>,
-    {
-        Ok(std::collections::VecDeque::<T>::deserialize(d)?
-            .into_iter()
-            .collect())
-    }
+/// Reads what a `VecDeque` wrote into an `imbl::Vector`.
+pub(crate) fn from_vec_deque<'de, T, D>(d: D) -> Result<imbl::Vector<T>, D::Error>
+where
+    T: Deserialize<'de> + Clone,
+    D: Deserializer<'de>,
+{
+    Ok(std::collections::VecDeque::<T>::deserialize(d)?
+        .into_iter()
+        .collect())
 }
 
 #[cfg(test)]
@@ -71,9 +47,15 @@ mod tests {
 
     #[derive(Serialize, Deserialize, PartialEq, Debug)]
     struct Persistent {
-        #[serde(with = "super::as_btree_set")]
+        #[serde(
+            serialize_with = "super::serialize",
+            deserialize_with = "super::from_btree_set"
+        )]
         set: imbl::OrdSet<(u64, String)>,
-        #[serde(with = "super::as_vec_deque")]
+        #[serde(
+            serialize_with = "super::serialize",
+            deserialize_with = "super::from_vec_deque"
+        )]
         queue: imbl::Vector<String>,
     }
 

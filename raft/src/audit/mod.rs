@@ -57,9 +57,10 @@ pub struct AuditOptions {
     pub checkpoint_every_commands: u64,
     /// This node's checkpoints go this many commands past multiples of
     /// `checkpoint_every_commands` (taken modulo it). A node sets it from its id
-    /// ([`AuditOptions::staggered_for`]): taking an image holds the node's applies for tens of
-    /// milliseconds, and nodes that all took theirs at the same command stalled the whole
-    /// cluster at once, where one follower's stall alone is hidden by the other's answers.
+    /// ([`AuditOptions::staggered_for`]): a checkpoint's image, encode and flush hold up or
+    /// compete with the node's writes, and nodes that all checkpointed at the same command
+    /// stalled the whole cluster at once, where one follower's stall alone is hidden by the
+    /// other's answers.
     pub checkpoint_offset: u64,
     /// What to keep (default: everything). Applied after each checkpoint, in log time.
     pub retention: RetentionPolicy,
