@@ -2,7 +2,7 @@
 //!
 //! Durability: `append` returns once the entries are readable (from memory, `log_cache.rs`,
 //! which holds them until the store's writer has written them) and fires openraft's flush
-//! callback only when the store's syncer has fsynced the WAL holding them; `save_vote` returns
+//! callback only when the store's writer has fsynced the WAL holding them; `save_vote` returns
 //! after a synced write. Truncate, purge and the committed index are ordered behind earlier
 //! appends by the store's single writer; the committed index is not awaited (see
 //! `save_committed`). Reads of the newest entries come from memory; older ones run on the
@@ -234,7 +234,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                     lock_cache(&recent).written(seq);
                 }
             }),
-            // Fires on the syncer thread after the WAL fsync: only then may openraft count this
+            // Fires on the writer thread after the WAL fsync: only then may openraft count this
             // node's copy towards a quorum.
             Box::new(move |r| callback.log_io_completed(r.map_err(std::io::Error::other))),
         );
