@@ -32,11 +32,13 @@ use clap::{Parser, Subcommand};
 use crate::client::{Client, ClientError, ClientOpts};
 use crate::output::Format;
 
-/// jemalloc for every allocation of the process, Rust's and RocksDB's alike (the unprefixed
-/// `malloc` symbols replace glibc's). A server answers thousands of requests a second from many
-/// threads, each allocating and freeing short-lived buffers that another thread often frees;
-/// glibc's arenas spent about 16 % of a loaded cluster's CPU in `malloc`, `free` and their
-/// consolidation, and the A/B runs behind this choice are in ARCHITECTURE.md.
+/// jemalloc for the Rust side of the process. A server answers thousands of requests a second
+/// from many threads, each allocating and freeing short-lived buffers that another thread often
+/// frees; glibc's arenas spent about 16 % of a loaded cluster's CPU in `malloc`, `free` and their
+/// consolidation (the A/B runs behind this choice are in ARCHITECTURE.md). Prefixed on purpose:
+/// with jemalloc's unprefixed `malloc`, the process hangs at start under libfaketime, which the
+/// fault harness's clock nemesis preloads (even `fedraft --version` never returns), since both
+/// replace libc symbols before `main`. RocksDB's C++ allocations stay with glibc.
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
