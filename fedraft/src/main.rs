@@ -37,8 +37,8 @@ use crate::output::Format;
 /// frees; glibc's arenas spent about 16 % of a loaded cluster's CPU in `malloc`, `free` and their
 /// consolidation (the A/B runs behind this choice are in ARCHITECTURE.md). Prefixed on purpose:
 /// with jemalloc's unprefixed `malloc`, the process hangs at start under libfaketime, which the
-/// fault harness's clock nemesis preloads (even `fedraft --version` never returns), since both
-/// replace libc symbols before `main`. RocksDB's C++ allocations stay with glibc.
+/// fault harness's clock nemesis preloads (even `fedraft --version` never returns). RocksDB's
+/// C++ allocations stay with glibc.
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

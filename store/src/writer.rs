@@ -89,13 +89,10 @@ pub(crate) fn spawn(
     ops: Receiver<Op>,
 ) -> Result<std::thread::JoinHandle<()>, StoreError> {
     let mut writer = Writer { db, audit_head };
+    // When `run` returns every callback has fired, and the database handle goes with the writer.
     std::thread::Builder::new()
         .name("fedraft-store-write".into())
-        .spawn(move || {
-            writer.run(ops);
-            // Every callback has fired by now; the database handle goes with the writer.
-            drop(writer);
-        })
+        .spawn(move || writer.run(ops))
         .map_err(|e| StoreError::Rocks(format!("spawn writer thread: {e}")))
 }
 
@@ -143,10 +140,11 @@ impl Writer {
         self.sync_appends(durables);
     }
 
-    /// Writes the appends batched so far, unsynced (readable at once); a failed write fails
-    /// their durability callbacks here, the others wait for [`Writer::sync_appends`].
+    /// Writes the appends batched so far, unsynced (readable at once). A failed write fails
+    /// every durability callback still waiting in this drain (none of them is synced yet); the
+    /// others wait for [`Writer::sync_appends`].
     fn write_appends(
-        &mut self,
+        &self,
         batch: &mut WriteBatch,
         writtens: &mut Vec<Done>,
         durables: &mut Vec<Done>,
@@ -169,7 +167,7 @@ impl Writer {
     /// One fsync of the WAL for every append written in this drain, and only then their
     /// durability callbacks. It also covers the unsynced writes queued between them (audit
     /// records, the committed index).
-    fn sync_appends(&mut self, durables: Vec<Done>) {
+    fn sync_appends(&self, durables: Vec<Done>) {
         if durables.is_empty() {
             return;
         }
