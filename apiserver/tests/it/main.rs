@@ -1,0 +1,12 @@
+//! fedraft-apiserver's integration tests as one binary: each module here was once its own `tests/*.rs`
+//! binary, and every one of them linked the whole dependency tree (RocksDB, openraft, kube,
+//! the HTTP stacks) again. Owns nothing but the module list.
+//!
+//! One module: `cargo test -p fedraft-apiserver --test it MODULE::`.
+
+mod common;
+
+mod api;
+mod audit_api;
+mod endpoints;
+mod watch_resume;

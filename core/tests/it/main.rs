@@ -1,0 +1,18 @@
+//! fedraft-core's integration tests as one binary: each module here was once its own `tests/*.rs`
+//! binary, and every one of them linked the whole dependency tree (RocksDB, openraft, kube,
+//! the HTTP stacks) again. Owns nothing but the module list.
+//!
+//! One module: `cargo test -p fedraft-core --test it MODULE::`.
+
+mod state_support;
+
+mod discovery;
+mod render_golden;
+mod scheduler_kubefed;
+mod scheduler_props;
+mod scheduler_rules;
+mod state_fleet;
+mod state_health;
+mod state_intents;
+mod state_props;
+mod state_reject;

@@ -1,0 +1,244 @@
+//! Cluster health in log time: hysteresis, unreachable hints, failover after the grace period
+//! at a bounded rate, and recovery with and without rebalance.
+
+use crate::state_support::*;
+use fedraft_core::command::Command;
+use fedraft_core::model::Health;
+use fedraft_core::state::RESCHEDULE_OBJECTS_PER_ENTRY;
+
+const S: u64 = 1000;
+
+#[test]
+fn registration_unknown_then_ready_on_first_heartbeat() {
+    let mut h = Harness::new();
+    h.register("dc1", &[]);
+    assert_eq!(
+        h.state.cluster("dc1").unwrap().status.health,
+        Health::Unknown
+    );
+    h.advance(5 * S);
+    let a = h.heartbeat(&["dc1"], None);
+    let c = h.state.cluster("dc1").unwrap();
+    assert_eq!(c.status.health, Health::Ready);
+    assert_eq!(c.status.health_since_ms, T0 + 5 * S);
+    assert_eq!(
+        c.resource_version, a.index,
+        "a health change bumps the resource version"
+    );
+}
+
+#[test]
+fn not_ready_only_after_failure_threshold_and_dated_at_the_deadline() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1"]);
+    let last = h.now_ms;
+    // Exactly the threshold: still Ready (a gap of the threshold is tolerated).
+    h.tick(30 * S);
+    assert_eq!(h.state.cluster("dc1").unwrap().status.health, Health::Ready);
+    h.tick(1);
+    let c = h.state.cluster("dc1").unwrap();
+    assert_eq!(c.status.health, Health::NotReady);
+    assert_eq!(c.status.health_since_ms, last + 30 * S);
+}
+
+#[test]
+fn recovery_needs_success_threshold_of_uninterrupted_heartbeats() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1"]);
+    h.tick(31 * S);
+    assert_eq!(
+        h.state.cluster("dc1").unwrap().status.health,
+        Health::NotReady
+    );
+    // 20 s of heartbeats, then a 40 s gap: the run breaks and starts over.
+    h.heartbeat(&["dc1"], None);
+    h.heartbeat_for(&["dc1"], 20 * S, 5 * S);
+    h.tick(40 * S);
+    h.heartbeat(&["dc1"], None);
+    h.heartbeat_for(&["dc1"], 25 * S, 5 * S);
+    assert_eq!(
+        h.state.cluster("dc1").unwrap().status.health,
+        Health::NotReady
+    );
+    h.heartbeat_for(&["dc1"], 5 * S, 5 * S);
+    assert_eq!(h.state.cluster("dc1").unwrap().status.health, Health::Ready);
+}
+
+#[test]
+fn unreachable_hint_does_not_shortcut_the_threshold_but_breaks_recovery() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1"]);
+    h.advance(S);
+    h.ok(Command::ClusterUnreachable {
+        cluster: "dc1".into(),
+    });
+    h.tick(20 * S);
+    assert_eq!(h.state.cluster("dc1").unwrap().status.health, Health::Ready);
+    h.tick(20 * S);
+    assert_eq!(
+        h.state.cluster("dc1").unwrap().status.health,
+        Health::NotReady
+    );
+    h.heartbeat(&["dc1"], None);
+    h.heartbeat_for(&["dc1"], 20 * S, 5 * S);
+    h.ok(Command::ClusterUnreachable {
+        cluster: "dc1".into(),
+    });
+    h.heartbeat_for(&["dc1"], 20 * S, 5 * S);
+    assert_eq!(
+        h.state.cluster("dc1").unwrap().status.health,
+        Health::NotReady,
+        "the hint restarted the 30 s run"
+    );
+    // The new run started at the first heartbeat after the hint: 30 s later it is Ready.
+    h.heartbeat_for(&["dc1"], 15 * S, 5 * S);
+    assert_eq!(h.state.cluster("dc1").unwrap().status.health, Health::Ready);
+}
+
+#[test]
+fn log_time_never_goes_backwards() {
+    let mut h = Harness::new();
+    h.tick(10 * S);
+    let t = h.state.log_time_ms();
+    h.now_ms -= 5 * S;
+    h.ok(Command::Tick);
+    assert_eq!(h.state.log_time_ms(), t);
+}
+
+#[test]
+fn short_disconnect_moves_nothing() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1", "dc2"]);
+    h.put("ns", "web", spec(deployment("web", 4, 100), divided(None)));
+    let before = h.placement("ns", "web");
+    let rv = h.obj("ns", "web").resource_version;
+    h.heartbeat(&["dc2"], None);
+    h.tick(25 * S);
+    h.heartbeat(&["dc1", "dc2"], None);
+    h.tick(25 * S);
+    assert_eq!(h.placement("ns", "web"), before);
+    assert_eq!(h.obj("ns", "web").resource_version, rv);
+    assert_eq!(h.state.cluster("dc1").unwrap().status.health, Health::Ready);
+}
+
+#[test]
+fn failover_after_grace_period_then_no_move_back_without_rebalance() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1", "dc2"]);
+    h.put("ns", "web", spec(deployment("web", 4, 100), divided(None)));
+    assert_eq!(h.placement("ns", "web").len(), 2);
+    // dc1 falls silent: NotReady after 30 s, replicas stay through the 60 s grace period.
+    for _ in 0..8 {
+        h.advance(10 * S);
+        h.heartbeat(&["dc2"], None);
+    }
+    assert_eq!(
+        h.state.cluster("dc1").unwrap().status.health,
+        Health::NotReady
+    );
+    assert_eq!(
+        h.placement("ns", "web").len(),
+        2,
+        "inside the grace period nothing moves"
+    );
+    for _ in 0..3 {
+        h.advance(10 * S);
+        h.heartbeat(&["dc2"], None);
+    }
+    let p = h.placement("ns", "web");
+    assert_eq!(
+        p.get("dc2"),
+        Some(&4),
+        "all replicas failed over to dc2: {p:?}"
+    );
+    // dc1 comes back: without rebalance nothing moves back.
+    h.heartbeat(&["dc1", "dc2"], None);
+    h.heartbeat_for(&["dc1", "dc2"], 40 * S, 5 * S);
+    assert_eq!(h.state.cluster("dc1").unwrap().status.health, Health::Ready);
+    assert_eq!(h.placement("ns", "web").get("dc2"), Some(&4));
+}
+
+#[test]
+fn recovery_moves_back_with_rebalance() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1", "dc2"]);
+    h.put(
+        "ns",
+        "web",
+        spec(deployment("web", 4, 100), static_weights(&[("*", 1)], true)),
+    );
+    assert_eq!(h.placement("ns", "web").get("dc1"), Some(&2));
+    for _ in 0..10 {
+        h.advance(10 * S);
+        h.heartbeat(&["dc2"], None);
+    }
+    assert_eq!(h.placement("ns", "web").get("dc2"), Some(&4));
+    h.heartbeat(&["dc1", "dc2"], None);
+    h.heartbeat_for(&["dc1", "dc2"], 35 * S, 5 * S);
+    assert_eq!(h.state.cluster("dc1").unwrap().status.health, Health::Ready);
+    let p = h.placement("ns", "web");
+    assert_eq!((p.get("dc1"), p.get("dc2")), (Some(&2), Some(&2)), "{p:?}");
+}
+
+#[test]
+fn failover_is_rate_limited_per_entry() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1", "dc2"]);
+    let n = RESCHEDULE_OBJECTS_PER_ENTRY + 100;
+    for i in 0..n {
+        h.put(
+            "ns",
+            &format!("o{i}"),
+            spec(deployment("o", 1, 10), divided(Some(&["dc1", "dc2"]))),
+        );
+    }
+    let on_dc1 = h
+        .state
+        .objects()
+        .filter(|o| o.replicas_on("dc1") > 0)
+        .count();
+    assert!(
+        on_dc1 > RESCHEDULE_OBJECTS_PER_ENTRY,
+        "{on_dc1} objects on dc1"
+    );
+    // dc1 silent for 30 s threshold + 60 s grace.
+    h.advance(30 * S);
+    h.heartbeat(&["dc2"], None);
+    h.advance(30 * S);
+    h.heartbeat(&["dc2"], None);
+    h.advance(30 * S);
+    h.heartbeat(&["dc2"], None);
+    h.advance(2 * S);
+    let a = h.heartbeat(&["dc2"], None);
+    assert_eq!(a.decisions.len(), RESCHEDULE_OBJECTS_PER_ENTRY);
+    assert_eq!(
+        h.state.pending_reschedules(),
+        on_dc1 - RESCHEDULE_OBJECTS_PER_ENTRY
+    );
+    let a = h.tick(S);
+    assert_eq!(a.decisions.len(), on_dc1 - RESCHEDULE_OBJECTS_PER_ENTRY);
+    assert_eq!(
+        h.state
+            .objects()
+            .filter(|o| o.replicas_on("dc1") > 0)
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn heartbeat_without_health_change_makes_no_decisions_and_no_changes() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1", "dc2"]);
+    for i in 0..50 {
+        h.put(
+            "ns",
+            &format!("o{i}"),
+            spec(deployment("o", 2, 10), divided(None)),
+        );
+    }
+    h.advance(5 * S);
+    let a = h.heartbeat(&["dc1", "dc2"], Some(big_capacity()));
+    assert!(a.decisions.is_empty());
+    assert!(a.changes.is_empty());
+}

@@ -1,0 +1,21 @@
+//! fedraft's integration tests as one binary: each module here was once its own `tests/*.rs`
+//! binary, and every one of them linked the whole dependency tree (RocksDB, openraft, kube,
+//! the HTTP stacks) again. Owns nothing but the module list.
+//!
+//! One module: `cargo test -p fedraft --test it MODULE::`.
+
+mod deploy_common;
+mod support;
+
+mod audit_cli;
+mod bench;
+mod cli;
+mod demo;
+mod deploy_backup;
+mod deploy_bench;
+mod deploy_members;
+mod deploy_tls;
+mod deploy_upgrade;
+mod e2e_converge;
+mod e2e_failover;
+mod e2e_leader_kill;
