@@ -80,7 +80,7 @@ async fn every_endpoint_and_every_error_on_three_nodes() {
     );
     let peer = c
         .http
-        .get(format!("{}/raft/status", leader.peer))
+        .get(format!("http://{}/raft/status", leader.addr))
         .bearer_auth(ADMIN)
         .send()
         .await
@@ -88,7 +88,7 @@ async fn every_endpoint_and_every_error_on_three_nodes() {
     assert_eq!(peer.status().as_u16(), 401);
     let peer_ok = c
         .http
-        .get(format!("{}/raft/status", leader.peer))
+        .get(format!("http://{}/raft/status", leader.addr))
         .bearer_auth(SECRET)
         .send()
         .await
@@ -750,7 +750,7 @@ async fn without_quorum_writes_get_503_and_change_nothing() {
     let before = survivor.hash();
     let body = json!({"name": "dc2", "apiEndpoint": "https://y:6443"});
     let r = send(
-        http.post(format!("{}/v1/clusters/dc1/cordon", survivor.api))
+        http.post(format!("{}/v1/clusters/dc1/cordon", survivor.api_url()))
             .bearer_auth(ADMIN),
         &seen,
     )
@@ -761,7 +761,7 @@ async fn without_quorum_writes_get_503_and_change_nothing() {
         Some("1")
     );
     let r = send(
-        http.put(format!("{}/v1/clusters/dc2", survivor.api))
+        http.put(format!("{}/v1/clusters/dc2", survivor.api_url()))
             .bearer_auth(ADMIN)
             .json(&body),
         &seen,
@@ -771,7 +771,7 @@ async fn without_quorum_writes_get_503_and_change_nothing() {
     assert_eq!(survivor.hash(), before);
     // Stale reads still answer from local state.
     let r = send(
-        http.get(format!("{}/v1/clusters?stale=true", survivor.api))
+        http.get(format!("{}/v1/clusters?stale=true", survivor.api_url()))
             .bearer_auth(ADMIN),
         &seen,
     )

@@ -6,5 +6,4 @@
 
 mod common;
 
-mod bench_dnsperf;
 mod discovery_e2e;

@@ -57,7 +57,7 @@ async fn put_change_delete_drift_and_idempotence() {
     let node = LocalNode::new();
     node.must(register(cluster_spec("dc1", &dc1, "east")));
     node.must(register(cluster_spec("dc2", &dc2, "west")));
-    let set = ExecutorSet::start(node.clone(), fast_config());
+    let set = ExecutorSet::start(node.clone(), executor_config());
     wait_ready(&node, &["dc1", "dc2"]).await;
 
     // An object fedraft does not manage, in the namespace fedraft will use.
@@ -164,14 +164,14 @@ async fn put_change_delete_drift_and_idempotence() {
     let before = mutating(&[&dc1, &dc2]);
     node.must(put("default", "api", spec.clone()));
     node.must(Command::Tick);
-    tokio::time::sleep(fast_config().resync_period + Duration::from_secs(1)).await;
+    tokio::time::sleep(executor_config().resync_period + Duration::from_secs(1)).await;
     assert_eq!(
         mutating(&[&dc1, &dc2]) - before,
         0,
         "re-applying the same desired state wrote"
     );
     set.shutdown().await;
-    let set = ExecutorSet::start(node.clone(), fast_config());
+    let set = ExecutorSet::start(node.clone(), executor_config());
     eventually(LIMIT, "fresh set running", || {
         let n = set.running_clusters().len();
         async move { (n == 2).then_some(()) }
@@ -212,7 +212,7 @@ async fn executors_run_only_on_the_leader() {
         "web",
         weighted_spec(&deployment("web", 2, "nginx:1"), &[("dc1", 1)], None),
     ));
-    let set = ExecutorSet::start(node.clone(), fast_config());
+    let set = ExecutorSet::start(node.clone(), executor_config());
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(set.running_clusters().is_empty());
     assert!(

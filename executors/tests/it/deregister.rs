@@ -21,7 +21,7 @@ async fn deregister_removes_only_fedraft_objects() {
     let node = LocalNode::new();
     node.must(register(cluster_spec("dc1", &dc1, "east")));
     node.must(register(cluster_spec("dc2", &dc2, "west")));
-    let set = ExecutorSet::start(node.clone(), fast_config());
+    let set = ExecutorSet::start(node.clone(), executor_config());
     for c in ["dc1", "dc2"] {
         eventually(LIMIT, &format!("{c} Ready"), || {
             let ok = node.read(|s| s.cluster(c).map(|x| x.status.health) == Some(Health::Ready));

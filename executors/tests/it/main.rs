@@ -6,7 +6,6 @@
 
 mod common;
 
-mod bench_converge;
 mod converge;
 mod deregister;
 mod observe;

@@ -25,7 +25,7 @@ async fn capacity_heartbeats_batching_and_dark_cluster() {
     let node = LocalNode::new();
     node.must(register(cluster_spec("dc1", &dc1, "east")));
     node.must(register(cluster_spec("dc2", &dc2, "west")));
-    let cfg = fast_config();
+    let cfg = executor_config();
     let set = ExecutorSet::start(node.clone(), cfg.clone());
 
     // Capacity from the node scan: 2 nodes x 8 cpu, 32Gi, 110 pods (simulator defaults).
@@ -128,7 +128,7 @@ async fn member_api_errors_are_reported_and_retried() {
     let mut spec = cluster_spec("dc1", &dc1, "east");
     spec.failure_threshold_seconds = 600;
     node.must(register(spec));
-    let set = ExecutorSet::start(node.clone(), fast_config());
+    let set = ExecutorSet::start(node.clone(), executor_config());
     eventually(LIMIT, "dc1 Ready", || {
         let h = health(&node, "dc1");
         async move { (h == Some(Health::Ready)).then_some(()) }

@@ -44,7 +44,7 @@ async fn leader_change_hands_over_convergence() {
     let mut nodes = start_group(&root, 3).await;
     let mut sets: Vec<Option<ExecutorSet>> = nodes
         .iter()
-        .map(|n| Some(ExecutorSet::start(n.node.clone(), fast_config())))
+        .map(|n| Some(ExecutorSet::start(n.node.clone(), executor_config())))
         .collect();
 
     let any = nodes[0].node.clone();

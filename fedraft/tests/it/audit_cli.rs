@@ -6,6 +6,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use fedraft_testkit::free_port;
+
 const BIN: &str = env!("CARGO_BIN_EXE_fedraft");
 const TOKEN: &str = "audit-cli-admin-token";
 
@@ -27,14 +29,6 @@ template:
   metadata: {name: web}
   spec: {replicas: 3}
 "#;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn run(args: &[&str], url: &str) -> Output {
     Command::new(BIN)

@@ -7,6 +7,8 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use fedraft_testkit::free_port;
+
 const BIN: &str = env!("CARGO_BIN_EXE_fedraft");
 const TOKEN: &str = "cli-test-admin-token";
 
@@ -21,14 +23,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn start_dev() -> Server {

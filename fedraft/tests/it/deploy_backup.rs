@@ -17,7 +17,7 @@ async fn backup_then_restore_into_a_new_cluster_keeps_the_state_hash() {
         "old",
         &Layout {
             nodes: 3,
-            ..Layout::default()
+            ..layout()
         },
     );
     old.start_all();
@@ -67,9 +67,9 @@ async fn backup_then_restore_into_a_new_cluster_keeps_the_state_hash() {
         "new",
         &Layout {
             nodes: 3,
-            cluster_id: Some("fedraft-restored".into()),
+            cluster_id: "fedraft-restored".into(),
             raft: vec!["tick_interval_ms = 3600000".into()],
-            ..Layout::default()
+            ..layout()
         },
     );
     let mut args = vec!["restore", "--from", file.to_str().unwrap()];

@@ -17,7 +17,7 @@ async fn replace_a_failed_node_with_a_new_id() {
         &Layout {
             nodes: 3,
             joiners: 1,
-            ..Layout::default()
+            ..layout()
         },
     );
     for i in 0..3 {

@@ -80,7 +80,7 @@ async fn three_node_tls_cluster_and_its_refusals() {
     let layout = Layout {
         nodes: 3,
         tls: Some(TlsDir { dir: good.clone() }),
-        ..Layout::default()
+        ..layout()
     };
     let mut c = Cluster::layout(root.path(), "c", &layout);
     c.start_all();

@@ -22,7 +22,7 @@ async fn rolling_restart_under_load_loses_nothing() {
         "c",
         &Layout {
             nodes: 3,
-            ..Layout::default()
+            ..layout()
         },
     );
     c.start_all();

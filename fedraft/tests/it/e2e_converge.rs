@@ -122,7 +122,7 @@ async fn put_weights_drift_deregister_delete() {
             live += fed
                 .deployment(c, "shop", "web")
                 .await
-                .map_or(0, |d| replicas(&d));
+                .map_or(0, |d| replicas_of(&d));
         }
         (p.values().sum::<u64>() == 6 && !p.contains_key("dc3") && live == 6).then_some(())
     })

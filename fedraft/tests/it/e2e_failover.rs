@@ -18,7 +18,7 @@ async fn live_web(fed: &Fed, clusters: &[&str]) -> BTreeMap<String, u64> {
         let n = fed
             .deployment(c, "shop", "web")
             .await
-            .map_or(0, |d| replicas(&d));
+            .map_or(0, |d| replicas_of(&d));
         out.insert(c.to_string(), n);
     }
     out

@@ -12,7 +12,6 @@ mod bench;
 mod cli;
 mod demo;
 mod deploy_backup;
-mod deploy_bench;
 mod deploy_members;
 mod deploy_tls;
 mod deploy_upgrade;

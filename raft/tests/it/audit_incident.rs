@@ -78,7 +78,7 @@ fn start_heartbeats(
 }
 
 async fn wait_step(node: &FedNode, what: &str, f: impl Fn(&Step) -> bool) -> Step {
-    wait_for(Duration::from_secs(60), what, || async {
+    eventually(Duration::from_secs(60), what, || async {
         let s = step(node);
         f(&s).then_some(s)
     })
@@ -154,7 +154,7 @@ async fn incident_replay_explain_diff_and_verify() {
             .collect::<BTreeSet<_>>(),
     ));
     let beats = start_heartbeats(node.clone(), alive.clone());
-    wait_for(Duration::from_secs(60), "three Ready clusters", || async {
+    eventually(Duration::from_secs(60), "three Ready clusters", || async {
         node.read_stale(|s| {
             s.clusters()
                 .filter(|c| c.status.health == Health::Ready)
@@ -200,7 +200,7 @@ async fn incident_replay_explain_diff_and_verify() {
 
     // dc2 answers again and turns Ready; nothing moves back by itself (no rebalance asked).
     alive.lock().unwrap().insert("dc2".into());
-    let recovered = wait_for(Duration::from_secs(60), "dc2 Ready again", || async {
+    let recovered = eventually(Duration::from_secs(60), "dc2 Ready again", || async {
         let ready =
             node.read_stale(|s| s.cluster("dc2").map(|c| c.status.health) == Some(Health::Ready));
         ready.then(|| step(&node))

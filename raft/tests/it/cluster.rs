@@ -294,7 +294,7 @@ async fn wiped_follower_catches_up_by_snapshot() {
     // Raft log index (commands are batched, so it differs from resource versions).
     let last = lnode.status().applied_index;
     lnode.raft().trigger().snapshot().await.unwrap();
-    wait_for(
+    eventually(
         Duration::from_secs(30),
         "snapshot at the last index",
         || async {
@@ -309,7 +309,7 @@ async fn wiped_follower_catches_up_by_snapshot() {
     )
     .await;
     lnode.raft().trigger().purge_log(last).await.unwrap();
-    wait_for(Duration::from_secs(30), "leader log purged", || async {
+    eventually(Duration::from_secs(30), "leader log purged", || async {
         lnode
             .raft()
             .metrics()
@@ -388,7 +388,7 @@ async fn membership_three_four_three_while_writing() {
         .await
         .unwrap();
     c.nodes.push(n4);
-    wait_for(Duration::from_secs(30), "4 voters everywhere", || async {
+    eventually(Duration::from_secs(30), "4 voters everywhere", || async {
         c.nodes
             .iter()
             .all(|t| t.node.status().voters == BTreeSet::from([1, 2, 3, 4]))

@@ -13,6 +13,7 @@ use fedraft_core::command::Command;
 use fedraft_core::model::ClusterSpec;
 use fedraft_core::state::Outcome;
 use fedraft_raft::{NodeReport, PeerClient, Proposal, RaftError};
+use fedraft_testkit::eventually;
 
 const SECRET: &str = "crash-secret";
 const BIN: &str = env!("CARGO_BIN_EXE_fedraft-raft-node");
@@ -121,26 +122,8 @@ async fn reports(client: &PeerClient, addrs: &BTreeMap<u64, String>) -> BTreeMap
     out
 }
 
-async fn wait_for<T, Fut: std::future::Future<Output = Option<T>>>(
-    within: Duration,
-    what: &str,
-    mut f: impl FnMut() -> Fut,
-) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < within,
-            "timed out after {within:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn leader_of(client: &PeerClient, addrs: &BTreeMap<u64, String>) -> u64 {
-    wait_for(Duration::from_secs(60), "a leader", || async {
+    eventually(Duration::from_secs(60), "a leader", || async {
         let r = reports(client, addrs).await;
         r.values().find(|r| r.status.is_leader).map(|r| r.status.id)
     })
@@ -244,7 +227,7 @@ async fn acknowledged_writes_survive_sigkill_of_follower_and_leader() {
         );
     }
     // All three nodes converge to the same state.
-    let converged = wait_for(
+    let converged = eventually(
         Duration::from_secs(60),
         "identical state on 3 nodes",
         || async {
@@ -292,7 +275,7 @@ async fn acknowledged_writes_survive_sigkill_of_follower_and_leader() {
             );
         }
     }
-    let final_reports = wait_for(Duration::from_secs(60), "final convergence", || async {
+    let final_reports = eventually(Duration::from_secs(60), "final convergence", || async {
         let r = reports(&client, &addrs).await;
         let first = r.values().next()?;
         (r.len() == 3 && r.values().all(|x| x.state_hash == first.state_hash)).then_some(r)

@@ -216,7 +216,7 @@ async fn a_wait_that_runs_out_is_timeout_with_a_quorum_and_no_quorum_without() {
     // the same kind of wait is NoQuorum, for writes and for linearizable reads.
     c.stop_all_but(leader).await;
     let lease = lnode.config().election_timeout_max_ms;
-    wait_for(
+    eventually(
         Duration::from_secs(30),
         "the leader to miss its quorum",
         || {

@@ -7,7 +7,6 @@
 mod common;
 
 mod audit_incident;
-mod bench_audit;
 mod cluster;
 mod crash;
 mod forwarding;

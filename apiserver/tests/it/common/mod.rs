@@ -1,15 +1,18 @@
-//! A real three-node fedraft cluster on loopback for HTTP tests: real raft, RocksDB in temp
-//! dirs, the real API router on ephemeral ports. Helpers poll for conditions; none sleeps as an
-//! assertion.
+//! A real three-node fedraft cluster on loopback for HTTP tests (fedraft-testkit's in-process
+//! group serving the real API router on ephemeral ports), this crate's tokens, and request and
+//! watch helpers. Helpers poll for conditions; none sleeps as an assertion.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fedraft_apiserver::{Api, ApiConfig, Principal, Role, TokenStore};
-use fedraft_raft::{FedNode, NodeConfig};
+use fedraft_apiserver::{ApiConfig, Principal, Role, TokenStore};
+use fedraft_raft::NodeConfig;
+use fedraft_testkit::cluster::Group;
+pub use fedraft_testkit::cluster::Node;
+use fedraft_testkit::eventually;
 use serde_json::Value;
 
 pub const SECRET: &str = "cluster-secret-for-api-tests";
@@ -70,27 +73,6 @@ pub fn tokens() -> TokenStore {
     .unwrap()
 }
 
-pub struct Node {
-    pub id: u64,
-    pub node: FedNode,
-    pub api: String,
-    pub peer: String,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Node {
-    pub fn hash(&self) -> String {
-        self.node.read_stale(|s| s.state_hash_hex())
-    }
-
-    pub async fn stop(self) {
-        let _ = self.node.shutdown().await;
-        for t in self.tasks {
-            t.abort();
-        }
-    }
-}
-
 pub struct TestCluster {
     pub root: tempfile::TempDir,
     pub nodes: Vec<Node>,
@@ -100,69 +82,27 @@ pub struct TestCluster {
 /// Starts three nodes with the API; log time advances only with writes (no idle ticks), so the
 /// state hash is a faithful "nothing changed" check.
 pub async fn start(cfg: ApiConfig) -> TestCluster {
-    fedraft_raft::install_crypto_provider();
-    let root = tempfile::tempdir().unwrap();
-    let mut listeners = Vec::new();
-    for _ in 0..3 {
-        let peer = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        listeners.push((peer, api));
-    }
-    let members: BTreeMap<u64, String> = listeners
-        .iter()
-        .enumerate()
-        .map(|(i, (p, _))| (i as u64 + 1, p.local_addr().unwrap().to_string()))
-        .collect();
-    let mut nodes = Vec::new();
-    for (i, (peer, api)) in listeners.into_iter().enumerate() {
-        let id = i as u64 + 1;
-        let peer_addr = peer.local_addr().unwrap().to_string();
-        let api_addr = api.local_addr().unwrap().to_string();
-        let node = FedNode::open(NodeConfig {
-            node_id: id,
-            data_dir: root.path().join(format!("n{id}")),
-            advertise_peer_addr: peer_addr.clone(),
-            cluster_secret: SECRET.into(),
-            cluster_id: "api-test".into(),
-            heartbeat_interval_ms: 200,
-            election_timeout_min_ms: 1000,
-            election_timeout_max_ms: 2000,
-            tick_interval_ms: 3_600_000,
-            propose_timeout_ms: 4_000,
-            ..NodeConfig::default()
-        })
-        .await
-        .unwrap();
-        let pr = node.peer_router();
-        let t1 = tokio::spawn(async move {
-            let _ = axum::serve(peer, pr).await;
-        });
-        let router = Api::new(node.clone(), tokens(), cfg.clone()).router();
-        let t2 = tokio::spawn(async move {
-            let _ = axum::serve(api, router).await;
-        });
-        nodes.push(Node {
-            id,
-            node,
-            api: format!("http://{api_addr}"),
-            peer: format!("http://{peer_addr}"),
-            tasks: vec![t1, t2],
-        });
-    }
-    for n in &nodes {
-        n.node.bootstrap(members.clone()).await.unwrap();
-    }
+    let tune = |cfg| NodeConfig {
+        heartbeat_interval_ms: 200,
+        election_timeout_min_ms: 1000,
+        election_timeout_max_ms: 2000,
+        tick_interval_ms: 3_600_000,
+        propose_timeout_ms: 4_000,
+        ..cfg
+    };
+    let cluster = Group::new("api-test", SECRET)
+        .with_api(tokens(), cfg)
+        .start(3, &tune)
+        .await;
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()
         .unwrap();
-    let c = TestCluster { root, nodes, http };
-    c.wait("a leader seen by all nodes", || async {
-        let ids: Vec<_> = c.nodes.iter().map(|n| n.node.status().leader_id).collect();
-        ids.iter().all(|l| l.is_some() && *l == ids[0])
-    })
-    .await;
-    c
+    TestCluster {
+        root: cluster.root,
+        nodes: cluster.nodes,
+        http,
+    }
 }
 
 impl TestCluster {
@@ -171,11 +111,11 @@ impl TestCluster {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !f().await {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually(Duration::from_secs(60), what, || {
+            let done = f();
+            async move { done.await.then_some(()) }
+        })
+        .await
     }
 
     pub fn leader(&self) -> &Node {
@@ -208,7 +148,9 @@ impl TestCluster {
         path: &str,
         token: Option<&str>,
     ) -> reqwest::RequestBuilder {
-        let rb = self.http.request(method, format!("{}{path}", node.api));
+        let rb = self
+            .http
+            .request(method, format!("{}{path}", node.api_url()));
         match token {
             Some(t) => rb.bearer_auth(t),
             None => rb,

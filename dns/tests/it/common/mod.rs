@@ -1,18 +1,20 @@
-//! Harness: three raft nodes (RocksDB in temp dirs), executors on each, a DNS server on each,
-//! simulated member clusters, all on 127.0.0.1; plus `dig` and a hickory-proto UDP client.
+//! Harness: three raft nodes from fedraft-testkit (RocksDB in temp dirs), executors and a DNS
+//! server on each, simulated member clusters, all on 127.0.0.1; plus `dig` and a hickory-proto
+//! UDP client.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::process::Command as Process;
 use std::time::Duration;
 
-use fedraft_core::command::{Command, LogEntry};
-use fedraft_core::state::{Applied, Outcome};
+use fedraft_core::command::LogEntry;
 use fedraft_dns::{DnsConfig, DnsServer};
-use fedraft_executors::{ExecutorConfig, ExecutorSet};
-use fedraft_kubesim::{SimConfig, SimHandle, Simulator};
-use fedraft_raft::{FedNode, NodeConfig, Proposal};
+use fedraft_executors::ExecutorSet;
+use fedraft_raft::{FedNode, NodeConfig};
+pub use fedraft_testkit::cluster::must;
+use fedraft_testkit::cluster::{Group, Node as RaftNode};
+pub use fedraft_testkit::eventually;
+pub use fedraft_testkit::members::{executor_config, start_sim};
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{Name, RData, RecordType};
 
@@ -21,40 +23,7 @@ pub const ZONE: &str = "fed.internal";
 pub const CONTACT_BOUND_MS: u64 = 6000;
 
 pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,kube_client=off,openraft=off".into()),
-        )
-        .with_test_writer()
-        .try_init();
-}
-
-pub fn executor_config() -> ExecutorConfig {
-    ExecutorConfig {
-        probe_interval: Duration::from_millis(300),
-        probe_timeout: Duration::from_millis(1000),
-        capacity_interval: Duration::from_millis(600),
-        resync_period: Duration::from_secs(3),
-        leadership_poll: Duration::from_millis(50),
-        backoff_min: Duration::from_millis(100),
-        backoff_max: Duration::from_millis(800),
-        status_flush_interval: Duration::from_millis(100),
-        request_timeout: Duration::from_secs(3),
-        ..ExecutorConfig::default()
-    }
-}
-
-pub async fn start_sim(name: &str) -> SimHandle {
-    Simulator::start(SimConfig {
-        name: name.into(),
-        nodes: 2,
-        status_delay: Duration::from_millis(100),
-        bookmark_interval: Duration::from_millis(500),
-        ..SimConfig::default()
-    })
-    .await
-    .unwrap()
+    fedraft_testkit::init_tracing("warn,kube_client=off,openraft=off");
 }
 
 /// One fedraft node with its executors and DNS server.
@@ -63,7 +32,7 @@ pub struct Node {
     pub node: FedNode,
     pub dns: Option<DnsServer>,
     pub exec: Option<ExecutorSet>,
-    server: tokio::task::JoinHandle<()>,
+    raft: RaftNode,
 }
 
 impl Node {
@@ -77,8 +46,7 @@ impl Node {
         if let Some(e) = self.exec.take() {
             e.shutdown().await;
         }
-        let _ = self.node.shutdown().await;
-        self.server.abort();
+        self.raft.halt().await;
     }
 
     pub async fn stop(mut self) {
@@ -89,91 +57,36 @@ impl Node {
     }
 }
 
+/// Three voters under `root`, each with a DNS server and executors once a leader is agreed.
 pub async fn start_group(root: &tempfile::TempDir) -> Vec<Node> {
+    let tune = |cfg| NodeConfig {
+        heartbeat_interval_ms: 200,
+        election_timeout_min_ms: 1000,
+        election_timeout_max_ms: 2000,
+        tick_interval_ms: 300,
+        propose_timeout_ms: 10_000,
+        ..cfg
+    };
+    let group = Group::new("dns-test", "dns-test-secret")
+        .start_in(root.path(), 3, &tune)
+        .await;
     let mut nodes = Vec::new();
-    let mut members = BTreeMap::new();
-    for id in 1..=3u64 {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let node = FedNode::open(NodeConfig {
-            node_id: id,
-            data_dir: root.path().join(format!("node{id}")),
-            advertise_peer_addr: addr.clone(),
-            cluster_secret: "dns-test-secret".into(),
-            cluster_id: "dns-test".into(),
-            heartbeat_interval_ms: 200,
-            election_timeout_min_ms: 1000,
-            election_timeout_max_ms: 2000,
-            tick_interval_ms: 300,
-            propose_timeout_ms: 10_000,
-            ..NodeConfig::default()
-        })
-        .await
-        .unwrap();
-        let router = node.peer_router();
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
-        });
-        members.insert(id, addr);
-        nodes.push(Node {
-            id,
-            node,
-            dns: None,
-            exec: None,
-            server,
-        });
-    }
-    nodes[0].node.bootstrap(members).await.unwrap();
-    eventually(Duration::from_secs(30), "a leader", || {
-        let ok = nodes.iter().any(|n| n.node.status().is_leader);
-        async move { ok.then_some(()) }
-    })
-    .await;
-    for n in &mut nodes {
+    for raft in group {
         let cfg = DnsConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             leader_contact_bound_ms: CONTACT_BOUND_MS,
             ..DnsConfig::default()
         };
-        n.dns = Some(DnsServer::start(n.node.clone(), cfg).await.unwrap());
-        n.exec = Some(ExecutorSet::start(n.node.clone(), executor_config()));
+        let node = raft.node.clone();
+        nodes.push(Node {
+            id: raft.id,
+            dns: Some(DnsServer::start(node.clone(), cfg).await.unwrap()),
+            exec: Some(ExecutorSet::start(node.clone(), executor_config())),
+            node,
+            raft,
+        });
     }
     nodes
-}
-
-/// Proposes through any live node and asserts acceptance.
-pub async fn must(node: &FedNode, command: Command) -> Applied {
-    let a = node
-        .propose(Proposal {
-            request_id: format!("t-{}", rand::random::<u64>()),
-            actor: "admin".into(),
-            command,
-        })
-        .await
-        .unwrap();
-    assert!(
-        matches!(a.outcome, Outcome::Accepted { .. }),
-        "rejected: {:?}",
-        a.outcome
-    );
-    a
-}
-
-pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("timed out after {limit:?} waiting for: {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// One uncached query over UDP with hickory-proto's message codec.

@@ -6,14 +6,18 @@
 //! Timings are shortened in the node configs (probe 300 ms, election 1-2 s) and every wait
 //! polls a condition with a generous deadline, so a loaded machine slows the tests down
 //! instead of failing them. On a failure the last lines of each node's log are printed.
+//! Processes, simulators and waiting come from fedraft-testkit; this module adds the e2e
+//! config and the API verbs the scenarios speak.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fedraft_kubesim::{DarkMode, SimConfig, SimHandle, Simulator};
+use fedraft_kubesim::{DarkMode, SimHandle};
+pub use fedraft_testkit::eventually;
+pub use fedraft_testkit::manifests::{deployment, image_of, replicas_of};
+use fedraft_testkit::members::start_sims;
+use fedraft_testkit::procs::{Cluster, Layout};
 use serde_json::{json, Value};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_fedraft");
@@ -27,147 +31,50 @@ pub const PROBE_MS: u64 = 300;
 pub const LIMIT: Duration = Duration::from_secs(40);
 pub const MANAGED: &str = "fedraft.io/managed-by=fedraft";
 
-/// One `fedraft server` process.
-pub struct Node {
-    pub id: u64,
-    pub api: String,
-    child: Option<Child>,
-    log: PathBuf,
-}
-
 /// Three fedraft nodes and three member clusters.
 pub struct Fed {
-    pub nodes: Vec<Node>,
+    pub procs: Cluster,
     pub sims: Vec<SimHandle>,
-    pub http: reqwest::Client,
     dir: tempfile::TempDir,
     seq: std::sync::atomic::AtomicU64,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Polls `check` until it returns Some, or panics with `what` after `limit`.
-pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {limit:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn node_config(fed_dir: &std::path::Path, id: u64, api: u16, peers: &[u16]) -> String {
-    let peer_lines: String = peers
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("{} = \"127.0.0.1:{p}\"\n", i + 1))
-        .collect();
-    format!(
-        r#"node_id = {id}
-cluster_id = "fedraft-e2e"
-api_listen = "127.0.0.1:{api}"
-peer_listen = "127.0.0.1:{peer}"
-data_dir = "{data}"
-cluster_secret = "e2e-cluster-secret-0123456789"
-token_file = "{tokens}"
-
-[peers]
-{peer_lines}
-[raft]
-heartbeat_interval_ms = {HEARTBEAT_MS}
-election_timeout_min_ms = {ELECTION_MIN_MS}
-election_timeout_max_ms = {ELECTION_MAX_MS}
-tick_interval_ms = 500
-propose_timeout_ms = 10000
-
-[executors]
-probe_interval_ms = {PROBE_MS}
-probe_timeout_ms = 1000
-capacity_interval_ms = 1000
-resync_period_ms = 3000
-status_flush_interval_ms = 200
-backoff_max_ms = 1000
-"#,
-        peer = peers[(id - 1) as usize],
-        data = fed_dir.join(format!("node{id}")).display(),
-        tokens = fed_dir.join("tokens").display(),
-    )
+/// The nodes' config: shortened raft and executor timings, so failover fits in a test.
+fn layout() -> Layout {
+    let mut l = Layout::new(BIN, TOKEN);
+    l.cluster_id = "fedraft-e2e".into();
+    l.secret = "e2e-cluster-secret-0123456789".into();
+    l.tokens = vec![format!("{TOKEN} e2e-admin admin")];
+    l.raft = vec![
+        format!("heartbeat_interval_ms = {HEARTBEAT_MS}"),
+        format!("election_timeout_min_ms = {ELECTION_MIN_MS}"),
+        format!("election_timeout_max_ms = {ELECTION_MAX_MS}"),
+        "tick_interval_ms = 500".into(),
+        "propose_timeout_ms = 10000".into(),
+    ];
+    l.executors = vec![
+        format!("probe_interval_ms = {PROBE_MS}"),
+        "probe_timeout_ms = 1000".into(),
+        "capacity_interval_ms = 1000".into(),
+        "resync_period_ms = 3000".into(),
+        "status_flush_interval_ms = 200".into(),
+        "backoff_max_ms = 1000".into(),
+    ];
+    l.log_filter = "info,openraft=warn,fedraft_apiserver=warn,kube_client=warn".into();
+    l.http_timeout = Duration::from_secs(5);
+    l
 }
 
 impl Fed {
     /// Starts the simulators and the three nodes, and waits for a leader all nodes agree on.
     pub async fn start() -> Fed {
-        let mut sims = Vec::new();
-        for name in CLUSTERS {
-            let sim = Simulator::start(SimConfig {
-                name: name.into(),
-                nodes: 2,
-                status_delay: Duration::from_millis(100),
-                bookmark_interval: Duration::from_millis(500),
-                ..SimConfig::default()
-            })
-            .await
-            .unwrap();
-            sims.push(sim);
-        }
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("tokens"),
-            format!("{TOKEN} e2e-admin admin\n"),
-        )
-        .unwrap();
-        let apis: Vec<u16> = (0..3).map(|_| free_port()).collect();
-        let peers: Vec<u16> = (0..3).map(|_| free_port()).collect();
-        let mut nodes = Vec::new();
-        for id in 1..=3u64 {
-            let cfg = dir.path().join(format!("node{id}.toml"));
-            std::fs::write(
-                &cfg,
-                node_config(dir.path(), id, apis[(id - 1) as usize], &peers),
-            )
-            .unwrap();
-            let log = dir.path().join(format!("node{id}.log"));
-            let child = Command::new(BIN)
-                .args(["server", "--config"])
-                .arg(&cfg)
-                .env(
-                    "RUST_LOG",
-                    "info,openraft=warn,fedraft_apiserver=warn,kube_client=warn",
-                )
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).unwrap())
-                .spawn()
-                .unwrap();
-            nodes.push(Node {
-                id,
-                api: format!("http://127.0.0.1:{}", apis[(id - 1) as usize]),
-                child: Some(child),
-                log,
-            });
-        }
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let sims = start_sims(&CLUSTERS).await;
+        let dir = fedraft_testkit::temp_dir("e2e");
+        let mut procs = Cluster::layout(dir.path(), "fed", &layout());
+        procs.start_all();
         let fed = Fed {
-            nodes,
+            procs,
             sims,
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(5))
-                .build()
-                .unwrap(),
             dir,
             seq: Default::default(),
         };
@@ -180,42 +87,19 @@ impl Fed {
         &self.sims[i]
     }
 
-    fn live_nodes(&self) -> impl Iterator<Item = &Node> {
-        self.nodes.iter().filter(|n| n.child.is_some())
-    }
-
     /// The leader every live node agrees on, if any.
     pub async fn leader(&self) -> Option<u64> {
-        let mut seen = None;
-        for n in self.live_nodes() {
-            let r = self
-                .http
-                .get(format!("{}/readyz", n.api))
-                .send()
-                .await
-                .ok()?;
-            let v: Value = r.json().await.ok()?;
-            let l = v.get("leaderId").and_then(Value::as_u64)?;
-            if seen.is_some_and(|s| s != l) {
-                return None;
-            }
-            seen = Some(l);
-        }
-        // The agreed leader must be one of the live processes.
-        seen.filter(|l| self.live_nodes().any(|n| n.id == *l))
+        self.procs.agreed_leader().await
     }
 
     pub async fn wait_leader(&self, limit: Duration) -> u64 {
-        eventually(limit, "a leader all live nodes agree on", || self.leader()).await
+        self.procs.wait_agreed_leader(limit).await
     }
 
     /// SIGKILL (no shutdown path runs) and reap the node's process.
     pub fn kill(&mut self, id: u64) {
-        let n = self.nodes.iter_mut().find(|n| n.id == id).unwrap();
-        if let Some(mut c) = n.child.take() {
-            c.kill().unwrap();
-            let _ = c.wait();
-        }
+        let i = self.procs.index(id);
+        self.procs.kill(i);
     }
 
     /// One API request, sent to the live nodes in turn until one answers other than 503 or a
@@ -231,11 +115,11 @@ impl Fed {
         eventually(LIMIT, &what, || {
             let (method, key, body) = (method.clone(), key.clone(), body.clone());
             async move {
-                for n in self.live_nodes() {
+                let nodes = &self.procs.nodes;
+                for i in (0..nodes.len()).filter(|i| nodes[*i].running()) {
                     let mut req = self
-                        .http
-                        .request(method.clone(), format!("{}{path}", n.api))
-                        .bearer_auth(TOKEN)
+                        .procs
+                        .req(i, method.clone(), path)
                         .header("idempotency-key", &key);
                     if let Some(b) = &body {
                         req = req.json(b);
@@ -338,7 +222,7 @@ impl Fed {
             "{}/apis/apps/v1/namespaces/{ns}/deployments/{name}",
             self.sim(cluster).url()
         );
-        let resp = self.http.get(url).send().await.ok()?;
+        let resp = self.procs.http.get(url).send().await.ok()?;
         if !resp.status().is_success() {
             return None;
         }
@@ -352,7 +236,7 @@ impl Fed {
             "{}/apis/apps/v1/deployments?labelSelector={MANAGED}",
             self.sim(cluster).url()
         );
-        let resp = self.http.get(url).send().await.ok()?;
+        let resp = self.procs.http.get(url).send().await.ok()?;
         if !resp.status().is_success() {
             return None;
         }
@@ -366,7 +250,7 @@ impl Fed {
                     let name = d.pointer("/metadata/name").and_then(Value::as_str);
                     (
                         format!("{}/{}", ns.unwrap_or(""), name.unwrap_or("")),
-                        replicas(d),
+                        replicas_of(d),
                     )
                 })
                 .collect(),
@@ -381,7 +265,7 @@ impl Fed {
         );
         let mut body = deployment(name, 1, "busybox:1");
         body["metadata"]["namespace"] = json!(ns);
-        let resp = self.http.post(url).json(&body).send().await.unwrap();
+        let resp = self.procs.http.post(url).json(&body).send().await.unwrap();
         assert!(resp.status().is_success(), "{}", resp.status());
     }
 
@@ -417,7 +301,7 @@ impl Fed {
             &format!("{cluster}: {ns}/{name} with {want} replicas of {image}"),
             || async {
                 let d = self.deployment(cluster, ns, name).await?;
-                (replicas(&d) == want && self::image(&d) == image).then_some(())
+                (replicas_of(&d) == want && image_of(&d) == image).then_some(())
             },
         )
         .await;
@@ -436,61 +320,6 @@ impl Fed {
         )
         .await;
     }
-}
-
-impl Drop for Fed {
-    fn drop(&mut self) {
-        let failed = std::thread::panicking();
-        for n in &mut self.nodes {
-            if let Some(mut c) = n.child.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-            if failed {
-                let text = std::fs::read_to_string(&n.log).unwrap_or_default();
-                let lines: Vec<&str> = text.lines().collect();
-                let tail = &lines[lines.len().saturating_sub(40)..];
-                eprintln!(
-                    "---- node{} log (last lines) ----\n{}",
-                    n.id,
-                    tail.join("\n")
-                );
-            }
-        }
-    }
-}
-
-pub fn replicas(d: &Value) -> u64 {
-    d.pointer("/spec/replicas")
-        .and_then(Value::as_u64)
-        .unwrap_or(0)
-}
-
-pub fn image(d: &Value) -> String {
-    d.pointer("/spec/template/spec/containers/0/image")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
-}
-
-/// A Deployment template with `replicas` and one container requesting 100m / 64Mi.
-pub fn deployment(name: &str, replicas: u64, image: &str) -> Value {
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": { "name": name, "labels": { "app": name } },
-        "spec": {
-            "replicas": replicas,
-            "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": { "containers": [{
-                    "name": "app", "image": image,
-                    "resources": { "requests": { "cpu": "100m", "memory": "64Mi" } },
-                }]},
-            },
-        },
-    })
 }
 
 /// A Divided FederatedObject body: static weights (rebalanced when they change), failover after

@@ -4,7 +4,7 @@
 //! directory; it never decides when (that is `faults`) and never judges anything.
 
 use std::io::BufRead;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -111,11 +111,6 @@ pub struct Env {
     bins: Binaries,
 }
 
-fn free_port() -> Result<SocketAddr> {
-    let l = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(l.local_addr()?)
-}
-
 fn random_hex(bytes: usize) -> String {
     (0..bytes)
         .map(|_| format!("{:02x}", rand::random::<u8>()))
@@ -142,12 +137,10 @@ impl Env {
         let secret = random_hex(24);
         let tokens = dir.join("tokens");
         std::fs::write(&tokens, format!("{token} jepsen admin\n")).context("writing tokens")?;
-        let mut peers = Vec::new();
-        let mut apis = Vec::new();
-        for _ in 0..3 {
-            peers.push(free_port()?);
-            apis.push(free_port()?);
-        }
+        let ports = fedraft_testkit::net::try_free_ports(6).context("choosing free ports")?;
+        let loopback = |p: &u16| SocketAddr::from(([127, 0, 0, 1], *p));
+        let peers: Vec<SocketAddr> = ports[..3].iter().map(loopback).collect();
+        let apis: Vec<SocketAddr> = ports[3..].iter().map(loopback).collect();
         let mesh = RoutedMesh::start(&peers).await?;
         let mut nodes = Vec::new();
         for i in 0..3 {

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{api_error, client, eventually, raw};
+use crate::common::{api_error, client, eventually, raw, PATIENCE};
 use fedraft_kubesim::{DarkMode, FaultSettings, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
@@ -62,7 +62,7 @@ async fn refuse_then_come_back_on_the_same_address() {
     api.list(&ListParams::default()).await.unwrap();
 
     sim.admin().go_dark(DarkMode::Refuse);
-    eventually("connections to be refused", || async {
+    eventually(PATIENCE, "connections to be refused", || async {
         TcpStream::connect(addr).await.is_err().then_some(())
     })
     .await;
@@ -70,7 +70,7 @@ async fn refuse_then_come_back_on_the_same_address() {
 
     sim.admin().come_back();
     assert_eq!(sim.addr(), addr);
-    eventually("the API to serve again", || async {
+    eventually(PATIENCE, "the API to serve again", || async {
         api.list(&ListParams::default()).await.ok().map(|_| ())
     })
     .await;
@@ -78,11 +78,11 @@ async fn refuse_then_come_back_on_the_same_address() {
     // Timed outage: back by itself.
     sim.admin()
         .go_dark_for(DarkMode::Refuse, Duration::from_millis(300));
-    eventually("connections to be refused", || async {
+    eventually(PATIENCE, "connections to be refused", || async {
         TcpStream::connect(addr).await.is_err().then_some(())
     })
     .await;
-    eventually("the API to come back by itself", || async {
+    eventually(PATIENCE, "the API to come back by itself", || async {
         api.list(&ListParams::default()).await.ok().map(|_| ())
     })
     .await;
@@ -161,13 +161,13 @@ async fn admin_http_endpoints() {
     let json = [("Content-Type", "application/json")];
     let (code, _) = raw(admin, "POST", "/_sim/dark", &json, r#"{"mode":"refuse"}"#).await;
     assert_eq!(code, 200);
-    eventually("connections to be refused", || async {
+    eventually(PATIENCE, "connections to be refused", || async {
         TcpStream::connect(sim.addr()).await.is_err().then_some(())
     })
     .await;
     let (code, _) = raw(admin, "POST", "/_sim/light", &[], "").await;
     assert_eq!(code, 200);
-    eventually("the API to serve again", || async {
+    eventually(PATIENCE, "the API to serve again", || async {
         let c = TcpStream::connect(sim.addr()).await.ok()?;
         drop(c);
         Some(())

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::common::{api_error, client, eventually, raw};
+use crate::common::{api_error, client, eventually, raw, PATIENCE};
 use fedraft_kubesim::{SimConfig, Simulator};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -47,6 +47,7 @@ async fn next<T>(rx: &mut tokio::sync::mpsc::UnboundedReceiver<T>) -> T {
 
 async fn converged(api: &Api<Deployment>, name: &str, ready: i32) -> Deployment {
     eventually(
+        PATIENCE,
         &format!("{name} to have {ready} ready replicas"),
         || async {
             let d = api.get(name).await.ok()?;
@@ -539,7 +540,7 @@ async fn load_balancer_services_get_addresses() {
         .cluster_ip
         .unwrap()
         .starts_with("10.96."));
-    let ip = eventually("a load-balancer address", || async {
+    let ip = eventually(PATIENCE, "a load-balancer address", || async {
         let s = api.get("web").await.ok()?;
         s.status?.load_balancer?.ingress?.first()?.ip.clone()
     })

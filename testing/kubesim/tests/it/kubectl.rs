@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::common::eventually;
+use crate::common::{eventually, PATIENCE};
 use fedraft_kubesim::{SimConfig, Simulator};
 use serde_json::Value;
 
@@ -161,22 +161,26 @@ async fn kubectl_get_apply_converge_delete() {
     assert!(after.requests["apply"] > before.requests["apply"]);
 
     let kk = &k;
-    let d: Value = eventually("the deployment status to converge", || async move {
-        let out = kk.ok(&[
-            "get",
-            "deploy",
-            "web",
-            "-n",
-            "default",
-            "-o",
-            "json",
-            "--show-managed-fields",
-        ]);
-        let d: Value = serde_json::from_str(&out).ok()?;
-        let st = &d["status"];
-        (st["readyReplicas"] == 3 && st["observedGeneration"] == d["metadata"]["generation"])
-            .then_some(d)
-    })
+    let d: Value = eventually(
+        PATIENCE,
+        "the deployment status to converge",
+        || async move {
+            let out = kk.ok(&[
+                "get",
+                "deploy",
+                "web",
+                "-n",
+                "default",
+                "-o",
+                "json",
+                "--show-managed-fields",
+            ]);
+            let d: Value = serde_json::from_str(&out).ok()?;
+            let st = &d["status"];
+            (st["readyReplicas"] == 3 && st["observedGeneration"] == d["metadata"]["generation"])
+                .then_some(d)
+        },
+    )
     .await;
     assert_eq!(d["metadata"]["managedFields"][0]["manager"], "kubectl");
 

@@ -1,13 +1,14 @@
-//! Helpers shared by the integration tests: a kube-rs client for a simulator, polling, and a
+//! Helpers shared by the integration tests: a kube-rs client for a simulator, the polling limit, and a
 //! raw HTTP/1.1 request for checks below the client (status codes, bodies, refused sockets).
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+pub use fedraft_testkit::eventually;
 
 /// Generous: the machine is a loaded 2-core box.
 pub const PATIENCE: Duration = Duration::from_secs(30);
@@ -19,22 +20,6 @@ pub fn client(url: &str) -> kube::Client {
     cfg.default_retry = false;
     cfg.connect_timeout = Some(Duration::from_secs(5));
     kube::Client::try_from(cfg).unwrap()
-}
-
-/// Polls `f` until it yields Some, panicking with `what` after [`PATIENCE`].
-pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// The Status code and reason of a kube-rs API error.

@@ -1,15 +1,14 @@
-//! Benchmark (ignored in CI): one fedraft node serving a 1,000-Service zone over UDP, side by
+//! Benchmark (a plain program, not a test; `cargo bench` builds it in release): one fedraft node serving a 1,000-Service zone over UDP, side by
 //! side in the same run with NSD serving the same A records from a generated zone file, both
 //! measured with dnsperf (Debian's `dnsperf`, `nsd`).
 //!
-//! Run: `cargo test --release -p fedraft-dns --test it bench_dnsperf:: -- --ignored --nocapture`
+//! Run: `cargo bench -p fedraft-dns --bench dnsperf` (needs Debian's `dnsperf` and `nsd`)
 //! (`BENCH_SECONDS`, default 10, sets each throughput run's length).
 //!
 //! Per server: a throughput run (dnsperf's default 100 queries in flight, `-l` seconds), then a
 //! latency run at a fixed 2,000 queries/s with `-v`, from whose per-query lines p50/p99 are
 //! taken (dnsperf 2.10 prints no percentiles). The ratio printed is fedraft / NSD queries/s.
 
-use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command as Process, Stdio};
 use std::time::Duration;
@@ -18,7 +17,8 @@ use fedraft_core::command::{Command, Heartbeat};
 use fedraft_core::discovery::{DiscoverySpec, EndpointsReport, PortProtocol, ServicePort};
 use fedraft_core::model::{ClusterSpec, ObjectSpec};
 use fedraft_dns::{DnsConfig, DnsServer};
-use fedraft_raft::{FedNode, NodeConfig, Proposal};
+use fedraft_raft::{FedNode, Proposal};
+use fedraft_testkit::cluster::Group;
 use futures::StreamExt;
 use serde_json::json;
 
@@ -106,35 +106,14 @@ fn dnsperf(addr: SocketAddr, queries: &std::path::Path, seconds: u64) -> Perf {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "benchmark: needs dnsperf and nsd; run with --ignored --nocapture"]
-async fn dnsperf_fedraft_vs_nsd() {
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
     let seconds: u64 = std::env::var("BENCH_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(10);
-    let root = tempfile::tempdir().unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let node = FedNode::open(NodeConfig {
-        node_id: 1,
-        data_dir: root.path().join("node1"),
-        advertise_peer_addr: addr.clone(),
-        cluster_secret: "bench".into(),
-        cluster_id: "bench".into(),
-        ..NodeConfig::default()
-    })
-    .await
-    .unwrap();
-    let router = node.peer_router();
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    node.bootstrap(BTreeMap::from([(1, addr)])).await.unwrap();
-    for _ in 0..200 {
-        if node.status().is_leader {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let group = Group::new("bench", "bench").start(1, &|cfg| cfg).await;
+    let node = group.nodes[0].node.clone();
     for c in ["dc1", "dc2"] {
         propose(
             &node,
@@ -289,7 +268,7 @@ async fn dnsperf_fedraft_vs_nsd() {
     assert!(fed.qps > 0.0 && ref_.qps > 0.0, "both servers answered");
     beat.abort();
     dns.shutdown().await;
-    let _ = node.shutdown().await;
+    group.stop().await;
 }
 
 fn dnsperf_once(addr: SocketAddr, q: &std::path::Path) -> bool {

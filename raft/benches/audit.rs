@@ -1,6 +1,6 @@
-//! Audit benchmarks (ignored in CI; run in release):
+//! Audit benchmark (a plain program, not a test; `cargo bench` builds it in release):
 //!
-//! `cargo test --release -p fedraft-raft --test it bench_audit:: -- --ignored --nocapture`
+//! `cargo bench -p fedraft-raft --bench audit`
 //!
 //! Builds an archive of 1,000,000 commands exactly as the state machine writes it (applied to a
 //! live `State` with their command indexes, encoded outcome, hash-chained records, a checkpoint
@@ -108,9 +108,7 @@ fn command(i: u64, t: u64) -> Command {
     }
 }
 
-#[test]
-#[ignore = "benchmark: run in release with --ignored --nocapture"]
-fn replay_throughput_and_state_at_index() {
+fn main() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), "bench").unwrap();
     let entries = entries();

@@ -1,7 +1,7 @@
-//! Cross-data-center benchmark (ignored by default; run it on an idle machine):
+//! Cross-data-center benchmark (a plain program, not a test; run it on an idle machine):
 //!
 //! ```sh
-//! cargo test --release -p fedraft --test it deploy_bench:: -- --ignored --nocapture
+//! cargo bench -p fedraft --bench deploy_wan
 //! ```
 //!
 //! Three real `fedraft server` processes, each node's peer traffic routed through fedraft-jepsen's
@@ -12,9 +12,13 @@
 //! - time from losing the leader's data center (SIGKILL of the leader plus every link to it cut)
 //!   to the first write accepted by the survivors, over several rounds.
 
+// The deploy tests' harness, shared rather than copied.
+#[path = "../tests/it/deploy_common/mod.rs"]
+mod deploy_common;
+
 use std::time::{Duration, Instant};
 
-use crate::deploy_common::*;
+use deploy_common::*;
 use fedraft_jepsen::Mesh;
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {
@@ -35,9 +39,8 @@ async fn put(c: &Cluster, node: usize, name: &str, timeout: Duration) -> bool {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "benchmark: run with --ignored --nocapture"]
-async fn wan_write_latency_and_failover() {
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() {
     let rtt_ms: u64 = std::env::var("BENCH_RTT_MS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -56,7 +59,7 @@ async fn wan_write_latency_and_failover() {
         "wan",
         &Layout {
             nodes: 3,
-            ..Layout::default()
+            ..layout()
         },
     );
     let upstreams: Vec<std::net::SocketAddr> =

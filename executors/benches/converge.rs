@@ -1,17 +1,23 @@
-//! Benchmark (ignored by default): API ack -> applied in the member cluster, p50/p99, for 1,000
+//! Benchmark (a plain program, not a test; `cargo bench` builds it in release): API ack -> applied in the member cluster, p50/p99, for 1,000
 //! objects over 10 simulated clusters, through a real single-node raft group. Also counts member
 //! API writes per converge (1 per changed object, 0 when nothing changed).
 //!
-//! Run: `cargo test --release -p fedraft-executors --test it bench_converge:: -- --ignored --nocapture`
+//! Run: `cargo bench -p fedraft-executors --bench converge`
+
+// The integration tests' helpers, shared rather than copied; a bench uses only some of them.
+#[allow(dead_code, unused_imports)]
+#[path = "../tests/it/common/mod.rs"]
+mod common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::raft::{must, start_group};
-use crate::common::*;
+use common::raft::{must, start_group};
+use common::*;
 use fedraft_core::model::Health;
 use fedraft_executors::ExecutorSet;
+use fedraft_testkit::members::start_sim_with_nodes;
 use futures::StreamExt;
 use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::json;
@@ -19,9 +25,8 @@ use serde_json::json;
 const CLUSTERS: usize = 10;
 const OBJECTS: usize = 1000;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore]
-async fn ack_to_applied_latency() {
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
     init_tracing();
     let root = tempfile::tempdir().unwrap();
     let mut sims = Vec::new();
@@ -32,7 +37,7 @@ async fn ack_to_applied_latency() {
     }
     let nodes = start_group(&root, 1).await;
     let node = nodes[0].node.clone();
-    let mut cfg = fast_config();
+    let mut cfg = executor_config();
     cfg.probe_interval = Duration::from_secs(1);
     cfg.status_flush_interval = Duration::from_millis(500);
     let set = ExecutorSet::start(node.clone(), cfg);
@@ -128,7 +133,7 @@ async fn ack_to_applied_latency() {
         .iter()
         .map(|s| s.admin().stats().mutating_requests)
         .sum();
-    tokio::time::sleep(fast_config().resync_period + Duration::from_secs(1)).await;
+    tokio::time::sleep(executor_config().resync_period + Duration::from_secs(1)).await;
     let idle: u64 = sims
         .iter()
         .map(|s| s.admin().stats().mutating_requests)
