@@ -6,10 +6,9 @@
 //! - [`history`]: the recorded operations (JSON lines) every checker reads.
 //! - [`check`]: linearizability of per-key registers (`check::register`, on the search in `check::wgl`) and
 //!   the set checker (`check::set`).
-//! - [`proxy`] and [`mesh`]: user-space TCP proxies between nodes, to cut, heal and delay links without root.
+//! - [`proxy`] and [`mesh`]: user-space TCP proxies between nodes, one per ordered pair, to cut, heal and
+//!   delay links without root; each node dials its peers through its own proxies (`[peer_dial]`).
 //! - [`nemesis`]: seeded fault schedules.
-//! - [`routed`]: the proxies the harness really uses: one listener per node, links told apart by which
-//!   process opened the connection (fedraft's peer addresses are replicated, so they are the same for all).
 //! - [`run`]: the `fedraft-jepsen run` harness (processes, workloads, fault execution, results); [`plot`]
 //!   draws its latency plot.
 
@@ -20,7 +19,6 @@ pub mod mesh;
 pub mod nemesis;
 pub mod plot;
 pub mod proxy;
-pub mod routed;
 pub mod run;
 
 pub use check::Verdict;

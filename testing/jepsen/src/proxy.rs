@@ -136,18 +136,14 @@ async fn accept_loop(
 }
 
 /// Closes with RST instead of FIN, so the peer sees a failed connection rather than a clean end of stream.
-pub(crate) fn reset(stream: TcpStream) {
+fn reset(stream: TcpStream) {
     if let Err(error) = stream.set_zero_linger() {
         tracing::debug!(%error, "could not set zero linger");
     }
     drop(stream);
 }
 
-pub(crate) async fn serve(
-    client: TcpStream,
-    upstream: SocketAddr,
-    mut state: watch::Receiver<LinkState>,
-) {
+async fn serve(client: TcpStream, upstream: SocketAddr, mut state: watch::Receiver<LinkState>) {
     let _ = client.set_nodelay(true);
     let connect = tokio::time::timeout(
         Duration::from_millis(CONNECT_TIMEOUT_MS),

@@ -1,6 +1,6 @@
 //! The system under test as processes: three `fedraft server` nodes whose peer traffic goes through a
-//! [`RoutedMesh`], and simulated member clusters (`fedraft-kubesim`) registered with the federation. This
-//! module starts, kills, restarts, pauses and resumes them and writes their configs and logs under the run's
+//! [`Mesh`] (each node dials its peers through its own proxies, `[peer_dial]`), and simulated member
+//! clusters (`fedraft-kubesim`) registered with the federation. This module starts, kills, restarts, pauses and resumes them and writes their configs and logs under the run's
 //! directory; it never decides when (that is `faults`) and never judges anything.
 
 use std::io::BufRead;
@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::api::{Api, Reply};
 use super::procs::Proc;
-use crate::routed::RoutedMesh;
+use crate::mesh::Mesh;
 
 /// Names of the simulated member clusters.
 pub const CLUSTERS: [&str; 3] = ["dc1", "dc2", "dc3"];
@@ -106,7 +106,7 @@ pub struct Env {
     pub dir: PathBuf,
     pub nodes: Vec<Node>,
     pub sims: Vec<Sim>,
-    pub mesh: RoutedMesh,
+    pub mesh: Mesh,
     pub api: Api,
     bins: Binaries,
 }
@@ -141,27 +141,32 @@ impl Env {
         let loopback = |p: &u16| SocketAddr::from(([127, 0, 0, 1], *p));
         let peers: Vec<SocketAddr> = ports[..3].iter().map(loopback).collect();
         let apis: Vec<SocketAddr> = ports[3..].iter().map(loopback).collect();
-        let mesh = RoutedMesh::start(&peers).await?;
+        let mesh = Mesh::start(&peers).await?;
+        let peer_table: String = (0..3)
+            .map(|n| format!("{} = \"{}\"\n", n + 1, peers[n]))
+            .collect();
         let mut nodes = Vec::new();
         for i in 0..3 {
             let id = i as u64 + 1;
             let data = dir.join("data").join(format!("node{id}"));
             std::fs::create_dir_all(&data).context("creating a data directory")?;
-            let advertise = |n: usize| mesh.addr(n).map(|a| a.to_string()).unwrap_or_default();
-            let peer_table: String = (0..3)
-                .map(|n| format!("{} = {:?}\n", n + 1, advertise(n)))
+            // Membership carries the real peer addresses; each node reaches every other one
+            // through the proxy of that ordered pair, so a cut link is exactly one direction.
+            let dial: String = mesh
+                .peer_addrs(i)
+                .into_iter()
+                .map(|(to, via)| format!("\"{}\" = \"{via}\"\n", peers[to]))
                 .collect();
             let config = format!(
                 "node_id = {id}\ncluster_id = \"jepsen\"\napi_listen = \"{api}\"\npeer_listen = \"{peer}\"\n\
-                 peer_advertise = {adv:?}\ndata_dir = {data:?}\ncluster_secret = {secret:?}\n\
-                 token_file = {tokens:?}\n\n[peers]\n{peer_table}\n[raft]\nheartbeat_interval_ms = 200\n\
+                 data_dir = {data:?}\ncluster_secret = {secret:?}\n\
+                 token_file = {tokens:?}\n\n[peers]\n{peer_table}\n[peer_dial]\n{dial}\n[raft]\nheartbeat_interval_ms = 200\n\
                  election_timeout_min_ms = 1000\nelection_timeout_max_ms = 2000\ntick_interval_ms = 500\n\
                  propose_timeout_ms = 3000\nsnapshot_every_entries = 1000\n\n[executors]\n\
                  probe_interval_ms = 500\nprobe_timeout_ms = 1000\ncapacity_interval_ms = 2000\n\
                  resync_period_ms = 5000\nstatus_flush_interval_ms = 300\nbackoff_max_ms = 1000\n",
                 api = apis[i],
                 peer = peers[i],
-                adv = advertise(i),
                 data = data.display().to_string(),
                 tokens = tokens.display().to_string(),
             );
@@ -208,7 +213,7 @@ impl Env {
         Ok(env)
     }
 
-    /// Starts (or restarts) node `i` and tells the mesh its pid.
+    /// Starts (or restarts) node `i`.
     pub fn start_node(&mut self, i: usize) -> Result<()> {
         let node = &mut self.nodes[i];
         if node.proc.as_mut().is_some_and(Proc::alive) {
@@ -229,7 +234,6 @@ impl Env {
                 .env("FAKETIME_CACHE_DURATION", "1");
         }
         let proc = Proc::spawn(&format!("node{}", node.id), cmd, &node.log, false)?;
-        self.mesh.set_pid(i, proc.pid());
         node.proc = Some(proc);
         Ok(())
     }
@@ -239,7 +243,6 @@ impl Env {
         if let Some(mut p) = self.nodes[i].proc.take() {
             p.kill();
         }
-        self.mesh.set_pid(i, None);
     }
 
     pub fn pause_node(&mut self, i: usize) -> Result<()> {
