@@ -3,7 +3,6 @@
 //! watch helpers. Helpers poll for conditions; none sleeps as an assertion.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
