@@ -24,6 +24,14 @@ use crate::wire::{
     self, PeerRefusal, ProposeBatchReply, ProposeReply, ReadIndexReply, MAX_BODY_BYTES,
 };
 
+impl FedNode {
+    /// axum routes under `/raft/*` for the peer listener, authenticated by the cluster secret.
+    /// They live with the handlers, over the node: the node itself knows nothing of HTTP serving.
+    pub fn peer_router(&self) -> Router {
+        router(self.clone())
+    }
+}
+
 /// Builds the authenticated peer router for `node`.
 pub fn router(node: FedNode) -> Router {
     let secret = Sha256::digest(format!("Bearer {}", node.config().cluster_secret).as_bytes());
