@@ -200,10 +200,10 @@ fn seed(t: &Target, h: &BackupHeader, snapshot: Vec<u8>) -> anyhow::Result<()> {
         last_membership: StoredMembership::new(Some(log_id), Membership::new(vec![voters], nodes)),
         snapshot_id: format!("restore-{}", h.applied_index),
     };
-    let meta_bytes = fedraft_raft::wire::encode(&meta)?;
+    let meta_bytes = fedraft_raft::codec::encode(&meta)?;
     // The same encodings fedraft-raft's log store uses: a purged log id, an optional committed one.
-    let purged_bytes = fedraft_raft::wire::encode(&log_id)?;
-    let committed_bytes = fedraft_raft::wire::encode(&Some(log_id))?;
+    let purged_bytes = fedraft_raft::codec::encode(&log_id)?;
+    let committed_bytes = fedraft_raft::codec::encode(&Some(log_id))?;
     let store = Store::open(&t.data_dir, &t.cluster_id)
         .with_context(|| format!("creating the store in {}", t.data_dir.display()))?;
     let installed_at = Some(h.applied_index);

@@ -6,7 +6,8 @@
 //! forwarded proposals). Storage adapters: `log_store.rs` (durable log and vote),
 //! `state_machine.rs` (core state, snapshots, audit records). Batching: `batcher.rs` (leader: many
 //! proposals per raft entry), `forwarder.rs` (follower: many proposals per call to the leader).
-//! Transport: `network/` (HTTP + bincode, cluster-secret auth). Timeouts and their reasoning: `config.rs`.
+//! Transport: `network/` (HTTP + bincode, cluster-secret auth); the bincode codec of everything
+//! raft sends or stores: `codec.rs`. Timeouts and their reasoning: `config.rs`.
 //! The audit archive as readers see it (replay, verify, online and offline): `audit/`.
 
 // openraft's storage traits fix their error type (`StorageError`, ~224 bytes); helpers that feed
@@ -16,6 +17,7 @@
 pub mod audit;
 mod batcher;
 mod checkpointer;
+pub mod codec;
 pub mod config;
 pub mod error;
 mod failure;
@@ -26,7 +28,6 @@ pub mod network;
 pub mod node;
 pub mod state_machine;
 pub mod types;
-pub mod wire;
 
 pub use config::NodeConfig;
 pub use error::RaftError;
