@@ -17,6 +17,7 @@ use axum::{Json, Router};
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use sha2::{Digest, Sha256};
 
+use super::secret::constant_time_eq;
 use super::*;
 use crate::codec::{
     self, PeerRefusal, ProposeBatchReply, ProposeReply, ReadIndexReply, MAX_BODY_BYTES,
@@ -58,11 +59,7 @@ async fn require_secret(State(expected): State<[u8; 32]>, req: Request, next: Ne
         .map(|v| v.as_bytes())
         .unwrap_or(b"");
     let got: [u8; 32] = Sha256::digest(presented).into();
-    let diff = got
-        .iter()
-        .zip(expected.iter())
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-    if diff != 0 {
+    if !constant_time_eq(&got, &expected) {
         return (StatusCode::UNAUTHORIZED, "missing or wrong cluster secret").into_response();
     }
     next.run(req).await
