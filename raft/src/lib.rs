@@ -8,7 +8,8 @@
 //! proposals per raft entry), `forwarder.rs` (follower: many proposals per call to the leader).
 //! Transport: `network/` (HTTP + bincode, cluster-secret auth); the bincode codec of everything
 //! raft sends or stores: `codec.rs`. Timeouts and their reasoning: `config.rs`.
-//! The audit archive as readers see it (replay, verify, online and offline): `audit/`.
+//! The audit archive as readers see it (replay, verify, online and offline): `audit/`. Seeding a
+//! new cluster's data directories from a backup: `restore.rs`.
 
 // openraft's storage traits fix their error type (`StorageError`, ~224 bytes); helpers that feed
 // those traits return it as is rather than boxing and unboxing at every call.
@@ -26,6 +27,7 @@ mod log_cache;
 pub mod log_store;
 pub mod network;
 pub mod node;
+pub mod restore;
 pub mod state_machine;
 pub mod types;
 
