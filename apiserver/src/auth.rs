@@ -2,7 +2,8 @@
 //!
 //! The token file has one principal per line: `TOKEN NAME ROLE`, where ROLE is `admin`,
 //! `operator` or `tenant:TENANT`; blank lines and lines starting with `#` are ignored. Tokens are
-//! compared in constant time per candidate and are never logged.
+//! compared in constant time per candidate (with fedraft-raft's `constant_time_eq`, the one
+//! comparison the peer network's secret check uses too) and are never logged.
 //!
 //! Roles: an admin may do everything; an operator manages clusters and may read everything else;
 //! a tenant member reads and writes objects in the namespaces its tenant owns (per the replicated
@@ -13,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use axum::http::{header, HeaderMap};
+use fedraft_raft::network::secret::constant_time_eq;
 
 use crate::error::ApiError;
 
@@ -140,14 +142,14 @@ impl TokenStore {
         if self
             .cluster_secret
             .as_deref()
-            .is_some_and(|s| ct_eq(s, token))
+            .is_some_and(|s| constant_time_eq(s.as_bytes(), token.as_bytes()))
         {
             return Err(unauth("invalid token"));
         }
         let mut found = None;
         // Compare against every token so timing does not reveal which prefix matched.
         for (candidate, principal) in &self.tokens {
-            if ct_eq(candidate, token) {
+            if constant_time_eq(candidate.as_bytes(), token.as_bytes()) {
                 found = Some(principal.clone());
             }
         }
@@ -164,15 +166,6 @@ fn parse_role(s: &str) -> Option<Role> {
             (!tenant.is_empty()).then(|| Role::Tenant(tenant.to_string()))
         }
     }
-}
-
-/// Constant-time equality on the bytes (length leaks, content does not).
-fn ct_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// What a request is about to touch, for [`authorize`].

@@ -2,13 +2,15 @@
 //!
 //! Every failure a handler can meet becomes an [`ApiError`]; [`ApiError::status`] is the only place
 //! that chooses an HTTP status, and [`ApiError::into_response`] the only place that shapes the body
-//! `{"error": {"code", "message", "field"}}`. Core rejections and raft errors are translated here
-//! too ([`ApiError::from_rejection`], [`ApiError::from_raft`]), so a new variant upstream shows up as
-//! one compile error in this file. Messages must never carry cluster credentials: callers build them
-//! from names and field paths only.
+//! `{"error": {"code", "message", "field"}}`. Core rejections, core validation failures and raft
+//! errors are translated here too ([`ApiError::from_rejection`], [`ApiError::from_field_error`],
+//! [`ApiError::from_raft`]), so a new variant upstream shows up as one compile error in this file.
+//! Messages must never carry cluster credentials: callers build them from names and field paths
+//! only.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use fedraft_core::error::FieldError;
 use fedraft_core::state::{RejectCode, Rejection};
 use fedraft_raft::RaftError;
 
@@ -159,7 +161,7 @@ impl ApiError {
 
     /// The one translation of a core refusal into an API error.
     pub fn from_rejection(r: &Rejection) -> Self {
-        let field = r.field.as_deref().map(crate::wire::wire_field);
+        let field = r.field.as_deref().map(api_field);
         match r.code {
             RejectCode::Invalid => match field {
                 Some(field) => ApiError::InvalidField {
@@ -182,6 +184,25 @@ impl ApiError {
                 message: r.message.clone(),
                 field,
             },
+        }
+    }
+
+    /// The one translation of a core validation failure into an API error: a failing name or
+    /// namespace is `InvalidName`, anything else `InvalidField`.
+    pub fn from_field_error(e: FieldError) -> Self {
+        let field = api_field(&e.field);
+        let leaf = field.rsplit('.').next().unwrap_or(&field);
+        if leaf == "name" || leaf == "namespace" {
+            ApiError::InvalidName {
+                name: String::new(),
+                field,
+                message: e.message,
+            }
+        } else {
+            ApiError::InvalidField {
+                field,
+                message: e.message,
+            }
         }
     }
 
@@ -229,6 +250,14 @@ impl ApiError {
             message: message.into(),
         }
     }
+}
+
+/// Core's field paths say `spec.x`; the API's documents are flat, so the prefix goes.
+fn api_field(core_field: &str) -> String {
+    core_field
+        .strip_prefix("spec.")
+        .unwrap_or(core_field)
+        .to_string()
 }
 
 impl IntoResponse for ApiError {

@@ -12,7 +12,6 @@
 
 use std::collections::BTreeMap;
 
-use fedraft_core::error::FieldError;
 use fedraft_core::model::{Cluster, Credentials, FederatedObject, Tenant};
 use fedraft_core::policy::{Override, Placement, Resources, Taint};
 use fedraft_core::scheduler::Decision;
@@ -200,32 +199,6 @@ pub fn check_same(field: &str, body: Option<&str>, path: &str) -> Result<(), Api
             format!("{b:?} does not match {path:?} in the path"),
         )),
         _ => Ok(()),
-    }
-}
-
-/// Core's field paths say `spec.x`; the API's documents are flat, so the prefix goes.
-pub fn wire_field(core_field: &str) -> String {
-    core_field
-        .strip_prefix("spec.")
-        .unwrap_or(core_field)
-        .to_string()
-}
-
-/// A core validation failure as an API error.
-pub fn from_field_error(e: FieldError) -> ApiError {
-    let field = wire_field(&e.field);
-    let leaf = field.rsplit('.').next().unwrap_or(&field);
-    if leaf == "name" || leaf == "namespace" {
-        ApiError::InvalidName {
-            name: String::new(),
-            field,
-            message: e.message,
-        }
-    } else {
-        ApiError::InvalidField {
-            field,
-            message: e.message,
-        }
     }
 }
 

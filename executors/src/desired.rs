@@ -1,4 +1,5 @@
-//! The desired objects of one member cluster, rendered incrementally.
+//! The desired objects of one member cluster, rendered incrementally, and the prepared form
+//! ([`Prepared`]) the reconciler applies.
 //!
 //! `State::desired_for_cluster` renders every object placed on a cluster, and the reconciler
 //! reads the state under the state machine's read lock on every applied entry. Rendering (and
@@ -18,8 +19,10 @@ use fedraft_core::model::ObjectKey;
 use fedraft_core::policy::ReplicaMode;
 use fedraft_core::render;
 use fedraft_core::state::{DesiredObject, State};
+use serde_json::Value;
 
-use crate::reconciler::Prepared;
+use crate::plan::LiveId;
+use crate::resolve::Resolved;
 
 /// What a pass found: every object placed on the cluster, and the ones that need preparing.
 #[derive(Debug, Default)]
@@ -29,6 +32,18 @@ pub struct Scan {
     /// Newly rendered objects (not in the cache, or changed), with the version they were
     /// rendered at.
     pub rendered: Vec<(u64, DesiredObject)>,
+}
+
+/// A desired object ready to be applied: resolved kind, body with its hash annotation. The
+/// reconciler prepares it (`reconciler::prepare`); this cache keeps it until the object changes.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub key: ObjectKey,
+    pub id: LiveId,
+    pub resolved: Resolved,
+    pub body: Value,
+    pub hash: String,
+    pub replicas: u32,
 }
 
 /// A prepared object, or why its manifest cannot be used (a deterministic failure of this

@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use crate::backoff::Backoff;
 use crate::compare::{manifest_hash, APPLIED_HASH_ANNOTATION};
 use crate::config::ExecutorConfig;
-use crate::desired::{DesiredCache, Entry};
+use crate::desired::{DesiredCache, Entry, Prepared};
 use crate::error::ExecError;
 use crate::live::LiveCache;
 use crate::node::ControlPlane;
@@ -81,17 +81,6 @@ impl ClusterCtx {
             known_namespaces: Mutex::new(BTreeSet::new()),
         }
     }
-}
-
-/// A desired object ready to be applied: resolved kind, body with its hash annotation.
-#[derive(Debug, Clone)]
-pub struct Prepared {
-    pub key: ObjectKey,
-    pub id: LiveId,
-    pub resolved: Resolved,
-    pub body: Value,
-    pub hash: String,
-    pub replicas: u32,
 }
 
 /// What [`reconcile`] did.

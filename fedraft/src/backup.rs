@@ -2,22 +2,17 @@
 //! directories of a NEW cluster from a backup file).
 //!
 //! A seeded data directory looks exactly like a freshly initialised node whose first entry (the
-//! membership of the new cluster, at log id 0) has been applied and compacted into a snapshot:
-//! the snapshot holds the backup's state, the log is empty and purged up to 0, no vote. Every
-//! node of the new cluster gets the same seed, so they agree on the membership, elect a leader
-//! at term 1 and continue from the backup's state; resource versions continue from the backup's
-//! applied index. Must not: touch a directory that already holds data (a restore never merges),
-//! or seed nodes with different membership tables.
+//! membership of the new cluster, at log id 0) has been applied and compacted into a snapshot;
+//! `fedraft_raft::restore::seed_data_dir` writes it, in raft's own encodings. Here: reading the
+//! backup, and naming the nodes to seed. Must not: touch a directory that already holds data (a
+//! restore never merges), or seed nodes with different membership tables.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use fedraft_apiserver::backup::{self, BackupHeader};
-use fedraft_raft::types::{LogId, SnapshotMeta, StoredMembership};
-use fedraft_store::Store;
-use openraft::{BasicNode, CommittedLeaderId, Membership};
 
 use crate::client::{Client, ClientError};
 use crate::config::NodeFile;
@@ -169,50 +164,16 @@ fn parse_peers(s: &str) -> anyhow::Result<BTreeMap<u64, String>> {
     Ok(out)
 }
 
-/// Writes the seed into an absent or empty data directory.
+/// Writes the seed into an absent or empty data directory (fedraft-raft owns its layout).
 fn seed(t: &Target, h: &BackupHeader, snapshot: Vec<u8>) -> anyhow::Result<()> {
-    if t.peers.is_empty() {
-        bail!("the new cluster needs at least one voter");
-    }
-    if t.data_dir.exists()
-        && std::fs::read_dir(&t.data_dir)
-            .with_context(|| format!("reading {}", t.data_dir.display()))?
-            .next()
-            .is_some()
-    {
-        bail!(
-            "{} is not empty: a restore only seeds new data directories (move the old one away first)",
-            t.data_dir.display()
-        );
-    }
-    std::fs::create_dir_all(&t.data_dir)
-        .with_context(|| format!("creating {}", t.data_dir.display()))?;
-    // The log id an initialised node gives its first (membership) entry.
-    let log_id = LogId::new(CommittedLeaderId::new(0, 0), 0);
-    let voters: BTreeSet<u64> = t.peers.keys().copied().collect();
-    let nodes: BTreeMap<u64, BasicNode> = t
-        .peers
-        .iter()
-        .map(|(id, a)| (*id, BasicNode::new(a)))
-        .collect();
-    let meta = SnapshotMeta {
-        last_log_id: Some(log_id),
-        last_membership: StoredMembership::new(Some(log_id), Membership::new(vec![voters], nodes)),
-        snapshot_id: format!("restore-{}", h.applied_index),
-    };
-    let meta_bytes = fedraft_raft::wire::encode(&meta)?;
-    // The same encodings fedraft-raft's log store uses: a purged log id, an optional committed one.
-    let purged_bytes = fedraft_raft::wire::encode(&log_id)?;
-    let committed_bytes = fedraft_raft::wire::encode(&Some(log_id))?;
-    let store = Store::open(&t.data_dir, &t.cluster_id)
-        .with_context(|| format!("creating the store in {}", t.data_dir.display()))?;
-    let installed_at = Some(h.applied_index);
-    Store::wait(|d| store.save_snapshot(meta_bytes, snapshot, installed_at, d))
-        .context("writing the snapshot")?;
-    Store::wait(|d| store.purge(0, purged_bytes, d)).context("writing the log start")?;
-    Store::wait(|d| store.save_committed(committed_bytes, d))
-        .context("writing the commit index")?;
-    Ok(())
+    fedraft_raft::restore::seed_data_dir(
+        &t.data_dir,
+        &t.cluster_id,
+        &t.peers,
+        snapshot,
+        h.applied_index,
+    )
+    .with_context(|| format!("seeding {}", t.data_dir.display()))
 }
 
 impl Client {

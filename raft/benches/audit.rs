@@ -19,7 +19,7 @@ use fedraft_core::model::{ClusterSpec, ObjectSpec};
 use fedraft_core::policy::Placement;
 use fedraft_core::state::State;
 use fedraft_raft::audit::{AuditLog, LiveState};
-use fedraft_raft::wire;
+use fedraft_raft::codec;
 use fedraft_store::{AuditInput, Store};
 
 const DEFAULT_ENTRIES: u64 = 1_000_000;
@@ -123,7 +123,7 @@ fn main() {
             index: i,
             term: 1,
             entry: le.encode(),
-            outcome: wire::encode_applied(&applied).unwrap(),
+            outcome: codec::encode_applied(&applied).unwrap(),
         });
         if i % CHECKPOINT_EVERY == 0 {
             let recs = std::mem::take(&mut batch);

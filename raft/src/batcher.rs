@@ -13,8 +13,7 @@ use fedraft_core::command::LogEntry;
 use fedraft_core::state::Applied;
 use openraft::error::{ClientWriteError, RaftError as OrRaftError};
 
-use crate::error::RaftError;
-use crate::node::write_error;
+use crate::error::{write_error, RaftError};
 use crate::state_machine::SmShared;
 use crate::types::{EntryBatch, Proposal, Raft};
 

@@ -1,5 +1,9 @@
 //! The one error type of fedraft-raft, shaped for callers: each variant says what to do next
-//! (retry later, go to the leader, give up).
+//! (retry later, go to the leader, give up). openraft's own errors are translated here, once, so
+//! the node, the batcher and the peer handlers all answer alike.
+
+use openraft::error::{ClientWriteError, RaftError as OrRaftError};
+use openraft::BasicNode;
 
 /// What can go wrong proposing, reading or managing the cluster.
 #[derive(Debug, thiserror::Error)]
@@ -44,5 +48,20 @@ pub(crate) fn fatal(f: openraft::error::Fatal<u64>) -> RaftError {
     match f {
         openraft::error::Fatal::Stopped => RaftError::Shutdown,
         other => RaftError::Fatal(other.to_string()),
+    }
+}
+
+/// openraft's answer to a client write (or membership change) as this crate's error: a
+/// `ForwardToLeader` names the leader, a refused membership change is `Invalid`.
+pub(crate) fn write_error(e: OrRaftError<u64, ClientWriteError<u64, BasicNode>>) -> RaftError {
+    match e {
+        OrRaftError::APIError(ClientWriteError::ForwardToLeader(f)) => RaftError::NotLeader {
+            leader_id: f.leader_id,
+            leader_addr: f.leader_node.map(|n| n.addr),
+        },
+        OrRaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
+            RaftError::Invalid(c.to_string())
+        }
+        OrRaftError::Fatal(f) => fatal(f),
     }
 }

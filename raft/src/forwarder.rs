@@ -38,7 +38,7 @@ pub(crate) type ForwardResult = Result<Result<Applied, RaftError>, CallError>;
 pub(crate) struct Forward {
     /// The leader's peer address when the proposal was queued.
     pub addr: String,
-    /// The proposal, encoded with `wire::encode` by the proposing task.
+    /// The proposal, encoded with `codec::encode` by the proposing task.
     pub encoded: Vec<u8>,
     /// When the proposer stops waiting; the call's timeout covers the latest of its batch.
     pub deadline: Instant,

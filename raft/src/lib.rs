@@ -6,8 +6,10 @@
 //! forwarded proposals). Storage adapters: `log_store.rs` (durable log and vote),
 //! `state_machine.rs` (core state, snapshots, audit records). Batching: `batcher.rs` (leader: many
 //! proposals per raft entry), `forwarder.rs` (follower: many proposals per call to the leader).
-//! Transport: `network/` (HTTP + bincode, cluster-secret auth). Timeouts and their reasoning: `config.rs`.
-//! The audit archive as readers see it (replay, verify, online and offline): `audit/`.
+//! Transport: `network/` (HTTP + bincode, cluster-secret auth); the bincode codec of everything
+//! raft sends or stores: `codec.rs`. Timeouts and their reasoning: `config.rs`.
+//! The audit archive as readers see it (replay, verify, online and offline): `audit/`. Seeding a
+//! new cluster's data directories from a backup: `restore.rs`.
 
 // openraft's storage traits fix their error type (`StorageError`, ~224 bytes); helpers that feed
 // those traits return it as is rather than boxing and unboxing at every call.
@@ -16,6 +18,7 @@
 pub mod audit;
 mod batcher;
 mod checkpointer;
+pub mod codec;
 pub mod config;
 pub mod error;
 mod failure;
@@ -24,9 +27,9 @@ mod log_cache;
 pub mod log_store;
 pub mod network;
 pub mod node;
+pub mod restore;
 pub mod state_machine;
 pub mod types;
-pub mod wire;
 
 pub use config::NodeConfig;
 pub use error::RaftError;

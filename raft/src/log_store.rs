@@ -17,9 +17,9 @@ use fedraft_store::{Done, Store, StoreError};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, OptionalSend, RaftLogId, RaftLogReader, StorageIOError};
 
+use crate::codec;
 use crate::log_cache::{LogCache, MAX_CACHED_BYTES, MAX_CACHED_ENTRIES};
 use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
-use crate::wire;
 
 /// Awaits a queued store write.
 pub(crate) async fn store_op(f: impl FnOnce(Done)) -> Result<(), StoreError> {
@@ -81,7 +81,7 @@ impl LogStore {
         bytes: Option<Vec<u8>>,
     ) -> Result<Option<T>, StorageError> {
         bytes
-            .map(|b| wire::decode(&b))
+            .map(|b| codec::decode(&b))
             .transpose()
             .map_err(read_err)
     }
@@ -110,7 +110,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
             .await
             .map_err(read_err)?;
         raw.iter()
-            .map(|(_, b)| wire::decode::<Entry>(b).map_err(read_err))
+            .map(|(_, b)| codec::decode::<Entry>(b).map_err(read_err))
             .collect()
     }
 }
@@ -126,7 +126,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let last_purged_log_id: Option<LogId> = Self::decode_opt(purged)?;
         let last_log_id = match last {
             Some((_, bytes)) => Some(
-                *wire::decode::<Entry>(&bytes)
+                *codec::decode::<Entry>(&bytes)
                     .map_err(read_err)?
                     .get_log_id(),
             ),
@@ -143,7 +143,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
-        let bytes = wire::encode(vote)
+        let bytes = codec::encode(vote)
             .map_err(|e| StorageError::from(StorageIOError::write_vote(AnyError::new(&e))))?;
         // Synced before returning: a forgotten vote could let this node vote twice in a term.
         store_op(|d| self.store.save_vote(bytes, d))
@@ -163,7 +163,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         if let Some(c) = &committed {
             self.committed.fetch_max(c.index, Ordering::Relaxed);
         }
-        let bytes = wire::encode(&committed).map_err(write_err)?;
+        let bytes = codec::encode(&committed).map_err(write_err)?;
         // Not awaited: openraft calls this on every commit, before it applies, and waiting for the
         // writer thread here put a round trip through it on every commit's path. Nothing depends
         // on having waited: the value was never synced (a restart finds it or an older one, and
@@ -207,7 +207,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut cached = Vec::new();
         for e in entries {
             let index = e.get_log_id().index;
-            let bytes = wire::encode(&e).map_err(write_err)?;
+            let bytes = codec::encode(&e).map_err(write_err)?;
             cached.push((e, bytes.len()));
             batch.push((index, bytes));
         }
@@ -249,7 +249,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let bytes = wire::encode(&log_id).map_err(write_err)?;
+        let bytes = codec::encode(&log_id).map_err(write_err)?;
         self.recent().purge(log_id.index);
         store_op(|d| self.store.purge(log_id.index, bytes, d))
             .await

@@ -29,12 +29,12 @@ use tokio::sync::broadcast;
 
 use crate::audit::AuditOptions;
 use crate::checkpointer::Checkpointer;
+use crate::codec::{self, Response};
 use crate::failure::FirstFailure;
 use crate::log_store::{store_op, store_read};
 use crate::types::{
     AppliedEntry, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
-use crate::wire::{self, Response};
 
 /// Applied entries kept for slow subscribers before they see `Lagged`.
 pub const SUBSCRIBER_BUFFER_ENTRIES: usize = 4096;
@@ -169,7 +169,7 @@ impl StateMachine {
         let snap = store_read(move || s.snapshot()).await?;
         let (state, last_applied, membership) = match snap {
             Some((meta, data)) => {
-                let meta: SnapshotMeta = wire::decode(&meta)?;
+                let meta: SnapshotMeta = codec::decode(&meta)?;
                 let state = State::from_snapshot(&data)
                     .map_err(|e| crate::RaftError::Codec(e.to_string()))?;
                 (state, meta.last_log_id, meta.last_membership)
@@ -297,7 +297,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                                 index: seq,
                                 term: log_id.leader_id.term,
                                 entry: le.encode(),
-                                outcome: wire::encode_applied(&applied).map_err(sm_err)?,
+                                outcome: codec::encode_applied(&applied).map_err(sm_err)?,
                             });
                             events.push(Arc::new(AppliedEntry::in_batch(
                                 seq,
@@ -344,7 +344,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let data = snapshot.into_inner();
         let state = State::from_snapshot(&data)
             .map_err(|e| snap_err(StoreError::Corrupt(e.to_string())))?;
-        let meta_bytes = wire::encode(meta).map_err(sm_err)?;
+        let meta_bytes = codec::encode(meta).map_err(sm_err)?;
         let index = meta.last_log_id.map(|l| l.index).unwrap_or(0);
         // The audit chain (keyed by command sequence) restarts after the snapshot's last command.
         let last_command = state.applied_index();
@@ -380,7 +380,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         {
             None => Ok(None),
             Some((meta, data)) => {
-                let meta: SnapshotMeta = wire::decode(&meta).map_err(snap_err)?;
+                let meta: SnapshotMeta = codec::decode(&meta).map_err(snap_err)?;
                 Ok(Some(Snapshot {
                     meta,
                     snapshot: Box::new(Cursor::new(data)),
@@ -410,7 +410,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             last_membership,
             snapshot_id,
         };
-        let meta_bytes = wire::encode(&meta).map_err(sm_err)?;
+        let meta_bytes = codec::encode(&meta).map_err(sm_err)?;
         let mut saved = self.shared.saved_snapshot.lock().await;
         if saved.is_some() && last_log_id <= *saved {
             tracing::info!(
@@ -468,7 +468,7 @@ mod tests {
         *sm.shared.saved_snapshot.lock().await = None;
         sm.build_snapshot().await.unwrap();
         let (meta, _) = store.snapshot().unwrap().unwrap();
-        let meta: SnapshotMeta = wire::decode(&meta).unwrap();
+        let meta: SnapshotMeta = codec::decode(&meta).unwrap();
         assert_eq!(meta.last_log_id, Some(blank(1, 3).log_id));
         assert_eq!(*sm.shared.saved_snapshot.lock().await, meta.last_log_id);
     }

@@ -9,7 +9,7 @@ use fedraft_core::command::{Command, LogEntry};
 use fedraft_core::state::Applied;
 use serde::{Deserialize, Serialize};
 
-use crate::wire::Response;
+use crate::codec::Response;
 
 openraft::declare_raft_types!(
     /// fedraft's raft: each normal entry carries a batch of core `LogEntry`s; applying it answers
@@ -174,12 +174,12 @@ pub(crate) mod tests {
             7,
             Command::RegisterCluster(ClusterSpec::new("dc1", "https://dc1:6443")),
         )];
-        let shared = crate::wire::encode(&EntryBatch::new(commands.clone())).unwrap();
+        let shared = crate::codec::encode(&EntryBatch::new(commands.clone())).unwrap();
         assert_eq!(
             shared,
-            crate::wire::encode(&Plain(commands.clone())).unwrap()
+            crate::codec::encode(&Plain(commands.clone())).unwrap()
         );
-        let back: EntryBatch = crate::wire::decode(&shared).unwrap();
+        let back: EntryBatch = crate::codec::decode(&shared).unwrap();
         assert_eq!(back.commands(), &commands[..]);
     }
 }

@@ -13,6 +13,9 @@ use crate::error::StoreError;
 /// `prev` of the first record ever written on a node that started from an empty log.
 pub const GENESIS_DIGEST: [u8; 32] = [0u8; 32];
 
+/// Last record of the audit chain (index, digest), or where it restarts after a snapshot install.
+pub(crate) type AuditHead = Option<(u64, [u8; 32])>;
+
 /// What the state machine hands over for each applied entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditInput {

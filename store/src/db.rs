@@ -13,12 +13,12 @@ use rocksdb::{
     ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options, WriteBatch, WriteOptions, DB,
 };
 
-use crate::audit::{AuditInput, AuditRecord};
+use crate::audit::{AuditHead, AuditInput, AuditRecord};
 use crate::audit_checkpoint::{checkpoint_key, Checkpoint, CheckpointKind};
-use crate::error::StoreError;
+use crate::error::{missing_cf, StoreError};
 use crate::keys::*;
-use crate::reader::StoreReader;
-use crate::writer::{self, missing_cf, AuditHead, Done, Op};
+use crate::reader::{load_audit_head, SnapshotBytes, StoreReader};
+use crate::writer::{self, Done, Op};
 
 /// On-disk format written by this build. Bump when keys or value layouts change; an older binary
 /// refuses a newer directory instead of misreading it.
@@ -27,9 +27,6 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Write rate of RocksDB's flushes and compactions together: far above what fedraft's write
 /// load needs on average, low enough that a checkpoint's flush leaves the disk to the log.
 const BACKGROUND_WRITE_BYTES_PER_SEC: i64 = 64 << 20;
-
-/// A stored snapshot: (meta, data), both encoded by the layer above.
-pub type SnapshotBytes = (Vec<u8>, Vec<u8>);
 
 /// Tuning knobs; the defaults suit a node whose log is purged after every snapshot.
 #[derive(Debug, Clone)]
@@ -424,34 +421,4 @@ fn validate_or_init(db: &DB, cluster_id: &str) -> Result<(), StoreError> {
             Ok(())
         }
     }
-}
-
-pub(crate) fn load_audit_head(db: &DB) -> Result<AuditHead, StoreError> {
-    let cf = db.cf_handle(CF_AUDIT).ok_or_else(|| missing_cf(CF_AUDIT))?;
-    let last = match db.iterator_cf(cf, IteratorMode::End).next() {
-        Some(item) => {
-            let (k, v) = item?;
-            let idx = decode_index(&k)
-                .ok_or_else(|| StoreError::Corrupt("audit key not 8 bytes".into()))?;
-            Some((idx, AuditRecord::decode(&v)?.digest))
-        }
-        None => None,
-    };
-    let meta = db.cf_handle(CF_META).ok_or_else(|| missing_cf(CF_META))?;
-    let base = match db.get_cf(meta, META_AUDIT_BASE)? {
-        Some(v) if v.len() == 40 => {
-            let idx =
-                decode_index(&v[..8]).ok_or_else(|| StoreError::Corrupt("audit_base".into()))?;
-            let d: [u8; 32] = v[8..]
-                .try_into()
-                .map_err(|_| StoreError::Corrupt("audit_base".into()))?;
-            Some((idx, d))
-        }
-        Some(_) => return Err(StoreError::Corrupt("audit_base malformed".into())),
-        None => None,
-    };
-    Ok(match (last, base) {
-        (Some(l), Some(b)) => Some(if b.0 > l.0 { b } else { l }),
-        (l, b) => l.or(b),
-    })
 }

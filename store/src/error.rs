@@ -38,3 +38,8 @@ impl From<rocksdb::Error> for StoreError {
         }
     }
 }
+
+/// A column family every data directory has is absent: the directory is damaged.
+pub(crate) fn missing_cf(name: &str) -> StoreError {
+    StoreError::Corrupt(format!("column family {name:?} missing"))
+}

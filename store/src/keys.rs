@@ -14,6 +14,9 @@ pub const META_COMMITTED: &[u8] = b"committed";
 pub const META_LAST_PURGED: &[u8] = b"last_purged";
 /// Where the audit chain restarts after a snapshot install: index (8 bytes BE) + digest.
 pub const META_AUDIT_BASE: &[u8] = b"audit_base";
+/// Where the audit chain is cut by retention: records at or below it were removed and the
+/// checkpoint at it is the chain's base.
+pub const META_AUDIT_RETAINED: &[u8] = b"audit_retained_from";
 
 pub const SNAPSHOT_META: &[u8] = b"meta";
 pub const SNAPSHOT_DATA: &[u8] = b"data";

@@ -32,7 +32,7 @@ pub use audit::{snapshot_digest, AuditInput, AuditRecord, AuditRecordRef, GENESI
 pub use audit_chain::{ChainChecker, ChainProblem, ChainReport, Restart};
 pub use audit_checkpoint::{Checkpoint, CheckpointKind};
 pub use audit_retention::RetentionPolicy;
-pub use db::{SnapshotBytes, Store, StoreOptions, FORMAT_VERSION};
+pub use db::{Store, StoreOptions, FORMAT_VERSION};
 pub use error::StoreError;
-pub use reader::StoreReader;
+pub use reader::{SnapshotBytes, StoreReader};
 pub use writer::Done;

@@ -8,15 +8,10 @@ use std::sync::Arc;
 
 use rocksdb::{Direction, IteratorMode, Options, ReadOptions, DB};
 
-use crate::audit::{AuditRecord, AuditRecordRef};
+use crate::audit::{AuditHead, AuditRecord, AuditRecordRef};
 use crate::audit_checkpoint::{checkpoint_index, checkpoint_key, Checkpoint, CHECKPOINT_PREFIX};
-use crate::error::StoreError;
+use crate::error::{missing_cf, StoreError};
 use crate::keys::*;
-use crate::writer::{missing_cf, AuditHead};
-
-/// Where the audit chain is cut by retention: records at or below it were removed and the
-/// checkpoint at it is the chain's base.
-pub(crate) const META_AUDIT_RETAINED: &[u8] = b"audit_retained_from";
 
 /// Forward scans over at least this many records read ahead and leave the block cache alone.
 const BULK_SCAN_RECORDS: u64 = 10_000;
@@ -35,6 +30,9 @@ fn scan_options(from: u64, to: u64) -> ReadOptions {
     }
     o
 }
+
+/// A stored snapshot: (meta, data), both encoded by the layer above.
+pub type SnapshotBytes = (Vec<u8>, Vec<u8>);
 
 /// Read access to one data directory. Cheap to clone.
 #[derive(Clone)]
@@ -157,7 +155,7 @@ impl StoreReader {
     }
 
     /// The latest raft snapshot as `(meta, data)`.
-    pub fn snapshot(&self) -> Result<Option<crate::SnapshotBytes>, StoreError> {
+    pub fn snapshot(&self) -> Result<Option<SnapshotBytes>, StoreError> {
         let cf = self.cf(CF_SNAPSHOT)?;
         let meta = self.db.get_cf(cf, SNAPSHOT_META)?;
         let data = self.db.get_cf(cf, SNAPSHOT_DATA)?;
@@ -282,7 +280,7 @@ impl StoreReader {
 
     /// Where the audit chain currently ends: (index, digest).
     pub fn audit_head(&self) -> Result<AuditHead, StoreError> {
-        crate::db::load_audit_head(&self.db)
+        load_audit_head(&self.db)
     }
 
     /// The index retention cut the archive at, if it ever did.
@@ -348,4 +346,36 @@ impl StoreReader {
         it.status().map_err(StoreError::from)?;
         Ok(out)
     }
+}
+
+/// Where the audit chain ends, read straight from the database: the open store seeds its writer
+/// with it, and readers report it.
+pub(crate) fn load_audit_head(db: &DB) -> Result<AuditHead, StoreError> {
+    let cf = db.cf_handle(CF_AUDIT).ok_or_else(|| missing_cf(CF_AUDIT))?;
+    let last = match db.iterator_cf(cf, IteratorMode::End).next() {
+        Some(item) => {
+            let (k, v) = item?;
+            let idx = decode_index(&k)
+                .ok_or_else(|| StoreError::Corrupt("audit key not 8 bytes".into()))?;
+            Some((idx, AuditRecord::decode(&v)?.digest))
+        }
+        None => None,
+    };
+    let meta = db.cf_handle(CF_META).ok_or_else(|| missing_cf(CF_META))?;
+    let base = match db.get_cf(meta, META_AUDIT_BASE)? {
+        Some(v) if v.len() == 40 => {
+            let idx =
+                decode_index(&v[..8]).ok_or_else(|| StoreError::Corrupt("audit_base".into()))?;
+            let d: [u8; 32] = v[8..]
+                .try_into()
+                .map_err(|_| StoreError::Corrupt("audit_base".into()))?;
+            Some((idx, d))
+        }
+        Some(_) => return Err(StoreError::Corrupt("audit_base malformed".into())),
+        None => None,
+    };
+    Ok(match (last, base) {
+        (Some(l), Some(b)) => Some(if b.0 > l.0 { b } else { l }),
+        (l, b) => l.or(b),
+    })
 }

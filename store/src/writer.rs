@@ -16,11 +16,11 @@ use std::sync::Arc;
 use crossbeam_channel::Receiver;
 use rocksdb::{WriteBatch, WriteOptions, DB};
 
-use crate::audit::{snapshot_digest, AuditInput, AuditRecord, GENESIS_DIGEST};
+use crate::audit::{snapshot_digest, AuditHead, AuditInput, AuditRecord, GENESIS_DIGEST};
 use crate::audit_checkpoint::{checkpoint_key, Checkpoint, CheckpointKind};
-use crate::error::StoreError;
+use crate::error::{missing_cf, StoreError};
 use crate::keys::*;
-use crate::reader::{StoreReader, META_AUDIT_RETAINED};
+use crate::reader::StoreReader;
 
 /// Completion callback of a write. It runs on the writer or syncer thread: keep it short
 /// (typically it sends on a channel).
@@ -74,9 +74,6 @@ pub(crate) enum Op {
         done: Done,
     },
 }
-
-/// Last record of the audit chain (index, digest), or where it restarts after a snapshot install.
-pub(crate) type AuditHead = Option<(u64, [u8; 32])>;
 
 pub(crate) struct Writer {
     db: Arc<DB>,
@@ -356,8 +353,4 @@ impl Writer {
             Err(e) => tracing::warn!(index = input.index, error = %e, "audit read failed"),
         }
     }
-}
-
-pub(crate) fn missing_cf(name: &str) -> StoreError {
-    StoreError::Corrupt(format!("column family {name:?} missing"))
 }

@@ -21,9 +21,7 @@ use super::common::{
 use crate::auth::{Access, Principal};
 use crate::body::decode_body;
 use crate::error::ApiError;
-use crate::wire::{
-    self, check_same, cluster_json, from_field_error, valid_label, ClusterIn, Envelope,
-};
+use crate::wire::{self, check_same, cluster_json, valid_label, ClusterIn, Envelope};
 use crate::App;
 
 pub async fn list(
@@ -75,8 +73,8 @@ fn spec_from(
             "must be an http:// or https:// URL",
         ));
     }
-    validate::labels(&body.labels, "labels").map_err(from_field_error)?;
-    validate::taints(&body.taints, "taints").map_err(from_field_error)?;
+    validate::labels(&body.labels, "labels").map_err(ApiError::from_field_error)?;
+    validate::taints(&body.taints, "taints").map_err(ApiError::from_field_error)?;
     let mut spec = ClusterSpec::new(name, body.api_endpoint);
     spec.labels = body.labels;
     spec.taints = body.taints;

@@ -24,8 +24,7 @@ use crate::body::decode_body;
 use crate::error::ApiError;
 use crate::view::ObjectView;
 use crate::wire::{
-    self, check_same, from_field_error, object_json, valid_label, valid_subdomain, Envelope,
-    ObjectIn,
+    self, check_same, object_json, valid_label, valid_subdomain, Envelope, ObjectIn,
 };
 use crate::App;
 
@@ -101,13 +100,13 @@ pub fn spec_from(doc: ObjectIn) -> Result<ObjectSpec, ApiError> {
         ));
     }
     let template = doc.template.to_string();
-    validate::template(&template, "template").map_err(from_field_error)?;
+    validate::template(&template, "template").map_err(ApiError::from_field_error)?;
     doc.placement
         .validate("placement")
-        .map_err(from_field_error)?;
+        .map_err(ApiError::from_field_error)?;
     for (i, o) in doc.overrides.iter().enumerate() {
         o.validate(&format!("overrides[{i}]"))
-            .map_err(from_field_error)?;
+            .map_err(ApiError::from_field_error)?;
     }
     Ok(ObjectSpec {
         template,
@@ -154,9 +153,10 @@ pub async fn put(
     let discovery = doc.discovery.clone();
     let spec = spec_from(doc)?;
     if let Some(d) = &discovery {
-        d.validate("discovery").map_err(from_field_error)?;
+        d.validate("discovery")
+            .map_err(ApiError::from_field_error)?;
         fedraft_core::discovery::validate_service_template(&spec.template, &name, "discovery")
-            .map_err(from_field_error)?;
+            .map_err(ApiError::from_field_error)?;
     }
     if expected.is_some() {
         check_version(expected, current_version(&app, &ns, &name).await?)?;

@@ -6,9 +6,9 @@ use fedraft_core::state::State;
 use fedraft_store::StoreReader;
 use openraft::EntryPayload;
 
+use crate::codec;
 use crate::error::RaftError;
 use crate::types::{Entry, LogId, SnapshotMeta};
-use crate::wire;
 
 /// A node's state fingerprint at a command index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,21 +31,21 @@ impl LiveState {
 pub fn rebuild_offline(reader: &StoreReader) -> Result<State, RaftError> {
     let (mut state, next) = match reader.snapshot()? {
         Some((meta, data)) => {
-            let meta: SnapshotMeta = wire::decode(&meta)?;
+            let meta: SnapshotMeta = codec::decode(&meta)?;
             let state = State::from_snapshot(&data).map_err(|e| RaftError::Codec(e.to_string()))?;
             (state, meta.last_log_id.map_or(0, |l| l.index + 1))
         }
         None => (State::new(), 0),
     };
     let committed: Option<LogId> = match reader.committed()? {
-        Some(b) => wire::decode(&b)?,
+        Some(b) => codec::decode(&b)?,
         None => None,
     };
     let Some(committed) = committed else {
         return Ok(state);
     };
     for (_, bytes) in reader.log_range(next, committed.index.saturating_add(1))? {
-        let entry: Entry = wire::decode(&bytes)?;
+        let entry: Entry = codec::decode(&bytes)?;
         if let EntryPayload::Normal(batch) = entry.payload {
             for le in batch.commands() {
                 let seq = state.applied_index() + 1;

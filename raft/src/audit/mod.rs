@@ -17,8 +17,8 @@ use fedraft_core::audit::{Filter, Record};
 use fedraft_core::command::{EntryDecoder, LogEntry};
 use fedraft_store::{AuditRecord, RetentionPolicy, StoreError, StoreReader};
 
+use crate::codec;
 use crate::error::RaftError;
-use crate::wire;
 
 pub use live::{rebuild_offline, LiveState};
 pub use replay::VerifyReport;
@@ -112,7 +112,7 @@ pub fn decode_record(r: &AuditRecord) -> Result<Record, RaftError> {
         index: r.index,
         term: r.term,
         entry: decode_entry(r)?,
-        applied: wire::decode_applied(&r.outcome)?,
+        applied: codec::decode_applied(&r.outcome)?,
     })
 }
 

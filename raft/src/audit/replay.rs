@@ -12,8 +12,8 @@ use fedraft_core::state::State;
 use fedraft_store::{AuditRecordRef, ChainChecker, ChainReport, CheckpointKind};
 
 use super::{decode_entry_with, AuditLog, LiveState};
+use crate::codec;
 use crate::error::RaftError;
-use crate::wire;
 
 /// Sees every replayed record, its decoded entry and the state right after it.
 type RecordVisitor<'a> =
@@ -220,7 +220,7 @@ impl AuditLog {
                         index: rec.index,
                         term: rec.term,
                         entry: entry.clone(),
-                        applied: wire::decode_applied(rec.outcome)?,
+                        applied: codec::decode_applied(rec.outcome)?,
                     };
                     debug_assert!(r.objects().contains(&wanted) || now.is_none());
                     if let Some(c) = explain_step(before.as_ref(), after, &r, key) {
@@ -274,7 +274,7 @@ impl AuditLog {
             let entry = decode_entry_with(&mut decoder, rec.index, rec.entry)?;
             let applied = s.apply(rec.index, entry);
             report.replayed += 1;
-            if wire::encode_applied(&applied)? != rec.outcome {
+            if codec::encode_applied(&applied)? != rec.outcome {
                 report.problem(format!(
                     "record {}: replayed outcome differs from the archived one",
                     rec.index

@@ -24,9 +24,9 @@ use serde::Serialize;
 
 use super::tls::PeerTls;
 use super::*;
+use crate::codec::{self, ProposeReply, ReadIndexReply};
 use crate::error::RaftError;
 use crate::types::{NodeId, Proposal, TypeConfig};
-use crate::wire::{self, ProposeReply, ReadIndexReply};
 
 /// Installs the process-wide rustls provider (ring) once; a second install is not an error.
 pub fn install_crypto_provider() {
@@ -146,9 +146,9 @@ impl PeerClient {
         timeout: Duration,
         extra: &[(&str, String)],
     ) -> Result<Resp, CallError> {
-        let body = wire::encode(req)?;
+        let body = codec::encode(req)?;
         let bytes = self.post(addr, path, body, timeout, extra).await?;
-        Ok(wire::decode(&bytes)?)
+        Ok(codec::decode(&bytes)?)
     }
 
     /// Asks `addr` to commit a proposal. `forwarded`: the receiver must not forward it again.
@@ -174,13 +174,13 @@ impl PeerClient {
             )
             .await?;
         Ok(match reply {
-            Ok(bytes) => wire::decode_applied(&bytes),
+            Ok(bytes) => codec::decode_applied(&bytes),
             Err(refusal) => Err(refusal.into()),
         })
     }
 
     /// Asks the leader at `addr` to commit several proposals (each encoded with
-    /// [`wire::encode`]) in one call; the answer has one result per proposal, in order. The
+    /// [`codec::encode`]) in one call; the answer has one result per proposal, in order. The
     /// receiver never forwards them again.
     pub async fn propose_batch(
         &self,
@@ -189,7 +189,7 @@ impl PeerClient {
         timeout: Duration,
     ) -> Result<Vec<Result<fedraft_core::state::Applied, RaftError>>, CallError> {
         let extra = [(TIMEOUT_HEADER, timeout.as_millis().to_string())];
-        let body = wire::encode_batch(encoded)?;
+        let body = codec::encode_batch(encoded)?;
         // As for single proposals: a little longer than the leader's wait, so its answer arrives.
         let bytes = self
             .post(
@@ -200,7 +200,7 @@ impl PeerClient {
                 &extra,
             )
             .await?;
-        let reply: wire::ProposeBatchReply = wire::decode(&bytes)?;
+        let reply: codec::ProposeBatchReply = codec::decode(&bytes)?;
         if reply.len() != encoded.len() {
             return Err(CallError::Codec(RaftError::Codec(format!(
                 "{} answers for {} proposals",
@@ -211,7 +211,7 @@ impl PeerClient {
         Ok(reply
             .into_iter()
             .map(|r| match r {
-                Ok(bytes) => wire::decode_applied(&bytes),
+                Ok(bytes) => codec::decode_applied(&bytes),
                 Err(refusal) => Err(refusal.into()),
             })
             .collect())

@@ -1,9 +1,11 @@
 //! Node-to-node transport: HTTP POST with bincode bodies, every request authenticated by the
 //! cluster secret. `client` is the pooled outbound side (openraft's `RaftNetwork` plus the
 //! forwarding calls); `server` is the axum peer router that answers them; `tls` builds the
-//! mutual-TLS configurations both sides use when the node has certificates.
+//! mutual-TLS configurations both sides use when the node has certificates; `secret` is the
+//! constant-time comparison the server's secret check (and the API's token check) rely on.
 
 pub mod client;
+pub mod secret;
 pub mod server;
 pub mod tls;
 

@@ -17,12 +17,21 @@ use axum::{Json, Router};
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use sha2::{Digest, Sha256};
 
+use super::secret::constant_time_eq;
 use super::*;
-use crate::node::FedNode;
-use crate::types::{NodeId, Proposal, TypeConfig};
-use crate::wire::{
+use crate::codec::{
     self, PeerRefusal, ProposeBatchReply, ProposeReply, ReadIndexReply, MAX_BODY_BYTES,
 };
+use crate::node::FedNode;
+use crate::types::{NodeId, Proposal, TypeConfig};
+
+impl FedNode {
+    /// axum routes under `/raft/*` for the peer listener, authenticated by the cluster secret.
+    /// They live with the handlers, over the node: the node itself knows nothing of HTTP serving.
+    pub fn peer_router(&self) -> Router {
+        router(self.clone())
+    }
+}
 
 /// Builds the authenticated peer router for `node`.
 pub fn router(node: FedNode) -> Router {
@@ -50,18 +59,14 @@ async fn require_secret(State(expected): State<[u8; 32]>, req: Request, next: Ne
         .map(|v| v.as_bytes())
         .unwrap_or(b"");
     let got: [u8; 32] = Sha256::digest(presented).into();
-    let diff = got
-        .iter()
-        .zip(expected.iter())
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-    if diff != 0 {
+    if !constant_time_eq(&got, &expected) {
         return (StatusCode::UNAUTHORIZED, "missing or wrong cluster secret").into_response();
     }
     next.run(req).await
 }
 
 fn bincode_reply<T: serde::Serialize>(v: &T) -> Response {
-    match wire::encode(v) {
+    match codec::encode(v) {
         Ok(bytes) => (StatusCode::OK, bytes).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
@@ -72,7 +77,7 @@ fn bad_request(e: crate::RaftError) -> Response {
 }
 
 async fn append(State(node): State<FedNode>, body: Bytes) -> Response {
-    let req: AppendEntriesRequest<TypeConfig> = match wire::decode(&body) {
+    let req: AppendEntriesRequest<TypeConfig> = match codec::decode(&body) {
         Ok(r) => r,
         Err(e) => return bad_request(e),
     };
@@ -80,7 +85,7 @@ async fn append(State(node): State<FedNode>, body: Bytes) -> Response {
 }
 
 async fn vote(State(node): State<FedNode>, body: Bytes) -> Response {
-    let req: VoteRequest<NodeId> = match wire::decode(&body) {
+    let req: VoteRequest<NodeId> = match codec::decode(&body) {
         Ok(r) => r,
         Err(e) => return bad_request(e),
     };
@@ -88,7 +93,7 @@ async fn vote(State(node): State<FedNode>, body: Bytes) -> Response {
 }
 
 async fn snapshot(State(node): State<FedNode>, body: Bytes) -> Response {
-    let req: InstallSnapshotRequest<TypeConfig> = match wire::decode(&body) {
+    let req: InstallSnapshotRequest<TypeConfig> = match codec::decode(&body) {
         Ok(r) => r,
         Err(e) => return bad_request(e),
     };
@@ -107,7 +112,7 @@ fn caller_timeout(node: &FedNode, headers: &HeaderMap) -> Duration {
 }
 
 async fn propose(State(node): State<FedNode>, headers: HeaderMap, body: Bytes) -> Response {
-    let p: Proposal = match wire::decode(&body) {
+    let p: Proposal = match codec::decode(&body) {
         Ok(r) => r,
         Err(e) => return bad_request(e),
     };
@@ -122,7 +127,7 @@ async fn propose(State(node): State<FedNode>, headers: HeaderMap, body: Bytes) -
 
 fn propose_reply(result: Result<fedraft_core::state::Applied, crate::RaftError>) -> ProposeReply {
     match result {
-        Ok(applied) => wire::encode_applied(&applied).map_err(PeerRefusal::from),
+        Ok(applied) => codec::encode_applied(&applied).map_err(PeerRefusal::from),
         Err(e) => Err(PeerRefusal::from(e)),
     }
 }
@@ -131,8 +136,8 @@ fn propose_reply(result: Result<fedraft_core::state::Applied, crate::RaftError>)
 /// each gets its own answer. A batch that does not decode is refused whole (400), before any of
 /// it is proposed.
 async fn propose_batch(State(node): State<FedNode>, headers: HeaderMap, body: Bytes) -> Response {
-    let proposals: Result<Vec<Proposal>, _> =
-        wire::decode_batch(&body).and_then(|items| items.iter().map(|b| wire::decode(b)).collect());
+    let proposals: Result<Vec<Proposal>, _> = codec::decode_batch(&body)
+        .and_then(|items| items.iter().map(|b| codec::decode(b)).collect());
     let proposals = match proposals {
         Ok(p) => p,
         Err(e) => return bad_request(e),

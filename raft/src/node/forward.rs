@@ -24,7 +24,7 @@ impl FedNode {
         p: &Proposal,
         remaining: Duration,
     ) -> ForwardResult {
-        let encoded = crate::wire::encode(p)?;
+        let encoded = crate::codec::encode(p)?;
         let (reply, rx) = tokio::sync::oneshot::channel();
         let item = Forward {
             addr: addr.to_string(),

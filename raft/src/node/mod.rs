@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use fedraft_core::command::Command;
 use fedraft_core::state::{Applied, State};
 use fedraft_store::Store;
-use openraft::error::{ClientWriteError, InitializeError, RaftError as OrRaftError};
+use openraft::error::{InitializeError, RaftError as OrRaftError};
 use openraft::{BasicNode, ServerState};
 use tokio::sync::broadcast;
 
@@ -23,7 +23,7 @@ mod read;
 
 use crate::batcher::{run_batcher, BatchOutcome, Pending, BATCH_QUEUE_PROPOSALS};
 use crate::config::NodeConfig;
-use crate::error::{fatal, RaftError};
+use crate::error::{fatal, write_error, RaftError};
 use crate::forwarder::{run_forwarder, Forward, ForwardCounters, FORWARD_QUEUE_PROPOSALS};
 use crate::log_store::{store_read, LogStore};
 use crate::network::client::{CallError, NetworkFactory, PeerClient};
@@ -131,11 +131,6 @@ impl FedNode {
     /// The openraft handle, for the peer router and advanced callers.
     pub fn raft(&self) -> &Raft {
         &self.inner.raft
-    }
-
-    /// axum routes under `/raft/*` for the peer listener, authenticated by the cluster secret.
-    pub fn peer_router(&self) -> axum::Router {
-        crate::network::server::router(self.clone())
     }
 
     /// Initialises a new cluster with these voters (id -> advertised peer addr). A node that is
@@ -519,20 +514,5 @@ async fn run_ticker(node: Weak<Inner>, mut stop: tokio::sync::watch::Receiver<bo
         if let Err(e) = n.propose_here(tick, period).await {
             tracing::debug!(error = %e, "tick not committed");
         }
-    }
-}
-
-pub(crate) fn write_error(
-    e: OrRaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
-) -> RaftError {
-    match e {
-        OrRaftError::APIError(ClientWriteError::ForwardToLeader(f)) => RaftError::NotLeader {
-            leader_id: f.leader_id,
-            leader_addr: f.leader_node.map(|n| n.addr),
-        },
-        OrRaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
-            RaftError::Invalid(c.to_string())
-        }
-        OrRaftError::Fatal(f) => fatal(f),
     }
 }

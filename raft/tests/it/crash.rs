@@ -16,7 +16,22 @@ use fedraft_raft::{NodeReport, PeerClient, Proposal, RaftError};
 use fedraft_testkit::eventually;
 
 const SECRET: &str = "crash-secret";
-const BIN: &str = env!("CARGO_BIN_EXE_fedraft-raft-node");
+
+/// The node process, `examples/fedraft-raft-node.rs`: `cargo test -p fedraft-raft` builds the
+/// crate's examples beside its tests (`target/<profile>/examples/`, next to `deps/`).
+fn node_bin() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
+    let bin = profile_dir
+        .join("examples")
+        .join(format!("fedraft-raft-node{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.exists(),
+        "{} is missing: build it with `cargo build -p fedraft-raft --examples`",
+        bin.display()
+    );
+    bin
+}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -48,7 +63,7 @@ impl Procs {
             .append(true)
             .open(self.root.path().join(format!("n{id}.log")))
             .unwrap();
-        let mut cmd = Proc::new(BIN);
+        let mut cmd = Proc::new(node_bin());
         cmd.args([
             "--id",
             &id.to_string(),

@@ -42,6 +42,7 @@
 
 pub mod admin;
 mod apply;
+mod call;
 pub mod controller;
 pub mod discovery;
 pub mod endpoints;

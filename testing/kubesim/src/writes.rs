@@ -10,7 +10,7 @@
 use axum::http::{header, StatusCode};
 use serde_json::{json, Value};
 
-use crate::routes::{Call, Reply, Target};
+use crate::call::{Call, Reply, Target};
 use crate::status::ApiError;
 use crate::store::{Change, Outcome};
 use crate::{apply, controller, fields, meta, validate};

@@ -1,9 +1,12 @@
-//! A standalone fedraft raft member for process-level tests and manual experiments: opens the
-//! data dir, serves the authenticated peer router (which also takes `/raft/propose` from
-//! clients and reports `GET /raft/status`), and optionally bootstraps the cluster.
+//! A standalone fedraft raft member for process-level tests (`tests/crash.rs` kills and restarts
+//! it) and manual experiments: opens the data dir, serves the authenticated peer router (which
+//! also takes `/raft/propose` from clients and reports `GET /raft/status`), and optionally
+//! bootstraps the cluster. An example, not a binary of the library, so that fedraft-raft's own
+//! dependencies carry no argument parser or log formatter; `cargo test -p fedraft-raft` builds it.
 //!
-//! Example: `fedraft-raft-node --id 1 --data-dir /tmp/n1 --peer-listen 127.0.0.1:7001
-//!   --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 --secret s3cret --bootstrap`
+//! `cargo run -p fedraft-raft --example fedraft-raft-node -- --id 1 --data-dir /tmp/n1
+//!   --peer-listen 127.0.0.1:7001 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003
+//!   --secret s3cret --bootstrap`
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

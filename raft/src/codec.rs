@@ -1,4 +1,6 @@
-//! Everything that crosses the wire between nodes, and the bincode codec for it.
+//! The bincode codec of everything fedraft-raft sends to a peer or keeps on disk (log entries,
+//! vote, snapshot meta, the outcomes in audit records), and the shapes of the peer messages.
+//! (The API's JSON lives in fedraft-apiserver; nothing here is JSON.)
 //!
 //! Raft RPC bodies are openraft's own request/response types (serde) encoded with bincode 2's
 //! standard config. `Applied` travels through a mirror struct because core's type carries no

@@ -2,7 +2,10 @@
 //! HTTP between them), N concurrent proposers submitting ~256-byte commands to the leader.
 //! Reports committed proposals/s and p50/p99 latency for each concurrency level.
 //!
-//! `cargo run --release -p fedraft-raft --bin fedraft-raft-bench -- [--seconds 10] [--levels 1,16,64]`
+//! `cargo bench -p fedraft-raft --bench commits -- [--seconds 10] [--levels 1,16,64] [--via-follower]`
+//!
+//! A benchmark, not part of the library: it lives here so that fedraft-raft's own dependencies
+//! carry no argument parser, log formatter or temp-dir crate (they are dev-dependencies).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -22,6 +25,9 @@ struct Args {
     /// Propose through a follower (measures forwarding) instead of the leader.
     #[arg(long)]
     via_follower: bool,
+    /// Passed by `cargo bench` to every bench binary; nothing to do with it here.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
 fn command(tag: &str) -> Command {
