@@ -26,8 +26,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{ChangeKind, ChangeOp, Ctx, HandlerResult, State};
 use crate::command::Command;
-use crate::discovery::{validate_service_template, DiscoverySpec, EndpointsReport, ServicePort};
 use crate::model::{ObjectKey, ObjectSpec};
+use crate::service::{validate_service_template, DiscoverySpec, EndpointsReport, ServicePort};
 
 /// The latest observation of one Service in one member cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
