@@ -3,16 +3,16 @@
 //! defined in `crate::service`, which must not read the state, and re-exported here.
 //!
 //! The view is a pure function of the state ([`endpoints_view`]): a placed cluster is eligible
-//! when it is Ready (after the health hysteresis of `state/health.rs`), reported at least one
-//! ready endpoint and at least one external address. Eligible clusters are answered with weight
-//! = ready endpoints (or 1 each with `Equal`). With none eligible, `failOpen` answers with the
-//! last known addresses of the placed clusters (a control plane that lost a cluster does not
-//! prove its pods dead); otherwise the name has no data. Because the view is derived from the
-//! log, rebuilding the state at a past index shows what DNS answered then.
+//! when it is Ready (after the health hysteresis of `state/handlers/health.rs`), reported at
+//! least one ready endpoint and at least one external address. Eligible clusters are answered
+//! with weight = ready endpoints (or 1 each with `Equal`). With none eligible, `failOpen`
+//! answers with the last known addresses of the placed clusters (a control plane that lost a
+//! cluster does not prove its pods dead); otherwise the name has no data. Because the view is
+//! derived from the log, rebuilding the state at a past index shows what DNS answered then.
 //!
 //! Must not: do I/O, draw random numbers or read clocks. Weighted-random ordering belongs to the
 //! DNS server; this module only says who may be answered and with which weight, in cluster-name
-//! order. Where the state keeps these facts: `state/services.rs`.
+//! order. Where the state keeps these facts: `state/handlers/services.rs`.
 
 use serde::{Deserialize, Serialize};
 

@@ -4,7 +4,7 @@
 //!
 //! The log envelope (`crate::command`) depends on this module, so it must not depend on the
 //! state machine: nothing here reads `State`. Where the state keeps these facts:
-//! `state/services.rs`; the view derived from them for DNS: `crate::discovery`.
+//! `state/handlers/services.rs`; the view derived from them for DNS: `crate::discovery`.
 //!
 //! Must not: do I/O, read clocks, or change a serialized shape (these types are encoded in the
 //! log; a change is a new envelope version).

@@ -173,7 +173,8 @@ pub enum Command {
     Tick,
 
     // ---- appended later: new variants go at the end so older entries keep their encoding ----
-    /// `PutObject` of a v1 Service that also sets its discovery section (`state/services.rs`).
+    /// `PutObject` of a v1 Service that also sets its discovery section
+    /// (`state/handlers/services.rs`).
     PutObjectWithDiscovery {
         namespace: String,
         name: String,
