@@ -16,4 +16,5 @@ pub mod model;
 pub mod policy;
 pub mod render;
 pub mod scheduler;
+pub mod service;
 pub mod state;

@@ -1,117 +1,21 @@
-//! RFC 6902 JSON Patch (the six operations) over RFC 6901 JSON Pointers.
+//! RFC 6902 JSON Patch for overrides: a thin wrapper over the `json-patch` crate.
 //!
-//! Owns: applying one operation to a `serde_json::Value`. Errors are plain strings; the caller
-//! wraps them with the override and patch index. Must not: know about overrides or clusters.
+//! Owns: turning one of fedraft's parsed operations into the crate's, applying it alone, and
+//! wording a failure the way fedraft's render errors always read (which value a failed `test`
+//! found, which pointer named nothing). Errors are plain strings; the caller wraps them with the
+//! override and patch index. Must not: know about overrides or clusters.
+//!
+//! The crate follows RFC 6902/6901 as fedraft did by hand before: array indices without leading
+//! zeros, `-` only where an element is added, no `move` into the moved value's own child, no
+//! removal of the whole document. One operation is applied per call so a failure names its own
+//! patch; the crate undoes a failed operation, and callers work on a copy of the template anyway.
 
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{
+    AddOperation, CopyOperation, MoveOperation, PatchErrorKind, PatchOperation, RemoveOperation,
+    ReplaceOperation, TestOperation,
+};
 use serde_json::Value;
-
-/// Splits a pointer into unescaped reference tokens ("" is the whole document).
-fn tokens(pointer: &str) -> Result<Vec<String>, String> {
-    if pointer.is_empty() {
-        return Ok(Vec::new());
-    }
-    let Some(rest) = pointer.strip_prefix('/') else {
-        return Err(format!("pointer {pointer:?} must start with '/'"));
-    };
-    rest.split('/')
-        .map(|t| {
-            let b = t.as_bytes();
-            let bad = b
-                .iter()
-                .enumerate()
-                .any(|(i, &c)| c == b'~' && !matches!(b.get(i + 1), Some(b'0' | b'1')));
-            if bad {
-                return Err(format!("bad escape in pointer token {t:?}"));
-            }
-            Ok(t.replace("~1", "/").replace("~0", "~"))
-        })
-        .collect()
-}
-
-fn array_index(token: &str, len: usize, allow_end: bool) -> Result<usize, String> {
-    if allow_end && token == "-" {
-        return Ok(len);
-    }
-    let valid = !token.is_empty()
-        && token.bytes().all(|b| b.is_ascii_digit())
-        && (token == "0" || !token.starts_with('0'));
-    let idx: usize = if valid {
-        token.parse().map_err(|_| format!("bad index {token:?}"))?
-    } else {
-        return Err(format!("bad array index {token:?}"));
-    };
-    let limit = if allow_end {
-        len
-    } else {
-        len.saturating_sub(1)
-    };
-    if idx > limit || (!allow_end && len == 0) {
-        return Err(format!("index {idx} out of bounds (length {len})"));
-    }
-    Ok(idx)
-}
-
-fn get_mut<'v>(doc: &'v mut Value, toks: &[String]) -> Result<&'v mut Value, String> {
-    let mut cur = doc;
-    for t in toks {
-        cur = match cur {
-            Value::Object(map) => map.get_mut(t).ok_or_else(|| format!("no member {t:?}"))?,
-            Value::Array(arr) => {
-                let i = array_index(t, arr.len(), false)?;
-                &mut arr[i]
-            }
-            _ => return Err(format!("cannot descend into a scalar at {t:?}")),
-        };
-    }
-    Ok(cur)
-}
-
-fn get<'v>(doc: &'v Value, toks: &[String]) -> Result<&'v Value, String> {
-    let mut cur = doc;
-    for t in toks {
-        cur = match cur {
-            Value::Object(map) => map.get(t).ok_or_else(|| format!("no member {t:?}"))?,
-            Value::Array(arr) => &arr[array_index(t, arr.len(), false)?],
-            _ => return Err(format!("cannot descend into a scalar at {t:?}")),
-        };
-    }
-    Ok(cur)
-}
-
-fn add(doc: &mut Value, toks: &[String], value: Value) -> Result<(), String> {
-    let Some((last, parent)) = toks.split_last() else {
-        *doc = value;
-        return Ok(());
-    };
-    match get_mut(doc, parent)? {
-        Value::Object(map) => {
-            map.insert(last.clone(), value);
-            Ok(())
-        }
-        Value::Array(arr) => {
-            let i = array_index(last, arr.len(), true)?;
-            arr.insert(i, value);
-            Ok(())
-        }
-        _ => Err("parent is not an object or array".to_string()),
-    }
-}
-
-fn remove(doc: &mut Value, toks: &[String]) -> Result<Value, String> {
-    let Some((last, parent)) = toks.split_last() else {
-        return Err("cannot remove the whole document".to_string());
-    };
-    match get_mut(doc, parent)? {
-        Value::Object(map) => map
-            .remove(last)
-            .ok_or_else(|| format!("no member {last:?}")),
-        Value::Array(arr) => {
-            let i = array_index(last, arr.len(), false)?;
-            Ok(arr.remove(i))
-        }
-        _ => Err("parent is not an object or array".to_string()),
-    }
-}
 
 /// The operation to apply, with its arguments already parsed.
 pub(crate) enum Op<'a> {
@@ -123,42 +27,84 @@ pub(crate) enum Op<'a> {
     Test { path: &'a str, value: Value },
 }
 
-/// Applies one operation. On error the document may be unchanged or partly changed only for
-/// `move` (never in practice: the source is checked before removal); callers work on a copy.
+fn pointer(text: &str) -> Result<PointerBuf, String> {
+    PointerBuf::parse(text).map_err(|e| format!("pointer {text:?} is malformed: {}", e.original()))
+}
+
+/// Applies one operation; on error the document is as it was.
 pub(crate) fn apply(doc: &mut Value, op: Op<'_>) -> Result<(), String> {
-    match op {
-        Op::Add { path, value } => add(doc, &tokens(path)?, value),
-        Op::Remove { path } => remove(doc, &tokens(path)?).map(drop),
-        Op::Replace { path, value } => {
-            let toks = tokens(path)?;
-            let slot = get_mut(doc, &toks)?;
-            *slot = value;
-            Ok(())
-        }
-        Op::Move { from, path } => {
-            let (ft, pt) = (tokens(from)?, tokens(path)?);
-            if from == path {
-                return get(doc, &ft).map(drop);
-            }
-            if pt.len() > ft.len() && pt[..ft.len()] == ft[..] {
-                return Err(format!("cannot move {from:?} into its own child {path:?}"));
-            }
-            let value = remove(doc, &ft)?;
-            add(doc, &pt, value)
-        }
-        Op::Copy { from, path } => {
-            let value = get(doc, &tokens(from)?)?.clone();
-            add(doc, &tokens(path)?, value)
-        }
-        Op::Test { path, value } => {
-            let found = get(doc, &tokens(path)?)?;
-            if *found == value {
-                Ok(())
-            } else {
-                Err(format!("value at {path:?} is {found}, expected {value}"))
-            }
+    let (path, from) = match &op {
+        Op::Add { path, .. }
+        | Op::Remove { path }
+        | Op::Replace { path, .. }
+        | Op::Test { path, .. } => (*path, None),
+        Op::Move { from, path } | Op::Copy { from, path } => (*path, Some(*from)),
+    };
+    if let Op::Move { from, path } = &op {
+        if from == path {
+            pointer(from)?;
+            // RFC 6902 makes this a no-op once `from` exists. The crate removes and re-adds
+            // the member, which moves it to the end of its object when serde_json keeps
+            // insertion order (a feature any crate in the build may turn on); fedraft
+            // leaves the document exactly as it was.
+            return match doc.pointer(from) {
+                Some(_) => Ok(()),
+                None => Err(format!("from {from:?} names no value")),
+            };
         }
     }
+    let operation = match op {
+        Op::Add { path, value } => PatchOperation::Add(AddOperation {
+            path: pointer(path)?,
+            value,
+        }),
+        Op::Remove { path } => PatchOperation::Remove(RemoveOperation {
+            path: pointer(path)?,
+        }),
+        Op::Replace { path, value } => PatchOperation::Replace(ReplaceOperation {
+            path: pointer(path)?,
+            value,
+        }),
+        Op::Move { from, path } => PatchOperation::Move(MoveOperation {
+            from: pointer(from)?,
+            path: pointer(path)?,
+        }),
+        Op::Copy { from, path } => PatchOperation::Copy(CopyOperation {
+            from: pointer(from)?,
+            path: pointer(path)?,
+        }),
+        Op::Test { path, value } => PatchOperation::Test(TestOperation {
+            path: pointer(path)?,
+            value,
+        }),
+    };
+    let Err(e) = json_patch::patch(doc, std::slice::from_ref(&operation)) else {
+        return Ok(());
+    };
+    Err(match (e.kind, &operation) {
+        (PatchErrorKind::TestFailed, PatchOperation::Test(t)) => {
+            let found = doc.pointer(path).map_or_else(String::new, Value::to_string);
+            format!("value at {path:?} is {found}, expected {}", t.value)
+        }
+        (PatchErrorKind::InvalidFromPointer, _) => {
+            format!("from {:?} names no value", from.unwrap_or_default())
+        }
+        (PatchErrorKind::CannotMoveInsideItself, _) => format!(
+            "cannot move {:?} into its own child {path:?}",
+            from.unwrap_or_default()
+        ),
+        (
+            PatchErrorKind::InvalidPointer,
+            PatchOperation::Add(_) | PatchOperation::Move(_) | PatchOperation::Copy(_),
+        ) => {
+            format!("{path:?} names no place to add at (no parent, or an index out of bounds)")
+        }
+        (PatchErrorKind::InvalidPointer, PatchOperation::Remove(_)) if path.is_empty() => {
+            "cannot remove the whole document".to_string()
+        }
+        (PatchErrorKind::InvalidPointer, _) => format!("{path:?} names no value"),
+        (kind, _) => kind.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -322,6 +268,30 @@ mod tests {
             .unwrap(),
             json!({"a": {"b": 1}, "c": {"b": 1}})
         );
+    }
+
+    #[test]
+    fn move_onto_itself_changes_nothing() {
+        let doc = json!({"b": 1, "a": {"c": [1, 2]}, "z": 0});
+        assert_eq!(
+            run(
+                doc.clone(),
+                Op::Move {
+                    from: "/a",
+                    path: "/a"
+                }
+            )
+            .unwrap(),
+            doc
+        );
+        assert!(run(
+            doc,
+            Op::Move {
+                from: "/x",
+                path: "/x"
+            }
+        )
+        .is_err());
     }
 
     #[test]

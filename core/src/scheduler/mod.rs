@@ -8,6 +8,11 @@
 //! `dynamic` (weights from capacity); `spread` narrows candidates to label groups first.
 //! `slices` places a tenant's quota slices for two-level scheduling.
 //!
+//! Layout: `rules/` holds those rules and `decision` (the record a run returns); `support/`
+//! holds what makes them cheap without deciding anything: `names` (one shared name buffer for a
+//! record's per-cluster parts), `bytes` (inline name and label comparisons) and `order` (the
+//! static-weights planner's tie-break order, computed lazily).
+//!
 //! Must not: read clocks, iterate hash maps into results, use floating point, or look at other
 //! objects: the cost is O(clusters) per decision (plus a sort when the caller's cluster list is
 //! not already sorted) and independent of how many objects exist.
@@ -16,21 +21,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::policy::{Placement, Resources, Taint};
 
-mod bytes;
-pub mod decision;
-mod divided;
-mod dynamic;
-mod filter;
-mod names;
-mod order;
-mod slices;
-mod spread;
-pub mod static_weights;
-pub mod webster;
+mod rules;
+mod support;
 
-pub use decision::{diff, Decision, DropReason, DroppedCluster, ReplicaMove, Shortfall};
-pub use names::{ClusterNames, ClusterWeights};
-pub use slices::place_slices;
+pub use rules::decision::{diff, Decision, DropReason, DroppedCluster, ReplicaMove, Shortfall};
+pub use rules::slices::place_slices;
+pub use rules::{decision, static_weights, webster};
+pub use support::names::{ClusterNames, ClusterWeights};
+
+use rules::{divided, filter, spread};
+use support::bytes;
 
 /// A cluster's health as the scheduler sees it; times are log time in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,52 +9,47 @@
 //! passes (expiries due by then happen and queued re-placements proceed: they belong to the
 //! log, not to the command).
 //!
-//! Layout: `clusters` (register/update/deregister/cordon/drain), `health` (heartbeats, log
-//! time, hysteresis), `objects` (put/delete/revoke), `reports` (status reports), `tenants`
-//! (quota, slices), `placement` (calling the scheduler, booking capacity, the reschedule
-//! queue), `index` (derived lookup structures, rebuilt on restore), `table` (objects by
-//! namespace and name), `sharded` and `shared_seq` (maps and sequences a checkpoint image
-//! shares instead of copying), `dedupe` (request-id memo), `validate` (input checks),
-//! `services` (service discovery facts).
+//! Layout, in two folders:
+//! - `handlers/`: the commands' homes, one file per group, each an `impl State` block of `on_*`
+//!   functions: `clusters` (register/update/deregister/cordon/drain), `health` (heartbeats, log
+//!   time, hysteresis), `objects` (put/delete/revoke), `reports` (status reports), `tenants`
+//!   (quota, slices), `services` (service discovery facts), `placement` (calling the
+//!   scheduler, booking capacity, the reschedule queue); with what they share: `validate`
+//!   (input checks) and `outcome` (what an entry's caller gets back).
+//! - `store/`: the structures the state is kept in and read through, which know no command:
+//!   `table` (clusters and objects by name), `sharded` and `shared_seq` (maps and sequences a
+//!   checkpoint image shares instead of copying), `dedupe` (request-id memo), `index` (derived
+//!   lookup structures, rebuilt on restore), `template_fast` (reading a template's fields
+//!   without building a JSON tree).
 //!
 //! Must not: do I/O, read clocks, or let anything but the entries decide the state. Hash and
 //! snapshot cover `Data`; `Index` is derived, rebuilt on restore, and `check_consistency`
 //! (run by the property tests after every entry) compares the incremental one with a rebuild.
 
-mod clusters;
-mod dedupe;
-mod health;
-mod index;
-mod objects;
-mod outcome;
-mod placement;
-mod reports;
-mod services;
-mod sharded;
-mod shared_seq;
-mod table;
-mod template_fast;
-mod tenants;
-pub mod validate;
+mod handlers;
+mod store;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use dedupe::{DEDUPE_MAX_ENTRIES, DEDUPE_RETENTION_MS};
-pub use outcome::{Applied, Change, ChangeKind, ChangeOp, Outcome, RejectCode, Rejection};
-pub use placement::{DesiredObject, RESCHEDULE_OBJECTS_PER_ENTRY};
-pub use services::ObservedEndpoints;
+pub use handlers::outcome::{
+    Applied, Change, ChangeKind, ChangeOp, Outcome, RejectCode, Rejection,
+};
+pub use handlers::placement::{DesiredObject, RESCHEDULE_OBJECTS_PER_ENTRY};
+pub use handlers::services::ObservedEndpoints;
+pub use handlers::validate;
+pub use store::dedupe::{DEDUPE_MAX_ENTRIES, DEDUPE_RETENTION_MS};
 
 use crate::command::{decode_exact, Command, LogEntry};
 use crate::error::CodecError;
 use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
 use crate::scheduler::Decision;
-use dedupe::{Dedupe, Memo};
-use index::Index;
-use services::Services;
-use table::{Keyed, ObjectTable};
+use handlers::services::Services;
+use store::dedupe::{Dedupe, Memo};
+use store::index::Index;
+use store::table::{Keyed, ObjectTable};
 
 /// Snapshot format this binary writes; it reads this and 1 (before service discovery).
 pub const SNAPSHOT_VERSION: u16 = 2;
@@ -86,14 +81,14 @@ pub(crate) struct Data {
     /// Persistent, like the queue below: after a cluster fails both hold an entry per object
     /// it ran, and a checkpoint image (`State::image`) shares them instead of copying them.
     #[serde(
-        serialize_with = "shared_seq::serialize",
-        deserialize_with = "shared_seq::from_btree_set"
+        serialize_with = "store::shared_seq::serialize",
+        deserialize_with = "store::shared_seq::from_btree_set"
     )]
     pub failover_timers: imbl::OrdSet<(u64, ObjectKey)>,
     /// Objects waiting to be re-placed, oldest first; drained at a bounded rate per entry.
     #[serde(
-        serialize_with = "shared_seq::serialize",
-        deserialize_with = "shared_seq::from_vec_deque"
+        serialize_with = "store::shared_seq::serialize",
+        deserialize_with = "store::shared_seq::from_vec_deque"
     )]
     pub pending: imbl::Vector<ObjectKey>,
 }
@@ -125,7 +120,7 @@ pub struct State {
     applied_index: u64,
     pub(crate) d: Data,
     pub(crate) ix: Index,
-    /// Service discovery facts (`services.rs`); replicated, encoded after `d`.
+    /// Service discovery facts (`handlers/services.rs`); replicated, encoded after `d`.
     pub(crate) svc: Services,
 }
 
@@ -330,7 +325,7 @@ impl State {
     /// grows with the objects (their tables, the request-id memo, failover timers and the
     /// re-placement queue) shares its shards and nodes with the copy, and objects are shared,
     /// not copied. A change made while the image lives copies the one shard or path it touches
-    /// (and the object it changes, see `table::Slot`). What is copied is the clusters and
+    /// (and the object it changes, see `store::table::Slot`). What is copied is the clusters and
     /// tenants: about 3 ms at 10^3 clusters, whatever the number of objects.
     pub fn image(&self) -> StateImage {
         StateImage {

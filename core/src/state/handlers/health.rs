@@ -15,10 +15,11 @@
 //! Heartbeats update capacity and last-seen silently (no resource version bump, no watch
 //! event): those change every few seconds and nothing user-visible depends on them.
 
-use super::index::health_deadline;
-use super::{validate, ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
+use super::validate;
 use crate::command::Heartbeat;
 use crate::model::{Capacity, Health};
+use crate::state::store::index::health_deadline;
+use crate::state::{check_batch_len, ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
 
 /// How a heartbeat moved a cluster's health.
 enum Transition {
@@ -82,7 +83,7 @@ impl State {
     }
 
     pub(crate) fn on_heartbeats(&mut self, batch: &[Heartbeat], ctx: &mut Ctx) -> HandlerResult {
-        super::check_batch_len(batch.len(), "heartbeats")?;
+        check_batch_len(batch.len(), "heartbeats")?;
         for (i, hb) in batch.iter().enumerate() {
             // A registered cluster's name was validated when it registered; the lookup is
             // cheaper than the check, and this loop runs for every heartbeat.

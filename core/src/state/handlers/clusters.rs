@@ -6,9 +6,11 @@
 //! cluster that evicts (labels/taints changed, drain) re-places what runs there, deregistering
 //! strips the cluster from every placement. Cordon alone moves nothing: existing replicas stay.
 
-use super::{validate, ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
+use super::validate;
 use crate::model::{Cluster, ClusterSpec, ClusterStatus, Health, ObjectKey};
 use crate::policy::{Resources, Taint, TaintEffect};
+use crate::state::store::index::health_deadline;
+use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State};
 
 /// The taint a drained cluster carries: NoExecute, so every replica leaves.
 pub const DRAIN_TAINT_KEY: &str = "fedraft.io/drain";
@@ -89,7 +91,7 @@ impl State {
         validate_spec(spec)?;
         if let Some(c) = self.d.clusters.get(&spec.name) {
             return Err(Rejection::new(
-                super::RejectCode::AlreadyExists,
+                RejectCode::AlreadyExists,
                 Some("spec.name"),
                 format!(
                     "cluster {:?} already exists at resource version {}",
@@ -245,9 +247,9 @@ impl State {
         let Some(c) = self.d.clusters.get_mut(name) else {
             return;
         };
-        let before = super::index::health_deadline(c);
+        let before = health_deadline(c);
         f(c);
-        let after = super::index::health_deadline(c);
+        let after = health_deadline(c);
         if before != after {
             self.ix.rearm(name, after);
         }

@@ -15,11 +15,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::placement::fleet_views;
-use super::{validate, ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State};
+use super::validate;
 use crate::error::FieldError;
 use crate::model::{ObjectKey, Tenant, TenantSpec, TenantStatus};
 use crate::policy::Resources;
 use crate::scheduler::place_slices;
+use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State};
 
 /// Most slices one tenant may ask for; bounds the slice placement's cost.
 pub const MAX_SLICES: u64 = 10_000;

@@ -17,14 +17,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::table::Keyed;
-use super::{index, ChangeKind, ChangeOp, Ctx, Data, State};
 use crate::model::{
     Cluster, FederatedObject, Health, ObjectKey, PlacedCluster, ShortfallStatus, Tenant,
 };
 use crate::policy::{ReplicaMode, Resources};
 use crate::render;
 use crate::scheduler::{self, ClusterView, Decision, HealthView, ScheduleRequest};
+use crate::state::store::index;
+use crate::state::store::table::Keyed;
+use crate::state::{ChangeKind, ChangeOp, Ctx, Data, State};
 
 /// Most objects re-placed from the queue per entry. At ~50 µs per decision over 1,000 clusters,
 /// 256 decisions keep one entry under ~15 ms; a tick every second drains 256 objects per second.

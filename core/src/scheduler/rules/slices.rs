@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 
 use super::webster::{apportion, Seat};
-use super::{ClusterView, HealthView};
 use crate::policy::Resources;
+use crate::scheduler::{ClusterView, HealthView};
 
 pub fn place_slices(
     slices: u32,

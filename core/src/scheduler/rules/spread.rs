@@ -11,11 +11,11 @@
 
 use std::collections::BTreeMap;
 
+use super::decision::DropReason;
 use super::divided::candidate_weight;
 use super::filter::{Class, Classes};
-use super::{ClusterView, ScheduleRequest};
 use crate::policy::ReplicaMode;
-use crate::scheduler::decision::DropReason;
+use crate::scheduler::{ClusterView, ScheduleRequest};
 
 #[derive(Default)]
 struct Group {

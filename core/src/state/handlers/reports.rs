@@ -5,11 +5,12 @@
 //! This is the busiest command: every executor reports about every object it runs, in
 //! batches, so the lookups are arranged for the memory system (see [`locate`]).
 
-use super::table::ObjectTable;
-use super::{validate, ChangeKind, ChangeOp, Ctx, HandlerResult, State};
+use super::validate;
 use crate::command::ObjectStatusReport;
 use crate::error::FieldError;
 use crate::model::{FederatedObject, ObjectKey, PlacedCluster};
+use crate::state::store::table::ObjectTable;
+use crate::state::{check_batch_len, ChangeKind, ChangeOp, Ctx, HandlerResult, State};
 
 /// Status messages longer than this are cut (at a character boundary): executors relay
 /// Kubernetes messages, which can be long, and every byte is replicated.
@@ -28,7 +29,7 @@ impl State {
         batch: &[ObjectStatusReport],
         ctx: &mut Ctx,
     ) -> HandlerResult {
-        super::check_batch_len(batch.len(), "reports")?;
+        check_batch_len(batch.len(), "reports")?;
         let found = locate(&self.d.objects, batch);
         // A report that landed names an existing object and one of its placed clusters, whose
         // names were validated when they entered the state; only the others need checking.

@@ -8,10 +8,10 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use super::bytes;
 use super::decision::DropReason;
-use super::{ClusterView, HealthView, ScheduleRequest};
 use crate::policy::{tolerated, Division, LabelSelector, TaintEffect};
+use crate::scheduler::support::bytes;
+use crate::scheduler::{ClusterView, HealthView, ScheduleRequest};
 
 /// What the filters made of one cluster; the reason, when there is one, is in
 /// `Classes::reasons`.

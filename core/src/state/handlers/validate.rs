@@ -82,7 +82,7 @@ pub fn template(text: &str, field: &str) -> Result<TemplateInfo, FieldError> {
             ),
         ));
     }
-    if let Some(info) = super::template_fast::template_info(text) {
+    if let Some(info) = crate::state::store::template_fast::template_info(text) {
         return Ok(info);
     }
     template_by_value(text, field)

@@ -24,10 +24,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ChangeKind, ChangeOp, Ctx, HandlerResult, State};
 use crate::command::Command;
-use crate::discovery::{validate_service_template, DiscoverySpec, EndpointsReport, ServicePort};
 use crate::model::{ObjectKey, ObjectSpec};
+use crate::service::{validate_service_template, DiscoverySpec, EndpointsReport, ServicePort};
+use crate::state::{check_batch_len, ChangeKind, ChangeOp, Ctx, HandlerResult, State};
 
 /// The latest observation of one Service in one member cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,7 +87,7 @@ impl State {
         batch: &[EndpointsReport],
         ctx: &mut Ctx,
     ) -> HandlerResult {
-        super::check_batch_len(batch.len(), "reports")?;
+        check_batch_len(batch.len(), "reports")?;
         for (i, r) in batch.iter().enumerate() {
             r.validate(&format!("reports[{i}]"))?;
         }

@@ -32,8 +32,8 @@
 
 use std::collections::BTreeMap;
 
-use super::order::{fnv1_32_from, fnv1_32_many, Order, FNV_BASIS};
 use crate::policy::{ClusterPreference, DEFAULT_PREFERENCE_KEY};
+use crate::scheduler::support::order::{fnv1_32_from, fnv1_32_many, Order, FNV_BASIS};
 
 /// A plan: replicas per cluster, and the capacity overflow KubeFed reports beside it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

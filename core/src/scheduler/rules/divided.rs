@@ -11,14 +11,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::bytes;
 use super::decision::{diff, Decision, DroppedCluster, Shortfall};
+use super::dynamic;
 use super::filter::{Class, Classes};
-use super::names::{ClusterNames, ClusterWeights, NameBuf};
 use super::static_weights::{plan_parts, preference_for, Part};
 use super::webster::{apportion, Seat};
-use super::{dynamic, ClusterView, ScheduleRequest};
 use crate::policy::{ClusterPreference, Division, ReplicaMode, DEFAULT_PREFERENCE_KEY};
+use crate::scheduler::support::bytes;
+use crate::scheduler::support::names::{ClusterNames, ClusterWeights, NameBuf};
+use crate::scheduler::{ClusterView, ScheduleRequest};
 
 /// The weight a candidate gets under the object's division.
 pub(crate) fn candidate_weight(req: &ScheduleRequest<'_>, name: &str, cap: Option<u64>) -> u64 {

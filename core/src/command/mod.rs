@@ -12,9 +12,9 @@ pub use fast::EntryDecoder;
 
 use serde::{Deserialize, Serialize};
 
-use crate::discovery::{DiscoverySpec, EndpointsReport};
 use crate::error::CodecError;
 use crate::model::{Capacity, ClusterSpec, ObjectSpec, TenantSpec};
+use crate::service::{DiscoverySpec, EndpointsReport};
 
 /// The envelope format this binary writes; it reads this and every older one.
 pub const LOG_ENTRY_VERSION: u16 = 1;
@@ -173,7 +173,8 @@ pub enum Command {
     Tick,
 
     // ---- appended later: new variants go at the end so older entries keep their encoding ----
-    /// `PutObject` of a v1 Service that also sets its discovery section (`state/services.rs`).
+    /// `PutObject` of a v1 Service that also sets its discovery section
+    /// (`state/handlers/services.rs`).
     PutObjectWithDiscovery {
         namespace: String,
         name: String,

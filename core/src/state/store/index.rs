@@ -8,9 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::table::Keyed;
-use super::Data;
 use crate::model::{Cluster, FederatedObject, Health, ObjectKey};
 use crate::policy::{ReplicaMode, Resources};
+use crate::state::Data;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Index {

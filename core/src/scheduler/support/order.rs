@@ -8,7 +8,7 @@
 //!   those bytes only, and the names of a sorted fleet share long prefixes (`cluster-0012…`),
 //!   so each name starts from the state its prefix already reached in an earlier name, and
 //!   eight names go side by side through the rest (tail and salt), so that their multiply
-//!   chains overlap. The result is exactly [`fnv1_32`](super::static_weights::fnv1_32).
+//!   chains overlap. The result is exactly [`fnv1_32`](crate::scheduler::static_weights::fnv1_32).
 //! - Sorting is a least-significant-digit radix sort, a byte per pass, over the hash and then
 //!   the weight; a byte that every key shares costs no pass (small weights take one). Each
 //!   pass is stable and starts from position order, so equal keys stay in position order.

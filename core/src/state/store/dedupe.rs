@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::outcome::Outcome;
+use crate::state::Outcome;
 
 /// How long a request id is remembered, in log time: ten minutes covers client retry budgets.
 pub const DEDUPE_RETENTION_MS: u64 = 10 * 60 * 1000;

@@ -7,8 +7,10 @@
 //! spec or the template's replicas/requests changed; a template-only edit keeps the placement
 //! and just re-renders. Revoke forgets the placement and schedules from scratch.
 
-use super::{index, validate, ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
+use super::validate;
 use crate::model::{FederatedObject, ObjectKey, ObjectSpec, ObjectStatus, TemplateInfo};
+use crate::state::store::index;
+use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
 
 fn validate_names(namespace: &str, name: &str) -> Result<(), Rejection> {
     validate::dns_label(namespace, "metadata.namespace")?;

@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::names::{ClusterNames, ClusterWeights};
 use crate::policy::TaintEffect;
+use crate::scheduler::support::names::{ClusterNames, ClusterWeights};
 
 /// The outcome of one scheduling run for one federated object.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -1,0 +1,18 @@
+//! The commands' homes: each file is an `impl State` block with the `on_*` functions of one
+//! group of commands (propose-side checks, apply-time checks against the current state, the
+//! change, and what the caller gets back), plus what they share: `validate` (input checks that
+//! never look at the state) and `outcome` (results, changes and refusals).
+//!
+//! Dispatch is not here: `State::apply` in `state/mod.rs` is the one `match` that hands each
+//! command to its handler. Must not: hold storage structures of their own (those live in
+//! `state/store/`), do I/O, or read clocks.
+
+mod clusters;
+mod health;
+mod objects;
+pub mod outcome;
+pub mod placement;
+mod reports;
+pub mod services;
+mod tenants;
+pub mod validate;
