@@ -9,7 +9,8 @@
 //! - [`proxy`] and [`mesh`]: user-space TCP proxies between nodes, to cut, heal and delay links without root.
 //! - [`nemesis`]: seeded fault schedules.
 //! - [`routed`]: the proxies the harness really uses: one listener per node, links told apart by which
-//!   process opened the connection (fedraft's peer addresses are replicated, so they are the same for all).
+//!   process opened the connection, so the nodes need no per-node `[peer_dial]` table (which `mesh` needs:
+//!   fedraft's peer addresses are replicated, the same for all).
 //! - [`run`]: the `fedraft-jepsen run` harness (processes, workloads, fault execution, results); [`plot`]
 //!   draws its latency plot.
 

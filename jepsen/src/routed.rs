@@ -1,9 +1,10 @@
-//! A mesh for peers that all dial one address per destination: fedraft replicates each node's peer address in
-//! the raft membership, so every node uses the same address for a given peer and per-pair listening ports (as
-//! in `mesh`) cannot be told apart. [`RoutedMesh`] runs one listener per destination node and finds out which
-//! node opened each accepted connection from the kernel's socket table: the client end of the connection is
-//! a socket whose local port is the accepted peer port, and `/proc/<pid>/fd` says which process holds it.
-//! Linux only; it reads `/proc` of processes this user started.
+//! A mesh for peers that all dial one address per destination. fedraft replicates each node's peer address in
+//! the raft membership, so every node dials the same address for a given peer unless it is given its own route
+//! table (`[peer_dial]`), which is what `mesh`'s per-pair listening ports need. [`RoutedMesh`] needs no such
+//! table: it runs one listener per destination node and finds out which node opened each accepted connection
+//! from the kernel's socket table: the client end of the connection is a socket whose local port is the
+//! accepted peer port, and `/proc/<pid>/fd` says which process holds it. Linux only; it reads `/proc` of
+//! processes this user started.
 //!
 //! The links it controls are still the ordered pairs `(from, to)`, with the same cut, heal and delay semantics
 //! as `proxy::LinkProxy`. A connection whose opener cannot be identified is reset: failing closed keeps a
