@@ -17,7 +17,10 @@
 //! pass does when nothing is desired) until none is left, for at most
 //! `deregister_cleanup_timeout`. Unmanaged objects and namespaces are left alone. Only the
 //! leader at the time of deregistration does this; if it loses leadership meanwhile, or the
-//! cluster is dark throughout, the leftovers keep fedraft's ownership label.
+//! cluster is dark throughout, the leftovers keep fedraft's ownership label, so
+//! `kubectl delete deploy,sts,ds,svc,cm,secret,sa,job,cronjob,ing -A -l fedraft.io/managed-by=fedraft`
+//! removes them. For a removal without downtime, drain first and deregister once nothing is
+//! placed there.
 //!
 //! Must not: run executors on a follower, or converge a deregistered cluster.
 

@@ -35,7 +35,7 @@ use crate::output::Format;
 /// jemalloc for the Rust side of the process. A server answers thousands of requests a second
 /// from many threads, each allocating and freeing short-lived buffers that another thread often
 /// frees; glibc's arenas spent about 16 % of a loaded cluster's CPU in `malloc`, `free` and their
-/// consolidation (the A/B runs behind this choice are in ARCHITECTURE.md). Prefixed on purpose:
+/// consolidation (the A/B runs behind this choice are in docs/performance.md). Prefixed on purpose:
 /// with jemalloc's unprefixed `malloc`, the process hangs at start under libfaketime, which the
 /// fault harness's clock nemesis preloads (even `fedraft --version` never returns). RocksDB's
 /// C++ allocations stay with glibc.

@@ -1,6 +1,6 @@
 //! A full mesh of [`LinkProxy`]s between `n` nodes: one proxy per ordered pair, so node `a` reaches node `b`
 //! by dialling `addr(a, b)` instead of `b`'s real address. Each node must therefore be configured with its own
-//! peer table (see [`Mesh::peer_addrs`]). The mesh cuts, heals and delays links; which links a fault cuts is
+//! peer table (see [`Mesh::peer_addrs`]; for `fedraft server`, its `[peer_dial]` section). The mesh cuts, heals and delays links; which links a fault cuts is
 //! decided by the nemesis (`nemesis::Partition::cut_links`), not here.
 
 use std::collections::BTreeMap;
