@@ -7,6 +7,7 @@
 //! `state_machine.rs` (core state, snapshots, audit records). Batching: `batcher.rs` (leader: many
 //! proposals per raft entry), `forwarder.rs` (follower: many proposals per call to the leader).
 //! Transport: `network/` (HTTP + bincode, cluster-secret auth). Timeouts and their reasoning: `config.rs`.
+//! What the node measures (proposals, batches, checkpoints, raft position): `metrics.rs`.
 //! The audit archive as readers see it (replay, verify, online and offline): `audit/`.
 
 // openraft's storage traits fix their error type (`StorageError`, ~224 bytes); helpers that feed
@@ -22,6 +23,7 @@ mod failure;
 mod forwarder;
 mod log_cache;
 pub mod log_store;
+mod metrics;
 pub mod network;
 pub mod node;
 pub mod state_machine;

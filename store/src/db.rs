@@ -17,6 +17,7 @@ use crate::audit::{AuditInput, AuditRecord};
 use crate::audit_checkpoint::{checkpoint_key, Checkpoint, CheckpointKind};
 use crate::error::StoreError;
 use crate::keys::*;
+use crate::metrics::StoreMetrics;
 use crate::reader::StoreReader;
 use crate::writer::{self, missing_cf, AuditHead, Done, Op};
 
@@ -59,6 +60,7 @@ struct Inner {
     cluster_id: String,
     ops: Option<Sender<Op>>,
     writer: Option<std::thread::JoinHandle<()>>,
+    metrics: StoreMetrics,
 }
 
 impl Drop for Inner {
@@ -117,7 +119,8 @@ impl Store {
         validate_or_init(&db, cluster_id)?;
         let audit_head = load_audit_head(&db)?;
         let (tx, rx) = crossbeam_channel::unbounded();
-        let writer = writer::spawn(db.clone(), audit_head, rx)?;
+        let metrics = StoreMetrics::default();
+        let writer = writer::spawn(db.clone(), audit_head, rx, metrics.clone())?;
         tracing::info!(path = %path.display(), cluster_id, "store opened");
         Ok(Store {
             inner: Arc::new(Inner {
@@ -126,6 +129,7 @@ impl Store {
                 cluster_id: cluster_id.to_string(),
                 ops: Some(tx),
                 writer: Some(writer),
+                metrics,
             }),
         })
     }
@@ -136,6 +140,16 @@ impl Store {
 
     pub fn cluster_id(&self) -> &str {
         &self.inner.cluster_id
+    }
+
+    /// Registers this store's measurements (see `metrics.rs`) into the binary's registry.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        crate::metrics::register(
+            &self.inner.metrics,
+            &self.inner.db,
+            self.inner.path.clone(),
+            registry,
+        );
     }
 
     fn submit(&self, op: Op) {
