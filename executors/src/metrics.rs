@@ -283,15 +283,6 @@ mod tests {
         out
     }
 
-    fn answering(
-        status: u16,
-    ) -> impl Service<(), Response = http::Response<()>, Error = &'static str> + Clone {
-        tower::service_fn(move |()| async move {
-            let resp = http::Response::builder().status(status).body(()).unwrap();
-            Ok::<_, &'static str>(resp)
-        })
-    }
-
     #[tokio::test]
     async fn calls_are_timed_and_failures_counted_per_cluster() {
         let m = ExecutorMetrics::default();
@@ -299,8 +290,12 @@ mod tests {
         m.register(&mut r);
         let dc1 = m.cluster("dc1");
         let layer = dc1.call_layer();
-        for status in [200, 404, 503, 429] {
-            layer.layer(answering(status)).oneshot(()).await.unwrap();
+        for status in [200u16, 404, 503, 429] {
+            let answering = tower::service_fn(move |()| async move {
+                let resp = http::Response::builder().status(status).body(()).unwrap();
+                Ok::<_, &'static str>(resp)
+            });
+            layer.layer(answering).oneshot(()).await.unwrap();
         }
         let broken = tower::service_fn(|()| async { Err::<http::Response<()>, _>("refused") });
         assert!(layer.layer(broken).oneshot(()).await.is_err());
