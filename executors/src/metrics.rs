@@ -275,7 +275,7 @@ impl Drop for Pending {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tower::{Layer, Service, ServiceExt};
+    use tower::{Layer, ServiceExt};
 
     fn text(r: &Registry) -> String {
         let mut out = String::new();
