@@ -7,20 +7,20 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::metrics::{method_name, Route};
 use crate::App;
 
 /// Times the request and counts it by route template, method and status.
 pub async fn metrics(State(app): State<App>, req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".into());
-    let method = req.method().to_string();
+    let route = match req.extensions().get::<MatchedPath>() {
+        Some(p) => Route::Matched(p.clone()),
+        None => Route::Unmatched,
+    };
+    let method = method_name(req.method());
     let resp = next.run(req).await;
     app.metrics
-        .observe(&route, &method, resp.status().as_u16(), start.elapsed());
+        .observe(route, method, resp.status().as_u16(), start.elapsed());
     resp
 }
 

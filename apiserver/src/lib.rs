@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use fedraft_raft::FedNode;
+use prometheus_client::registry::Registry;
 
 pub use auth::{Principal, Role, TokenStore};
 pub use error::ApiError;
@@ -61,7 +62,9 @@ pub(crate) struct AppState {
     pub node: FedNode,
     pub tokens: TokenStore,
     pub cfg: ApiConfig,
-    pub metrics: metrics::Metrics,
+    pub metrics: metrics::ApiMetrics,
+    /// What `/metrics` encodes: the binary's registry plus this crate's series.
+    pub registry: metrics::SharedRegistry,
     pub ring: Arc<watch::ring::Ring>,
 }
 
@@ -75,14 +78,32 @@ pub struct Api {
 
 impl Api {
     /// Builds the API over `node` and starts the watch hub (a task that ends with the node).
+    /// `/metrics` serves the node's own series (raft and store) and the API's.
     /// Must be called inside a tokio runtime.
     pub fn new(node: FedNode, tokens: TokenStore, cfg: ApiConfig) -> Self {
+        let mut registry = Registry::default();
+        node.register_metrics(&mut registry);
+        Api::with_registry(node, tokens, cfg, registry)
+    }
+
+    /// [`Api::new`] serving `registry` on `/metrics`, to which the API adds its own series.
+    /// The caller registers everything else it wants served (the node's
+    /// [`FedNode::register_metrics`], executors, DNS) before handing it over.
+    pub fn with_registry(
+        node: FedNode,
+        tokens: TokenStore,
+        cfg: ApiConfig,
+        mut registry: Registry,
+    ) -> Self {
         let ring = watch::hub::start(&node, cfg.watch_history_events);
+        let metrics = metrics::ApiMetrics::default();
+        metrics.register(&node, &mut registry);
         let app = Arc::new(AppState {
             node,
             tokens,
             cfg,
-            metrics: Default::default(),
+            metrics,
+            registry: Arc::new(registry),
             ring,
         });
         Api { app }

@@ -5,7 +5,7 @@
 //! views after applied entries, and `answer` answers one question from it (the pure part, where
 //! NXDOMAIN / NODATA / weighted order / locality live). Eligibility and weights are core's
 //! decision (`fedraft_core::discovery`), so what DNS answered at any index can be rebuilt from
-//! the log.
+//! the log. Queries and answers by response code are counted in `metrics`.
 //!
 //! Must not: propose to the log, depend on the HTTP API, or recurse (names outside the zone
 //! are REFUSED).
@@ -13,9 +13,11 @@
 pub mod answer;
 pub mod config;
 pub mod error;
+pub mod metrics;
 pub mod server;
 pub mod zone;
 
 pub use config::DnsConfig;
 pub use error::DnsError;
+pub use metrics::DnsMetrics;
 pub use server::DnsServer;

@@ -27,6 +27,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::answer::{answer, Answer, Locality};
 use crate::config::{DnsConfig, DEFAULT_ZONE_TTL_SECONDS};
 use crate::error::DnsError;
+use crate::metrics::DnsMetrics;
 use crate::zone::Zone;
 
 /// Largest UDP payload advertised in EDNS answers (the DNS flag day 2020 value: no
@@ -46,6 +47,7 @@ pub(crate) struct Shared {
     bound: Duration,
     max_answers: usize,
     locality: Locality,
+    metrics: DnsMetrics,
 }
 
 impl Shared {
@@ -112,6 +114,7 @@ impl RequestHandler for Handler {
         request: &Request,
         mut response: R,
     ) -> ResponseInfo {
+        self.shared.metrics.query();
         let edns = request.edns.as_ref().map(|req| {
             let mut e = Edns::new();
             e.set_max_payload(req.max_payload().clamp(512, EDNS_MAX_PAYLOAD));
@@ -153,6 +156,7 @@ impl RequestHandler for Handler {
         };
         metadata.authoritative = result.authoritative;
         metadata.response_code = result.rcode;
+        self.shared.metrics.answered(result.rcode);
         let builder = MessageResponseBuilder::new(&request.queries, edns.as_ref());
         let msg = builder.build(
             metadata,
@@ -164,6 +168,7 @@ impl RequestHandler for Handler {
         match response.send_response(msg).await {
             Ok(info) => info,
             Err(e) => {
+                self.shared.metrics.send_failed();
                 tracing::debug!(error = %e, "cannot send a DNS response");
                 failed(request, ResponseCode::ServFail)
             }
@@ -187,6 +192,7 @@ pub struct DnsServer {
     tcp: SocketAddr,
     server: Server<Handler>,
     refresher: tokio::task::JoinHandle<()>,
+    metrics: DnsMetrics,
 }
 
 async fn bind(
@@ -241,6 +247,7 @@ impl DnsServer {
             locality: Locality {
                 by_cluster: cfg.locality.clone().into_iter().collect(),
             },
+            metrics: DnsMetrics::default(),
         });
         let (udp, tcp) = bind(cfg.listen).await?;
         let udp_addr = udp.local_addr().map_err(|source| DnsError::Bind {
@@ -262,6 +269,7 @@ impl DnsServer {
             Duration::from_millis(cfg.tcp_idle_timeout_ms),
             TCP_RESPONSE_BUFFER,
         );
+        let metrics = shared.metrics.clone();
         let refresher = tokio::spawn(refresh(node, cfg.zone.clone(), shared));
         tracing::info!(udp = %udp_addr, tcp = %tcp_addr, zone = %cfg.zone, "DNS serving");
         Ok(DnsServer {
@@ -269,7 +277,13 @@ impl DnsServer {
             tcp: tcp_addr,
             server,
             refresher,
+            metrics,
         })
+    }
+
+    /// What this server measures, for the binary's registry ([`DnsMetrics::register`]).
+    pub fn metrics(&self) -> &DnsMetrics {
+        &self.metrics
     }
 
     pub fn udp_addr(&self) -> SocketAddr {

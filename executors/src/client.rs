@@ -19,6 +19,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 use crate::error::ExecError;
+use crate::metrics::ClusterMetrics;
 
 static CRYPTO: Once = Once::new();
 
@@ -36,6 +37,30 @@ pub async fn build_client(
     spec: &ClusterSpec,
     connect_timeout: Duration,
 ) -> Result<Client, ExecError> {
+    let config = client_config(spec, connect_timeout).await?;
+    Client::try_from(config).map_err(|e| client_error(spec, e))
+}
+
+/// [`build_client`] whose every request is timed and counted in `metrics`.
+pub async fn build_measured_client(
+    spec: &ClusterSpec,
+    connect_timeout: Duration,
+    metrics: &ClusterMetrics,
+) -> Result<Client, ExecError> {
+    let config = client_config(spec, connect_timeout).await?;
+    let builder =
+        kube::client::ClientBuilder::try_from(config).map_err(|e| client_error(spec, e))?;
+    Ok(builder.with_layer(&metrics.call_layer()).build())
+}
+
+fn client_error(spec: &ClusterSpec, e: kube::Error) -> ExecError {
+    ExecError::Credentials {
+        cluster: spec.name.clone(),
+        reason: format!("client: {e}"),
+    }
+}
+
+async fn client_config(spec: &ClusterSpec, connect_timeout: Duration) -> Result<Config, ExecError> {
     install_crypto_provider();
     let bad = |reason: String| ExecError::Credentials {
         cluster: spec.name.clone(),
@@ -59,7 +84,7 @@ pub async fn build_client(
     };
     config.default_retry = false;
     config.connect_timeout = Some(connect_timeout);
-    Client::try_from(config).map_err(|e| bad(format!("client: {e}")))
+    Ok(config)
 }
 
 fn parse_url(endpoint: &str) -> Result<http::Uri, String> {

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::metrics::ExecutorMetrics;
+
 /// How the executors of one fedraft node behave.
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
@@ -33,6 +35,9 @@ pub struct ExecutorConfig {
     /// How long the leader keeps trying to remove fedraft's objects from a cluster after it was
     /// deregistered (a dark cluster cannot be cleaned; what is left carries fedraft's label).
     pub deregister_cleanup_timeout: Duration,
+    /// Where the executors record what they measure. The default records into series no
+    /// registry holds; the binary sets one it registered.
+    pub metrics: ExecutorMetrics,
 }
 
 impl Default for ExecutorConfig {
@@ -50,6 +55,7 @@ impl Default for ExecutorConfig {
             status_flush_interval: Duration::from_millis(500),
             request_timeout: Duration::from_secs(10),
             deregister_cleanup_timeout: Duration::from_secs(120),
+            metrics: ExecutorMetrics::default(),
         }
     }
 }

@@ -6,7 +6,8 @@
 //! then [`reconciler`] (one converge pass), [`plan`] and [`compare`] (the pure decisions: what to
 //! write, what to delete, when a write is unnecessary), [`probe`] and [`capacity`] (observing a
 //! cluster), [`report`] (batching observations into log entries) and [`services`] (Service
-//! addresses and ready endpoints for discovery).
+//! addresses and ready endpoints for discovery). What they measure per member cluster
+//! (reconciles, member API latency and errors): [`metrics`].
 //!
 //! Architecture invariants:
 //! - A write happens only when the live object differs from the rendered manifest; applying the
@@ -24,6 +25,7 @@ pub mod desired;
 pub mod error;
 pub mod fednode;
 pub mod live;
+pub mod metrics;
 pub mod node;
 pub mod plan;
 pub mod probe;
@@ -35,5 +37,6 @@ pub mod set;
 
 pub use config::ExecutorConfig;
 pub use error::ExecError;
+pub use metrics::ExecutorMetrics;
 pub use node::ControlPlane;
 pub use set::ExecutorSet;

@@ -37,6 +37,7 @@ use crate::config::ExecutorConfig;
 use crate::desired::{DesiredCache, Entry, Prepared};
 use crate::error::ExecError;
 use crate::live::LiveCache;
+use crate::metrics::{ClusterMetrics, Reconciled};
 use crate::node::ControlPlane;
 use crate::plan::{self, ApplyReason, LiveId, LiveObject, Memo, Verdict};
 use crate::report::{short_message, Observations};
@@ -67,6 +68,8 @@ pub struct ClusterCtx {
     pub resolver: Resolver,
     pub live: LiveCache,
     pub cfg: ExecutorConfig,
+    /// This cluster's series (reconciles; the client records its own calls).
+    pub metrics: ClusterMetrics,
     known_namespaces: Mutex<BTreeSet<String>>,
 }
 
@@ -75,6 +78,7 @@ impl ClusterCtx {
         ClusterCtx {
             resolver: Resolver::new(client.clone(), cfg.request_timeout),
             live: LiveCache::new(client.clone(), cluster.clone(), wake),
+            metrics: cfg.metrics.cluster(&cluster),
             cluster,
             client,
             cfg,
@@ -429,6 +433,7 @@ impl<C: ControlPlane> Reconciler<C> {
             let memo = self.memo.get(&p.id);
             match plan::verdict(&p.body, &p.hash, live.map(|l| &**l), memo) {
                 Verdict::UpToDate => {
+                    ctx.metrics.reconciled(Reconciled::Unchanged);
                     self.retries.remove(&p.id);
                     if let Some(m) = plan::verified_memo(&p.hash, live.map(|l| &**l), memo) {
                         self.memo.insert(p.id.clone(), m);
@@ -461,8 +466,12 @@ impl<C: ControlPlane> Reconciler<C> {
                 Ok(action) => {
                     self.retries.remove(&p.id);
                     let object = match action {
-                        Action::UpToDate => live.map(|l| l.object.clone()),
+                        Action::UpToDate => {
+                            ctx.metrics.reconciled(Reconciled::Unchanged);
+                            live.map(|l| l.object.clone())
+                        }
                         Action::Applied { object, .. } => {
+                            ctx.metrics.reconciled(Reconciled::Applied);
                             let rv = object
                                 .pointer("/metadata/resourceVersion")
                                 .and_then(Value::as_str);
@@ -480,6 +489,7 @@ impl<C: ControlPlane> Reconciler<C> {
                     statuses.push(report(&p.key, &cluster, true, ready, None));
                 }
                 Err(e) => {
+                    ctx.metrics.reconciled(Reconciled::ApplyFailed);
                     let at = self.fail(&p.id, &p.hash, &e, now);
                     next = next.min(at);
                     tracing::warn!(%cluster, id = %p.id, error = %e, "apply failed");
@@ -514,11 +524,13 @@ impl<C: ControlPlane> Reconciler<C> {
         for (id, r) in deleted {
             match r {
                 Ok(()) => {
+                    ctx.metrics.reconciled(Reconciled::Deleted);
                     tracing::info!(%cluster, %id, "deleted object no longer desired");
                     self.memo.remove(&id);
                     self.retries.remove(&id);
                 }
                 Err(e) => {
+                    ctx.metrics.reconciled(Reconciled::DeleteFailed);
                     tracing::warn!(%cluster, %id, error = %e, "delete failed");
                     let at = self.fail(&id, "", &e, now);
                     next = next.min(at);

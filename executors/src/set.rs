@@ -33,7 +33,7 @@ use tokio::sync::{broadcast, watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::backoff::Backoff;
-use crate::client::build_client;
+use crate::client::build_measured_client;
 use crate::config::ExecutorConfig;
 use crate::node::ControlPlane;
 use crate::probe::run_probe;
@@ -115,7 +115,9 @@ async fn run_cluster<C: ControlPlane>(
         if *retire.borrow() {
             return;
         }
-        match build_client(&spec, cfg.probe_timeout).await {
+        match build_measured_client(&spec, cfg.probe_timeout, &cfg.metrics.cluster(&spec.name))
+            .await
+        {
             Ok(c) => break c,
             Err(e) => {
                 attempt = attempt.saturating_add(1);
@@ -207,6 +209,7 @@ impl Leading {
             let Some(spec) = specs.get(&name) else {
                 if let Some(runner) = self.clusters.remove(&name) {
                     tracing::info!(cluster = %name, "cluster deregistered: retiring its executor");
+                    cfg.metrics.forget(&name);
                     self.obs.forget(&name);
                     self.svc_obs.forget(&name);
                     runner.retire();

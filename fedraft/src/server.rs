@@ -14,6 +14,7 @@ use anyhow::{bail, Context};
 use fedraft_apiserver::{Api, ApiConfig, Principal, Role, TokenStore};
 use fedraft_executors::{ExecutorConfig, ExecutorSet};
 use fedraft_raft::{FedNode, NodeConfig};
+use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
 use crate::config::{ExecutorTiming, NodeFile};
@@ -219,19 +220,26 @@ async fn serve(
             .await
             .context("bootstrapping the cluster")?;
     }
+    // One registry for everything this process measures; the API serves it on /metrics.
+    let mut registry = Registry::default();
+    node.register_metrics(&mut registry);
     // Executors start and stop with this node's leadership, so every node runs the set.
-    let executors = executors.map(|cfg| ExecutorSet::start(node.clone(), cfg));
+    let executors = executors.map(|cfg| {
+        cfg.metrics.register(&mut registry);
+        ExecutorSet::start(node.clone(), cfg)
+    });
     let dns = match dns {
         Some(d) => {
             let server = fedraft_dns::DnsServer::start(node.clone(), d)
                 .await
                 .context("starting the DNS server")?;
             println!("fedraft DNS: udp+tcp {}", server.udp_addr());
+            server.metrics().register(&mut registry);
             Some(server)
         }
         None => None,
     };
-    let router = Api::new(node.clone(), tokens, cfg).router();
+    let router = Api::with_registry(node.clone(), tokens, cfg, registry).router();
     tracing::info!(addr = %api.local_addr()?, tls = api_tls.is_some(), "API listening");
     let served = tls::serve(api, router, api_tls, shutdown_signal()).await;
     tracing::info!("shutting down");

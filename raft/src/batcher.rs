@@ -14,6 +14,7 @@ use fedraft_core::state::Applied;
 use openraft::error::{ClientWriteError, RaftError as OrRaftError};
 
 use crate::error::{write_error, RaftError};
+use crate::metrics::{NodeMetrics, ProposalOutcome};
 use crate::state_machine::SmShared;
 use crate::types::{EntryBatch, Proposal, Raft};
 
@@ -81,6 +82,7 @@ pub(crate) async fn run_batcher(
     raft: Raft,
     sm: Arc<SmShared>,
     mut rx: tokio::sync::mpsc::Receiver<Pending>,
+    metrics: NodeMetrics,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_BATCHES_IN_FLIGHT));
     let mut clock = LogClock::default();
@@ -110,10 +112,21 @@ pub(crate) async fn run_batcher(
                 )
             })
             .unzip();
+        metrics.entry_proposed(entries.len());
         let raft = raft.clone();
+        let metrics = metrics.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            match raft.client_write(EntryBatch::new(entries)).await {
+            let result = raft.client_write(EntryBatch::new(entries)).await;
+            let outcome = match &result {
+                Ok(resp) if resp.data.0.len() == replies.len() => ProposalOutcome::Applied,
+                Err(OrRaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
+                    ProposalOutcome::NotLeader
+                }
+                _ => ProposalOutcome::Failed,
+            };
+            metrics.proposals(outcome, replies.len());
+            match result {
                 Ok(resp) if resp.data.0.len() == replies.len() => {
                     for (reply, applied) in replies.into_iter().zip(resp.data.0) {
                         let _ = reply.send(BatchOutcome::Applied(applied));

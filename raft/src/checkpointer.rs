@@ -34,6 +34,7 @@ use tokio::sync::oneshot;
 
 use crate::audit::{checkpoint_interval, AuditOptions};
 use crate::failure::FirstFailure;
+use crate::metrics::{ImageKind, ImageMetrics};
 
 /// What `next` holds while no checkpoint can be due: one is being written, or checkpoints are
 /// off.
@@ -76,6 +77,7 @@ impl Checkpointer {
         store: Store,
         audit: AuditOptions,
         state: &State,
+        metrics: ImageMetrics,
     ) -> std::io::Result<Checkpointer> {
         let (jobs, rx) = crossbeam_channel::unbounded();
         let failed = Arc::new(FirstFailure::default());
@@ -87,6 +89,7 @@ impl Checkpointer {
             grid,
             failed: failed.clone(),
             next: next.clone(),
+            metrics,
         };
         let thread = std::thread::Builder::new()
             .name("fedraft-checkpoint".into())
@@ -226,6 +229,7 @@ struct CheckpointWriter {
     grid: Grid,
     failed: Arc<FirstFailure>,
     next: Arc<AtomicU64>,
+    metrics: ImageMetrics,
 }
 
 impl CheckpointWriter {
@@ -236,8 +240,11 @@ impl CheckpointWriter {
                     return;
                 }
                 let index = image.applied_index();
+                let started = std::time::Instant::now();
                 match self.checkpoint(&image) {
                     Ok(bytes) => {
+                        let took = started.elapsed();
+                        self.metrics.encoded(ImageKind::Checkpoint, took, bytes);
                         let interval = checkpoint_interval(self.grid.every, bytes);
                         let next = self.grid.at_or_after(index.saturating_add(interval));
                         // Only if the schedule is still waiting for this checkpoint: a restart
@@ -253,7 +260,11 @@ impl CheckpointWriter {
                 }
             }
             Job::Encode(image, reply) => {
-                let _ = reply.send(image.to_snapshot());
+                let started = std::time::Instant::now();
+                let data = image.to_snapshot();
+                let took = started.elapsed();
+                self.metrics.encoded(ImageKind::Snapshot, took, data.len());
+                let _ = reply.send(data);
             }
             Job::Flush(reply) => {
                 let _ = reply.send(());
@@ -386,7 +397,7 @@ mod tests {
             checkpoint_every_commands: every,
             ..AuditOptions::default()
         };
-        Checkpointer::start(store.clone(), audit, &State::new()).unwrap()
+        Checkpointer::start(store.clone(), audit, &State::new(), Default::default()).unwrap()
     }
 
     /// A fresh store and an empty live state with a checkpointer every `every` commands.
@@ -509,7 +520,8 @@ mod tests {
             ..AuditOptions::default()
         }
         .staggered_for(1);
-        let cp = Checkpointer::start(store.clone(), audit, &State::new()).unwrap();
+        let cp =
+            Checkpointer::start(store.clone(), audit, &State::new(), Default::default()).unwrap();
         let mut live = State::new();
         run(&store, &cp, &mut live, 12, true).await;
         assert_eq!(store.reader().checkpoint_indexes().unwrap(), vec![1, 5, 9]);

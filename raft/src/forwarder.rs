@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 
 use crate::error::RaftError;
+use crate::metrics::NodeMetrics;
 use crate::network::client::{CallError, PeerClient};
 
 /// Most proposals in one forwarding call; the leader packs up to 256 commands per raft entry, so
@@ -58,6 +59,7 @@ pub(crate) async fn run_forwarder(
     client: PeerClient,
     mut rx: mpsc::Receiver<Forward>,
     counters: Arc<ForwardCounters>,
+    metrics: NodeMetrics,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_FORWARDS_IN_FLIGHT));
     let mut carried: Option<Forward> = None;
@@ -100,15 +102,19 @@ pub(crate) async fn run_forwarder(
         counters
             .proposals
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        metrics.forward_sent(batch.len());
         let client = client.clone();
+        let metrics = metrics.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            send_batch(&client, batch).await;
+            let ok = send_batch(&client, batch).await;
+            metrics.forward_done(ok);
         });
     }
 }
 
-async fn send_batch(client: &PeerClient, batch: Vec<Forward>) {
+/// Sends one batch and answers its proposers; false when the call itself failed.
+async fn send_batch(client: &PeerClient, batch: Vec<Forward>) -> bool {
     let addr = batch[0].addr.clone();
     let latest = batch
         .iter()
@@ -125,12 +131,14 @@ async fn send_batch(client: &PeerClient, batch: Vec<Forward>) {
             for (reply, result) in replies.into_iter().zip(results) {
                 let _ = reply.send(Ok(result));
             }
+            true
         }
         Err(e) => {
             tracing::debug!(leader = %addr, proposals = replies.len(), error = %e, "forwarding call failed");
             for reply in replies {
                 let _ = reply.send(Err(same_failure(&e)));
             }
+            false
         }
     }
 }

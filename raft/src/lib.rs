@@ -10,6 +10,7 @@
 //! raft sends or stores: `codec.rs`. Timeouts and their reasoning: `config.rs`.
 //! The audit archive as readers see it (replay, verify, online and offline): `audit/`. Seeding a
 //! new cluster's data directories from a backup: `restore.rs`.
+//! What the node measures (proposals, batches, checkpoints, raft position): `metrics.rs`.
 
 // openraft's storage traits fix their error type (`StorageError`, ~224 bytes); helpers that feed
 // those traits return it as is rather than boxing and unboxing at every call.
@@ -25,6 +26,7 @@ mod failure;
 mod forwarder;
 mod log_cache;
 pub mod log_store;
+mod metrics;
 pub mod network;
 pub mod node;
 pub mod restore;

@@ -32,6 +32,7 @@ use crate::checkpointer::Checkpointer;
 use crate::codec::{self, Response};
 use crate::failure::FirstFailure;
 use crate::log_store::{store_op, store_read};
+use crate::metrics::ImageMetrics;
 use crate::types::{
     AppliedEntry, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
@@ -165,6 +166,15 @@ impl StateMachine {
         store: Store,
         audit: AuditOptions,
     ) -> Result<StateMachine, crate::RaftError> {
+        Self::open_measured(store, audit, ImageMetrics::default()).await
+    }
+
+    /// [`StateMachine::open_with`], recording checkpoint and snapshot encoding into `images`.
+    pub(crate) async fn open_measured(
+        store: Store,
+        audit: AuditOptions,
+        images: ImageMetrics,
+    ) -> Result<StateMachine, crate::RaftError> {
         let s = store.clone();
         let snap = store_read(move || s.snapshot()).await?;
         let (state, last_applied, membership) = match snap {
@@ -179,7 +189,7 @@ impl StateMachine {
         let last_ts = state.log_time_ms();
         let last_index = state.applied_index();
         let (events, _) = broadcast::channel(SUBSCRIBER_BUFFER_ENTRIES);
-        let checkpointer = Checkpointer::start(store.clone(), audit, &state)
+        let checkpointer = Checkpointer::start(store.clone(), audit, &state, images)
             .map_err(|e| crate::RaftError::Fatal(format!("starting the checkpoint thread: {e}")))?;
         let shared = Arc::new(SmShared {
             inner: RwLock::new(SmState {

@@ -19,6 +19,7 @@ use crate::error::{missing_cf, StoreError};
 use crate::keys::*;
 use crate::reader::{load_audit_head, SnapshotBytes, StoreReader};
 use crate::writer::{self, Done, Op};
+use crate::metrics::StoreMetrics;
 
 /// On-disk format written by this build. Bump when keys or value layouts change; an older binary
 /// refuses a newer directory instead of misreading it.
@@ -56,6 +57,7 @@ struct Inner {
     cluster_id: String,
     ops: Option<Sender<Op>>,
     writer: Option<std::thread::JoinHandle<()>>,
+    metrics: StoreMetrics,
 }
 
 impl Drop for Inner {
@@ -114,7 +116,8 @@ impl Store {
         validate_or_init(&db, cluster_id)?;
         let audit_head = load_audit_head(&db)?;
         let (tx, rx) = crossbeam_channel::unbounded();
-        let writer = writer::spawn(db.clone(), audit_head, rx)?;
+        let metrics = StoreMetrics::default();
+        let writer = writer::spawn(db.clone(), audit_head, rx, metrics.clone())?;
         tracing::info!(path = %path.display(), cluster_id, "store opened");
         Ok(Store {
             inner: Arc::new(Inner {
@@ -123,6 +126,7 @@ impl Store {
                 cluster_id: cluster_id.to_string(),
                 ops: Some(tx),
                 writer: Some(writer),
+                metrics,
             }),
         })
     }
@@ -133,6 +137,16 @@ impl Store {
 
     pub fn cluster_id(&self) -> &str {
         &self.inner.cluster_id
+    }
+
+    /// Registers this store's measurements (see `metrics.rs`) into the binary's registry.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        crate::metrics::register(
+            &self.inner.metrics,
+            &self.inner.db,
+            self.inner.path.clone(),
+            registry,
+        );
     }
 
     fn submit(&self, op: Op) {

@@ -7,7 +7,8 @@
 //! thread (`writer.rs`) so they are ordered and group-committed; reads go straight to RocksDB and
 //! block, so async callers should run them off the runtime (`spawn_blocking`). Every read lives
 //! on [`StoreReader`] (`reader.rs`), which also opens a copy of a data directory read-only for
-//! offline audit. The audit archive: record format `audit.rs`, chain verification
+//! offline audit. What the writer measures (fsync latency, group-commit sizes): `metrics.rs`,
+//! registered by [`Store::register_metrics`]. The audit archive: record format `audit.rs`, chain verification
 //! `audit_chain.rs`, state checkpoints `audit_checkpoint.rs`, retention `audit_retention.rs`.
 //!
 //! Durability contract, per write kind:
@@ -25,6 +26,7 @@ mod audit_retention;
 mod db;
 mod error;
 mod keys;
+mod metrics;
 mod reader;
 mod writer;
 

@@ -21,6 +21,7 @@ use crate::audit_checkpoint::{checkpoint_key, Checkpoint, CheckpointKind};
 use crate::error::{missing_cf, StoreError};
 use crate::keys::*;
 use crate::reader::StoreReader;
+use crate::metrics::StoreMetrics;
 
 /// Completion callback of a write. It runs on the writer or syncer thread: keep it short
 /// (typically it sends on a channel).
@@ -78,14 +79,29 @@ pub(crate) enum Op {
 pub(crate) struct Writer {
     db: Arc<DB>,
     audit_head: AuditHead,
+    metrics: StoreMetrics,
+}
+
+/// The log appends of one drain: their durability callbacks, and what they hold (for the
+/// group-commit metrics).
+#[derive(Default)]
+struct Durables {
+    callbacks: Vec<Done>,
+    entries: u64,
+    bytes: u64,
 }
 
 pub(crate) fn spawn(
     db: Arc<DB>,
     audit_head: AuditHead,
     ops: Receiver<Op>,
+    metrics: StoreMetrics,
 ) -> Result<std::thread::JoinHandle<()>, StoreError> {
-    let mut writer = Writer { db, audit_head };
+    let mut writer = Writer {
+        db,
+        audit_head,
+        metrics,
+    };
     // When `run` returns every callback has fired, and the database handle goes with the writer.
     std::thread::Builder::new()
         .name("fedraft-store-write".into())
@@ -107,7 +123,7 @@ impl Writer {
         let mut batch = WriteBatch::default();
         let mut writtens: Vec<Done> = Vec::new();
         // Appends of the whole drain that wait for the one fsync at its end.
-        let mut durables: Vec<Done> = Vec::new();
+        let mut durables = Durables::default();
         for op in ops {
             match op {
                 Op::Append {
@@ -120,11 +136,13 @@ impl Writer {
                         durable(Err(missing_cf(CF_LOG)));
                         continue;
                     };
+                    durables.entries += entries.len() as u64;
                     for (index, bytes) in entries {
+                        durables.bytes += bytes.len() as u64;
                         batch.put_cf(cf, index_key(index), bytes);
                     }
                     writtens.push(written);
-                    durables.push(durable);
+                    durables.callbacks.push(durable);
                 }
                 other => {
                     // Non-append ops keep their position in the order: write the appends so far.
@@ -144,7 +162,7 @@ impl Writer {
         &self,
         batch: &mut WriteBatch,
         writtens: &mut Vec<Done>,
-        durables: &mut Vec<Done>,
+        durables: &mut Durables,
     ) {
         if writtens.is_empty() {
             return;
@@ -155,24 +173,34 @@ impl Writer {
             w(res.clone());
         }
         if let Err(e) = res {
-            for d in durables.drain(..) {
+            for d in durables.callbacks.drain(..) {
                 d(Err(e.clone()));
             }
+            *durables = Durables::default();
         }
     }
 
     /// One fsync of the WAL for every append written in this drain, and only then their
     /// durability callbacks. It also covers the unsynced writes queued between them (audit
     /// records, the committed index).
-    fn sync_appends(&self, durables: Vec<Done>) {
-        if durables.is_empty() {
+    fn sync_appends(&self, durables: Durables) {
+        if durables.callbacks.is_empty() {
             return;
         }
+        let started = std::time::Instant::now();
         let res = self.db.flush_wal(true).map_err(StoreError::from);
-        if let Err(e) = &res {
-            tracing::error!(error = %e, "WAL fsync failed; failing {} appends", durables.len());
+        match &res {
+            Ok(()) => {
+                self.metrics
+                    .group_commit(started.elapsed(), durables.entries, durables.bytes)
+            }
+            Err(e) => {
+                self.metrics.write_failed();
+                let n = durables.callbacks.len();
+                tracing::error!(error = %e, "WAL fsync failed; failing {n} appends");
+            }
         }
-        for d in durables {
+        for d in durables.callbacks {
             d(res.clone());
         }
     }
@@ -208,7 +236,11 @@ impl Writer {
     fn write(&self, batch: WriteBatch, sync: bool) -> Result<(), StoreError> {
         let mut wo = WriteOptions::default();
         wo.set_sync(sync);
-        self.db.write_opt(batch, &wo).map_err(StoreError::from)
+        let res = self.db.write_opt(batch, &wo).map_err(StoreError::from);
+        if res.is_err() {
+            self.metrics.write_failed();
+        }
+        res
     }
 
     fn put_meta(&self, key: &[u8], value: &[u8], sync: bool) -> Result<(), StoreError> {

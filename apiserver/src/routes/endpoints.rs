@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use super::common::{allow, read, P, Q};
 use crate::auth::{Access, Principal};
 use crate::error::ApiError;
+use crate::metrics::WatchKind;
 use crate::wire::{valid_label, valid_subdomain};
 use crate::App;
 
@@ -125,6 +126,7 @@ async fn pump(
     first: EndpointsView,
     tx: mpsc::Sender<Result<Bytes, Infallible>>,
 ) {
+    let _live = app.metrics.watching(WatchKind::Endpoints);
     let mut rx = app.node.subscribe();
     let mut last = first;
     if tx.send(Ok(line("ADDED", view_json(&last)))).await.is_err() {

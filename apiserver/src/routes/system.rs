@@ -7,7 +7,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use crate::metrics::RaftGauges;
 use crate::App;
 
 pub async fn healthz() -> Response {
@@ -26,17 +25,11 @@ pub async fn readyz(State(app): State<App>) -> Response {
     (code, Json(body)).into_response()
 }
 
+/// Everything the registry holds, in the Prometheus text format.
 pub async fn metrics(State(app): State<App>) -> Response {
-    let st = app.node.status();
-    let gauges = RaftGauges {
-        term: st.term,
-        commit_index: st.commit_index,
-        applied_index: st.applied_index,
-        is_leader: st.is_leader,
-        has_leader: st.leader_id.is_some(),
-    };
-    let text = app.metrics.render(gauges);
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+    let text = crate::metrics::render(&app.registry);
+    let content_type = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+    ([(header::CONTENT_TYPE, content_type)], text).into_response()
 }
 
 /// This node's local (stale) view of the replicated state: the last applied command index, the

@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use super::ring::{EventType, LiveMsg, Payload, WatchEvent};
 use crate::auth::{Access, Principal, Role};
 use crate::error::ApiError;
+use crate::metrics::{ApiMetrics, WatchDrop, WatchKind};
 use crate::routes::common::{allow, read, tenant_namespaces, Q};
 use crate::wire::valid_label;
 use crate::App;
@@ -112,11 +113,14 @@ pub async fn watch(
 
     let (initial, backlog, rx, from) = match q.resource_version {
         Some(rv) => {
-            let (backlog, rx) = app.ring.resume(rv).map_err(|e| ApiError::Gone {
-                message: format!(
-                    "resourceVersion {} is older than the retained history (oldest resumable: {})",
-                    e.requested, e.horizon
-                ),
+            let (backlog, rx) = app.ring.resume(rv).map_err(|e| {
+                app.metrics.watch_dropped(WatchDrop::Expired);
+                ApiError::Gone {
+                    message: format!(
+                        "resourceVersion {} is older than the retained history (oldest resumable: {})",
+                        e.requested, e.horizon
+                    ),
+                }
             })?;
             (Vec::new(), backlog, rx, rv)
         }
@@ -193,6 +197,7 @@ pub async fn watch(
         from,
         send_initial_bookmark,
         bookmark_every,
+        app.metrics.clone(),
     ));
     let stream =
         futures::stream::unfold(
@@ -220,7 +225,9 @@ async fn pump(
     from: u64,
     initial_bookmark: bool,
     bookmark_every: Duration,
+    metrics: ApiMetrics,
 ) {
+    let _live = metrics.watching(WatchKind::Resources);
     let mut sent_rv = from;
     let mut seen_rv = from;
     for e in initial.iter().filter(|e| filter.passes(e)) {
@@ -264,6 +271,11 @@ async fn pump(
                 }
                 Ok(LiveMsg::Progress(i)) => seen_rv = seen_rv.max(i),
                 Ok(LiveMsg::Reset) | Err(RecvError::Lagged(_)) => {
+                    metrics.watch_dropped(if matches!(msg, Ok(LiveMsg::Reset)) {
+                        WatchDrop::Reset
+                    } else {
+                        WatchDrop::Lagged
+                    });
                     let _ = tx.send(Ok(line(&WatchEvent::gone(seen_rv, "watch fell behind; restart from a fresh list")))).await;
                     return;
                 }

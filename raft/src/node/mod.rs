@@ -26,6 +26,7 @@ use crate::config::NodeConfig;
 use crate::error::{fatal, write_error, RaftError};
 use crate::forwarder::{run_forwarder, Forward, ForwardCounters, FORWARD_QUEUE_PROPOSALS};
 use crate::log_store::{store_read, LogStore};
+use crate::metrics::{NodeMetrics, PositionCollector};
 use crate::network::client::{CallError, NetworkFactory, PeerClient};
 use crate::state_machine::{SmShared, StateMachine};
 use crate::types::{AppliedEntry, NodeId, NodeReport, NodeStatus, Proposal, Raft};
@@ -57,6 +58,7 @@ struct Inner {
     /// how its bounded waits still tell "no working leader" from "a slow one".
     unreachable_leader: AtomicU64,
     stop: tokio::sync::watch::Sender<bool>,
+    metrics: NodeMetrics,
 }
 
 /// See [`FedNode::forwarding_stats`].
@@ -88,7 +90,9 @@ impl FedNode {
         let store = store_read(move || Store::open(&dir, &cluster)).await?;
         let committed = Arc::new(AtomicU64::new(0));
         let log_store = LogStore::new(store.clone(), committed.clone());
-        let sm = StateMachine::open_with(store, cfg.audit.staggered_for(cfg.node_id)).await?;
+        let metrics = NodeMetrics::default();
+        let audit = cfg.audit.staggered_for(cfg.node_id);
+        let sm = StateMachine::open_measured(store, audit, metrics.images()).await?;
         let shared = sm.shared();
         let client = PeerClient::with_tls(&cfg.cluster_secret, cfg.peer_tls.as_ref())?
             .with_dial(cfg.peer_dial.clone());
@@ -103,10 +107,20 @@ impl FedNode {
         .map_err(fatal)?;
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let (batcher, batch_rx) = tokio::sync::mpsc::channel(BATCH_QUEUE_PROPOSALS);
-        tokio::spawn(run_batcher(raft.clone(), shared.clone(), batch_rx));
+        tokio::spawn(run_batcher(
+            raft.clone(),
+            shared.clone(),
+            batch_rx,
+            metrics.clone(),
+        ));
         let (forwarder, forward_rx) = tokio::sync::mpsc::channel(FORWARD_QUEUE_PROPOSALS);
         let forwarded = Arc::new(ForwardCounters::default());
-        tokio::spawn(run_forwarder(client.clone(), forward_rx, forwarded.clone()));
+        tokio::spawn(run_forwarder(
+            client.clone(),
+            forward_rx,
+            forwarded.clone(),
+            metrics.clone(),
+        ));
         let inner = Arc::new(Inner {
             cfg,
             raft,
@@ -118,6 +132,7 @@ impl FedNode {
             forwarded,
             unreachable_leader: AtomicU64::new(0),
             stop,
+            metrics,
         });
         tokio::spawn(run_ticker(Arc::downgrade(&inner), stop_rx));
         tracing::info!(node_id = inner.cfg.node_id, addr = %inner.cfg.advertise_peer_addr, "raft node started");
@@ -131,6 +146,17 @@ impl FedNode {
     /// The openraft handle, for the peer router and advanced callers.
     pub fn raft(&self) -> &Raft {
         &self.inner.raft
+    }
+
+    /// Registers this node's measurements, its store's, and its raft position (read when
+    /// scraped) into the binary's registry.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.inner.metrics.register(registry);
+        self.inner.sm.store.register_metrics(registry);
+        registry.register_collector(Box::new(PositionCollector {
+            raft: self.inner.raft.metrics(),
+            committed: self.inner.committed.clone(),
+        }));
     }
 
     /// Initialises a new cluster with these voters (id -> advertised peer addr). A node that is
