@@ -175,7 +175,10 @@ fn times_selectors_names_jsonpath_and_delete_by_file() {
     );
 
     let cluster = ok(&fedraft(&s, &["describe", "cluster", "dc1"]));
-    let health = cluster.lines().find(|l| l.starts_with("Health:")).unwrap_or("");
+    let health = cluster
+        .lines()
+        .find(|l| l.starts_with("Health:"))
+        .unwrap_or("");
     assert!(health.contains("Unknown for "), "{cluster}");
     assert!(cluster.contains("region=eu,tier=gold"), "{cluster}");
     assert!(!cluster.contains("Ms"), "raw milliseconds:\n{cluster}");
