@@ -2,7 +2,8 @@
 //! run; the directory is opened read-only and left untouched, so a copy taken from a
 //! production node is safe to inspect).
 //!
-//! - `replay --at INDEX|TIME`: clusters, objects and placements as they were then;
+//! - `replay [--at INDEX|TIME]`: clusters, objects and placements as they were then (default:
+//!   the archive's last index);
 //! - `diff --from --to`: what changed between two points;
 //! - `explain NS/NAME`: every placement change of the object with its cause;
 //! - `export --format jsonl`: the records themselves, one JSON document per line;
@@ -10,7 +11,9 @@
 //!   and checkpoint, and the node's own state (snapshot + raft log) at the same index. Exit 1 on
 //!   any problem.
 //!
-//! Long runs show a progress bar on stderr when it is a terminal.
+//! Long runs show a progress bar on stderr when it is a terminal. Tables show times as ages
+//! (replay: against the replayed point's log time; explain: against this machine's clock) and
+//! as RFC 3339 with `-o wide`; JSON and YAML are the API's shapes (`audit_wire`).
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -18,15 +21,15 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use fedraft_apiserver::audit_wire::record_json;
-use fedraft_core::audit::time::parse_rfc3339;
-use fedraft_core::audit::{Filter, PlacementChange, StateDiff, StateView};
+use fedraft_apiserver::audit_wire::{record_json, ChangeJson, DiffJson, StateJson};
+use fedraft_core::audit::{FieldKind, Filter, PlacementChange, StateDiff, StateView};
 use fedraft_core::model::ObjectKey;
 use fedraft_raft::audit::{decode_record, rebuild_offline, AuditLog, LiveState};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use crate::output::{table, Format};
+use crate::timefmt::{parse_rfc3339, rfc3339, Times};
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
@@ -39,43 +42,56 @@ pub struct AuditArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCmd {
-    /// The state at a command index or an RFC 3339 time.
+    /// The state at a command index or an RFC 3339 time (default: now, the last index).
     Replay {
+        /// INDEX, or an RFC 3339 time (the last index applied at or before it).
         #[arg(long)]
-        at: String,
+        at: Option<String>,
+        /// table (times as ages at that point), wide (RFC 3339), json or yaml.
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Format,
     },
     /// What changed between two points (INDEX or RFC 3339 time each).
     Diff {
+        /// The earlier point: INDEX or RFC 3339 time.
         #[arg(long)]
         from: String,
+        /// The later point: INDEX or RFC 3339 time.
         #[arg(long)]
         to: String,
+        /// table, wide, json or yaml.
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Format,
     },
     /// Every placement change of NS/NAME, with its cause.
     Explain {
+        /// The object, as NAMESPACE/NAME.
         object: String,
+        /// Start here: INDEX or RFC 3339 time (default: the archive's start).
         #[arg(long)]
         from: Option<String>,
+        /// End here: INDEX or RFC 3339 time (default: its end).
         #[arg(long)]
         to: Option<String>,
+        /// table (times as ages), wide (RFC 3339), json or yaml.
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Format,
     },
     /// The archived records as JSON lines.
     Export {
+        /// The only format: one JSON record per line.
         #[arg(long, value_enum, default_value = "jsonl")]
         format: ExportFormat,
+        /// Start here: INDEX or RFC 3339 time.
         #[arg(long)]
         from: Option<String>,
+        /// End here: INDEX or RFC 3339 time.
         #[arg(long)]
         to: Option<String>,
     },
     /// Check the hash chain and replay from the start against the node's own state.
     Verify {
+        /// table, json or yaml.
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Format,
     },
@@ -83,6 +99,7 @@ pub enum AuditCmd {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
+    /// One JSON document per line.
     Jsonl,
 }
 
@@ -113,15 +130,16 @@ fn point(log: &AuditLog, text: &str, field: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("--{field}: the archive starts after {text}"))
 }
 
+/// `doc` (the JSON shape) as JSON or YAML, or `table_text` for the table formats.
 fn emit<T: Serialize>(
-    v: &T,
+    doc: &T,
     output: Format,
-    table_text: impl FnOnce(&T) -> String,
+    table_text: impl FnOnce() -> String,
 ) -> anyhow::Result<()> {
     let text = match output {
-        Format::Json => serde_json::to_string_pretty(v)? + "\n",
-        Format::Yaml => serde_yaml::to_string(v)?,
-        Format::Table | Format::Wide => table_text(v),
+        Format::Json => serde_json::to_string_pretty(doc)? + "\n",
+        Format::Yaml => serde_yaml::to_string(doc)?,
+        Format::Table | Format::Wide => table_text(),
     };
     std::io::stdout().write_all(text.as_bytes())?;
     Ok(())
@@ -136,15 +154,26 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let last = log.bounds()?.map_or(0, |b| b.1);
     match args.cmd {
         AuditCmd::Replay { at, output } => {
-            let index = point(&log, &at, "at")?;
+            let index = match at {
+                Some(at) => point(&log, &at, "at")?,
+                None => last,
+            };
             let pb = progress(index);
             let s = log.state_at_with(index, &mut |i| pb.set_position(i))?;
             pb.finish_and_clear();
-            emit(&StateView::of(&s, None), output, state_table)?;
+            let view = StateView::of(&s, None);
+            let times = match output {
+                Format::Wide => Times::Absolute,
+                _ => Times::Age {
+                    now_ms: view.log_time_ms,
+                },
+            };
+            emit(&StateJson::of(&view), output, || state_table(&view, times))?;
         }
         AuditCmd::Diff { from, to, output } => {
             let (a, b) = (point(&log, &from, "from")?, point(&log, &to, "to")?);
-            emit(&log.diff(a, b, None)?, output, diff_table)?;
+            let d = log.diff(a, b, None)?;
+            emit(&DiffJson::of(&d), output, || diff_table(&d))?;
         }
         AuditCmd::Explain {
             object,
@@ -162,7 +191,9 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
                 pb.set_position(i)
             })?;
             pb.finish_and_clear();
-            emit(&changes, output, |c| explain_table(c))?;
+            let doc: Vec<ChangeJson> = changes.iter().map(ChangeJson::of).collect();
+            let times = Times::of(output == Format::Wide);
+            emit(&doc, output, || explain_table(&changes, times))?;
         }
         AuditCmd::Export { format, from, to } => {
             let ExportFormat::Jsonl = format;
@@ -202,7 +233,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
                 "nodeMatched": report.live_matched,
                 "problems": report.problems,
             });
-            emit(&doc, output, verify_text)?;
+            emit(&doc, output, || verify_text(&doc))?;
             if !report.ok() {
                 return Ok(ExitCode::from(1));
             }
@@ -221,10 +252,12 @@ fn map_text(m: &std::collections::BTreeMap<String, u32>) -> String {
         .join(",")
 }
 
-fn state_table(v: &StateView) -> String {
+fn state_table(v: &StateView, times: Times) -> String {
     let mut out = format!(
         "State at index {} (log time {}), hash {}\n\nCLUSTERS\n",
-        v.index, v.log_time, v.state_hash
+        v.index,
+        rfc3339(v.log_time_ms),
+        v.state_hash
     );
     let rows: Vec<Vec<String>> = v
         .clusters
@@ -233,7 +266,7 @@ fn state_table(v: &StateView) -> String {
             vec![
                 c.name.clone(),
                 format!("{:?}", c.health),
-                c.health_since.clone(),
+                times.show(c.health_since_ms),
                 c.cordoned.to_string(),
                 if c.taints.is_empty() {
                     "-".into()
@@ -278,7 +311,11 @@ fn diff_table(d: &StateDiff) -> String {
         for it in items {
             out += &format!("{kind} {} {:?}\n", it.key, it.op);
             for f in &it.fields {
-                out += &format!("  {}: {} -> {}\n", f.field, f.before, f.after);
+                let text = |v: &str| match f.kind {
+                    FieldKind::Text => v.to_string(),
+                    FieldKind::EpochMs => v.parse().map_or_else(|_| v.to_string(), rfc3339),
+                };
+                out += &format!("  {}: {} -> {}\n", f.field, text(&f.before), text(&f.after));
             }
             for m in &it.moves {
                 out += &format!("  replicas on {}: {} -> {}\n", m.cluster, m.from, m.to);
@@ -288,7 +325,7 @@ fn diff_table(d: &StateDiff) -> String {
     out
 }
 
-fn explain_table(changes: &[PlacementChange]) -> String {
+fn explain_table(changes: &[PlacementChange], times: Times) -> String {
     if changes.is_empty() {
         return "No placement changes in the archive.\n".into();
     }
@@ -297,7 +334,7 @@ fn explain_table(changes: &[PlacementChange]) -> String {
         .map(|c| {
             vec![
                 c.index.to_string(),
-                c.time.clone(),
+                times.show(c.time_ms),
                 c.actor.clone(),
                 c.command.clone(),
                 map_text(&c.after),
@@ -305,8 +342,13 @@ fn explain_table(changes: &[PlacementChange]) -> String {
             ]
         })
         .collect();
+    let when = if times == Times::Absolute {
+        "TIME"
+    } else {
+        "AGE"
+    };
     table(
-        &["INDEX", "TIME", "ACTOR", "COMMAND", "PLACEMENT", "WHY"],
+        &["INDEX", when, "ACTOR", "COMMAND", "PLACEMENT", "WHY"],
         &rows,
     )
 }

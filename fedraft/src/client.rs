@@ -1,22 +1,21 @@
-//! The HTTP client behind the verbs, and the verbs that are one request each.
+//! The HTTP client behind the verbs: where the API is, who we are there, and how a request
+//! is sent and its answer read. The verbs themselves live elsewhere (`verbs.rs`, `get.rs`,
+//! `endpoints.rs`, ...) and depend on this module, never the other way round.
 //!
 //! Server and token come from `--server` / `--token`, else `FEDRAFT_SERVER` / `FEDRAFT_TOKEN`,
-//! else the client config file (`--client-config`, `FEDRAFT_CLIENT_CONFIG`, or
-//! `~/.config/fedraft/client.toml` with `server = "..."` and `token = "..."`), else
-//! `http://127.0.0.1:8080` and no token. An `https://` server is verified against `--ca-file`
-//! (`FEDRAFT_CA_FILE`, or `ca_file` in the config file) when given, else the system roots;
-//! `--cert-file` / `--key-file` present a client certificate to an API that requires one. Writes carry an Idempotency-Key, so a retry after a 503
-//! or a dropped connection is safe; they are retried a few times with the same key.
+//! else the client config file's context (`--fed-context`, `FEDRAFT_CONTEXT`, or the file's
+//! current context; see `context.rs`), else `http://127.0.0.1:8080` and no token. An `https://`
+//! server is verified against `--ca-file` (`FEDRAFT_CA_FILE`, or `ca_file` in the config file)
+//! when given, else the system roots; `--cert-file` / `--key-file` present a client
+//! certificate to an API that requires one. Writes carry an Idempotency-Key, so a retry after
+//! a 503 or a dropped connection is safe; they are retried a few times with the same key.
+//!
+//! Must not: print anything (the verbs decide what the user sees).
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
 use serde_json::Value;
-
-use crate::output::{self, Format, ListKind};
-use crate::Resource;
 
 /// Attempts for a write that meets 503 or a connection failure.
 const WRITE_ATTEMPTS: u32 = 5;
@@ -29,9 +28,13 @@ pub struct ClientOpts {
     /// Bearer token.
     #[arg(long, global = true, env = "FEDRAFT_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// Client config file (TOML: server, token, ca_file, cert_file, key_file).
+    /// Client config file (TOML: contexts of server, token, ca_file, cert_file, key_file,
+    /// namespace; default ~/.config/fedraft/client.toml).
     #[arg(long, global = true, env = "FEDRAFT_CLIENT_CONFIG")]
     pub client_config: Option<PathBuf>,
+    /// The client config file's context (federation) to use instead of its current one.
+    #[arg(long, global = true, env = "FEDRAFT_CONTEXT")]
+    pub fed_context: Option<String>,
     /// CA bundle (PEM) that signed the API's certificate, for an https:// server.
     #[arg(long, global = true, env = "FEDRAFT_CA_FILE")]
     pub ca_file: Option<PathBuf>,
@@ -41,16 +44,6 @@ pub struct ClientOpts {
     /// The client certificate's private key (PEM).
     #[arg(long, global = true, env = "FEDRAFT_KEY_FILE", requires = "cert_file")]
     pub key_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClientFile {
-    server: Option<String>,
-    token: Option<String>,
-    ca_file: Option<PathBuf>,
-    cert_file: Option<PathBuf>,
-    key_file: Option<PathBuf>,
 }
 
 /// Why a request failed, with what the user needs to see.
@@ -71,11 +64,14 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
+    /// The context's default namespace, for verbs given no `-n`.
+    namespace: Option<String>,
 }
 
 impl Client {
     pub fn new(opts: &ClientOpts) -> anyhow::Result<Client> {
-        let file = load_file(opts.client_config.as_ref())?;
+        let file = crate::context::load(opts.client_config.as_deref())?
+            .resolve(opts.fed_context.as_deref())?;
         let base = opts
             .server
             .clone()
@@ -104,7 +100,17 @@ impl Client {
             (None, None) => {}
         }
         let http = builder.build()?;
-        Ok(Client { http, base, token })
+        Ok(Client {
+            http,
+            base,
+            token,
+            namespace: file.namespace,
+        })
+    }
+
+    /// `-n` when given, else the context's namespace.
+    pub fn namespace<'a>(&'a self, flag: Option<&'a str>) -> Option<&'a str> {
+        flag.or(self.namespace.as_deref())
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -156,6 +162,27 @@ impl Client {
         })
     }
 
+    /// Opens a long GET (a watch stream) and hands back the response once it answered 2xx; the
+    /// body is then read as it arrives.
+    pub async fn open_stream(&self, path: &str) -> Result<reqwest::Response, ClientError> {
+        let resp = self
+            .request(reqwest::Method::GET, path)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let status = resp.status().as_u16();
+        let v: Value = resp.json().await.unwrap_or(Value::Null);
+        Err(ClientError::Api {
+            status,
+            code: v["error"]["code"].as_str().unwrap_or("Error").into(),
+            message: v["error"]["message"].as_str().unwrap_or("").into(),
+            field: v["error"]["field"].as_str().map(str::to_string),
+        })
+    }
+
     pub async fn get_json(&self, path: &str) -> Result<Value, ClientError> {
         self.send(self.request(reqwest::Method::GET, path)).await
     }
@@ -193,182 +220,9 @@ impl Client {
     }
 }
 
-fn load_file(explicit: Option<&PathBuf>) -> anyhow::Result<ClientFile> {
-    let path = match explicit {
-        Some(p) => p.clone(),
-        None => match std::env::var_os("HOME") {
-            Some(h) => PathBuf::from(h).join(".config/fedraft/client.toml"),
-            None => return Ok(ClientFile::default()),
-        },
-    };
-    if explicit.is_none() && !path.exists() {
-        return Ok(ClientFile::default());
-    }
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
-}
-
 /// Splits `NS/NAME`.
 pub fn split_object(name: &str) -> anyhow::Result<(&str, &str)> {
     name.split_once('/')
         .filter(|(a, b)| !a.is_empty() && !b.is_empty())
         .ok_or_else(|| anyhow::anyhow!("expected NAMESPACE/NAME, got {name:?}"))
-}
-
-pub async fn get(
-    c: &Client,
-    r: Resource,
-    ns: Option<&str>,
-    fmt: Format,
-    stale: bool,
-) -> anyhow::Result<ExitCode> {
-    let (path, kind) = match (r, ns) {
-        (Resource::Clusters, _) => ("/v1/clusters".to_string(), ListKind::Clusters),
-        (Resource::Objects, Some(ns)) => {
-            (format!("/v1/namespaces/{ns}/objects"), ListKind::Objects)
-        }
-        (Resource::Objects, None) => ("/v1/objects".to_string(), ListKind::Objects),
-        (Resource::Tenants, _) => ("/v1/tenants".to_string(), ListKind::Tenants),
-        (Resource::Endpoints, _) => return crate::endpoints::get(c, ns, fmt, stale).await,
-    };
-    let path = if stale {
-        format!("{path}?stale=true")
-    } else {
-        path
-    };
-    let doc = c.get_json(&path).await?;
-    print!("{}", output::format_list(kind, &doc, fmt)?);
-    Ok(ExitCode::SUCCESS)
-}
-
-pub async fn describe(
-    c: &Client,
-    r: Resource,
-    name: &str,
-    fmt: Format,
-) -> anyhow::Result<ExitCode> {
-    let path = match r {
-        Resource::Objects => {
-            let (ns, n) = split_object(name)?;
-            format!("/v1/namespaces/{ns}/objects/{n}")
-        }
-        Resource::Clusters => format!("/v1/clusters/{name}"),
-        Resource::Tenants => format!("/v1/tenants/{name}"),
-        Resource::Endpoints => return crate::endpoints::describe(c, name, fmt).await,
-    };
-    let doc = c.get_json(&path).await?;
-    let text = match (fmt, r) {
-        (Format::Json, _) => serde_json::to_string_pretty(&doc)? + "\n",
-        (Format::Yaml, _) | (_, Resource::Clusters | Resource::Tenants | Resource::Endpoints) => {
-            serde_yaml::to_string(&doc)?
-        }
-        (_, Resource::Objects) => output::describe_object(&doc),
-    };
-    print!("{text}");
-    Ok(ExitCode::SUCCESS)
-}
-
-pub async fn delete(
-    c: &Client,
-    r: Resource,
-    name: &str,
-    rv: Option<u64>,
-) -> anyhow::Result<ExitCode> {
-    let (path, what) = match r {
-        Resource::Objects => {
-            let (ns, n) = split_object(name)?;
-            (
-                format!("/v1/namespaces/{ns}/objects/{n}"),
-                format!("object/{ns}/{n}"),
-            )
-        }
-        Resource::Clusters => (format!("/v1/clusters/{name}"), format!("cluster/{name}")),
-        Resource::Tenants => (format!("/v1/tenants/{name}"), format!("tenant/{name}")),
-        Resource::Endpoints => {
-            anyhow::bail!("endpoints are derived from the Service object: delete the object")
-        }
-    };
-    let v = c.write(reqwest::Method::DELETE, &path, None, rv).await?;
-    println!("{what} deleted (resourceVersion {})", v["resourceVersion"]);
-    Ok(ExitCode::SUCCESS)
-}
-
-pub async fn cluster_action(c: &Client, cluster: &str, action: &str) -> anyhow::Result<ExitCode> {
-    let v = c
-        .write(
-            reqwest::Method::POST,
-            &format!("/v1/clusters/{cluster}/{action}"),
-            None,
-            None,
-        )
-        .await?;
-    let done = match action {
-        "cordon" => "cordoned",
-        "uncordon" => "uncordoned",
-        _ => "drained",
-    };
-    println!(
-        "cluster/{cluster} {done} (resourceVersion {})",
-        v["resourceVersion"]
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-pub async fn watch(
-    c: &Client,
-    rv: Option<u64>,
-    kind: Option<String>,
-    ns: Option<String>,
-    limit: Option<usize>,
-) -> anyhow::Result<ExitCode> {
-    use futures::StreamExt;
-    let mut q: Vec<(String, String)> = Vec::new();
-    if let Some(rv) = rv {
-        q.push(("resourceVersion".into(), rv.to_string()));
-    }
-    if let Some(k) = kind {
-        q.push(("kind".into(), k));
-    }
-    if let Some(n) = ns {
-        q.push(("namespace".into(), n));
-    }
-    // Values are plain numbers and DNS labels; kind names are letters only.
-    let query: Vec<String> = q.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let path = if query.is_empty() {
-        "/v1/watch".to_string()
-    } else {
-        format!("/v1/watch?{}", query.join("&"))
-    };
-    let resp = c
-        .request(reqwest::Method::GET, &path)
-        .send()
-        .await
-        .map_err(|e| c.unreachable(e))?;
-    if !resp.status().is_success() {
-        let status = resp.status().as_u16();
-        let v: Value = resp.json().await.unwrap_or(Value::Null);
-        return Err(ClientError::Api {
-            status,
-            code: v["error"]["code"].as_str().unwrap_or("Error").into(),
-            message: v["error"]["message"].as_str().unwrap_or("").into(),
-            field: None,
-        }
-        .into());
-    }
-    let mut stream = resp.bytes_stream();
-    let mut buf = Vec::new();
-    let mut seen = 0usize;
-    while let Some(chunk) = stream.next().await {
-        buf.extend_from_slice(&chunk.map_err(|e| c.unreachable(e))?);
-        while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=pos).collect();
-            print!("{}", String::from_utf8_lossy(&line));
-            seen += 1;
-            if limit.is_some_and(|l| seen >= l) {
-                return Ok(ExitCode::SUCCESS);
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }

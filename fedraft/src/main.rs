@@ -1,9 +1,9 @@
 //! The `fedraft` binary: one node's server (`fedraft server`), the client verbs that talk to the
-//! API (`apply`, `get`, `describe`, `delete`, `cordon`, `uncordon`, `drain`, `watch`), offline
-//! scheduling (`schedule`), the load tool (`bench put`), the demo entry point, offline incident
-//! analysis of a data directory (`audit`), and the operator tools `certs` (CA and certificates),
-//! `backup` (online, through the API) and `restore` (offline, seeds a new cluster's data
-//! directories).
+//! API (`apply`, `get`, `describe`, `delete`, `cordon`, `uncordon`, `drain`, `watch`, `join`),
+//! the client's contexts (`config`), shell completions (`completion`), offline scheduling
+//! (`schedule`), the load tool (`bench put`), the demo entry point, offline incident analysis of
+//! a data directory (`audit`), and the operator tools `certs` (CA and certificates), `backup`
+//! (online, through the API) and `restore` (offline, seeds a new cluster's data directories).
 //!
 //! Start at [`Cli`]: one enum variant per verb, dispatched by one `match` in [`run`]. Exit codes:
 //! 0 success; 1 the server refused the request or answered an error (or a demo step failed); 2
@@ -17,20 +17,31 @@ mod bench;
 mod certs;
 mod client;
 mod config;
+mod context;
 mod demo;
 mod endpoints;
+mod get;
+mod join;
+mod jsonpath;
 mod output;
 mod schedule;
+mod selector;
 mod server;
+mod timefmt;
 mod tls;
+mod usage;
+mod verbs;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::client::{Client, ClientError, ClientOpts};
 use crate::output::Format;
+use crate::usage::UsageError;
+use crate::verbs::Resource;
 
 /// jemalloc for the Rust side of the process. A server answers thousands of requests a second
 /// from many threads, each allocating and freeing short-lived buffers that another thread often
@@ -56,20 +67,6 @@ pub struct Cli {
     pub verb: Verb,
 }
 
-/// What `get`, `describe` and `delete` act on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Resource {
-    #[value(alias = "cluster")]
-    Clusters,
-    #[value(alias = "object", alias = "federatedobjects")]
-    Objects,
-    #[value(alias = "tenant")]
-    Tenants,
-    /// Service discovery views (`get endpoints`, `describe endpoints NS/NAME`).
-    #[value(alias = "endpoint", alias = "ep")]
-    Endpoints,
-}
-
 #[derive(Debug, Subcommand)]
 pub enum Verb {
     /// Run a node: `--config node.toml`, or `--dev` for a single-node development cluster.
@@ -80,40 +77,52 @@ pub enum Verb {
         #[arg(short = 'f', long = "filename")]
         file: PathBuf,
     },
-    /// List clusters, objects or tenants.
-    Get {
+    /// List clusters, objects, tenants or endpoints (-n/-A, -l, -w, -o as kubectl has them).
+    Get(get::GetArgs),
+    /// Show one resource in detail: `describe object NS/NAME` (or NAME with -n) or
+    /// `describe cluster NAME`.
+    Describe {
+        /// What to show: cluster, object, tenant or endpoints.
         resource: Resource,
-        /// Only objects in this namespace.
+        /// NAME, or NS/NAME for objects and endpoints.
+        name: String,
+        /// The namespace when NAME has none (default: the context's namespace).
         #[arg(short = 'n', long)]
         namespace: Option<String>,
-        #[arg(short = 'o', long, value_enum, default_value = "table")]
-        output: Format,
-        /// Serve from the node's local state instead of a linearizable read.
-        #[arg(long)]
-        stale: bool,
-    },
-    /// Show one resource in detail: `describe object NS/NAME` or `describe cluster NAME`.
-    Describe {
-        resource: Resource,
-        /// NAME, or NS/NAME for objects.
-        name: String,
+        /// table (times as ages), wide (times as RFC 3339), json or yaml.
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Format,
     },
-    /// Delete a resource: `delete cluster NAME`, `delete object NS/NAME`, `delete tenant NAME`.
-    Delete {
-        resource: Resource,
-        name: String,
-        /// Only if the resource is still at this version.
-        #[arg(long)]
-        resource_version: Option<u64>,
-    },
+    /// Delete a resource (`delete cluster NAME`, `delete object NS/NAME`, `delete tenant
+    /// NAME`) or every document of a file (`delete -f FILE`).
+    Delete(verbs::DeleteArgs),
     /// Stop placing new replicas on a cluster (existing ones stay).
-    Cordon { cluster: String },
+    Cordon {
+        /// The cluster's name.
+        cluster: String,
+    },
     /// Undo a cordon or drain.
-    Uncordon { cluster: String },
+    Uncordon {
+        /// The cluster's name.
+        cluster: String,
+    },
     /// Cordon a cluster and move every replica off it.
-    Drain { cluster: String },
+    Drain {
+        /// The cluster's name.
+        cluster: String,
+    },
+    /// Register a member cluster from a kubeconfig (its credentials travel inline).
+    Join(join::JoinArgs),
+    /// The client config file's contexts: one per federation.
+    Config {
+        #[command(subcommand)]
+        cmd: context::ConfigCmd,
+    },
+    /// Print a shell completion script: `source <(fedraft completion bash)`.
+    Completion {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
     /// Stream events as JSON lines.
     Watch {
         /// Resume after this resource version (default: list then watch).
@@ -122,6 +131,7 @@ pub enum Verb {
         /// Cluster, FederatedObject or Tenant.
         #[arg(long)]
         kind: Option<String>,
+        /// Only objects in this namespace.
         #[arg(short = 'n', long)]
         namespace: Option<String>,
         /// Stop after this many events (default: run until interrupted).
@@ -131,8 +141,10 @@ pub enum Verb {
     /// Evaluate placement offline (no server): Cluster documents with reported capacity and
     /// current replicas plus one FederatedObject in, the decision record out.
     Schedule {
+        /// Cluster, FederatedObject and optional Scenario documents (YAML or JSON).
         #[arg(short = 'f', long = "filename")]
         file: PathBuf,
+        /// table (ages from the scenario's nowMs), wide (RFC 3339), json or yaml.
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Format,
     },
@@ -165,8 +177,34 @@ pub enum Verb {
     },
 }
 
+/// The client settings typed on the command line itself, for `config set-context` (which
+/// must not store what merely sits in the environment).
+fn given_flags(m: &ArgMatches, opts: &ClientOpts) -> context::GivenFlags {
+    let typed = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+    context::GivenFlags {
+        server: opts.server.clone().filter(|_| typed("server")),
+        token: opts.token.clone().filter(|_| typed("token")),
+        ca_file: opts.ca_file.clone().filter(|_| typed("ca_file")),
+        cert_file: opts.cert_file.clone().filter(|_| typed("cert_file")),
+        key_file: opts.key_file.clone().filter(|_| typed("key_file")),
+    }
+}
+
+/// Where a global argument ended up: clap records it on the deepest subcommand that was typed.
+fn leaf(m: &ArgMatches) -> &ArgMatches {
+    match m.subcommand() {
+        Some((_, sub)) => leaf(sub),
+        None => m,
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let given = given_flags(leaf(&matches), &cli.client);
     fedraft_raft::install_crypto_provider();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -178,11 +216,12 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(run(cli)) {
+    match rt.block_on(run(cli, given)) {
         Ok(code) => code,
         Err(e) => {
             let code = match e.downcast_ref::<ClientError>() {
                 Some(ClientError::Unreachable { .. }) => 3,
+                _ if e.downcast_ref::<UsageError>().is_some() => 2,
                 _ => 1,
             };
             eprintln!("error: {e:#}");
@@ -191,44 +230,37 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn run(cli: Cli, given: context::GivenFlags) -> anyhow::Result<ExitCode> {
     let opts = cli.client;
     match cli.verb {
         Verb::Server(args) => server::run(args).await.map(|()| ExitCode::SUCCESS),
         Verb::Apply { file } => apply::run(&Client::new(&opts)?, &file).await,
-        Verb::Get {
-            resource,
-            namespace,
-            output,
-            stale,
-        } => {
-            client::get(
-                &Client::new(&opts)?,
-                resource,
-                namespace.as_deref(),
-                output,
-                stale,
-            )
-            .await
-        }
+        Verb::Get(args) => get::run(&Client::new(&opts)?, args).await,
         Verb::Describe {
             resource,
             name,
+            namespace,
             output,
-        } => client::describe(&Client::new(&opts)?, resource, &name, output).await,
-        Verb::Delete {
-            resource,
-            name,
-            resource_version,
-        } => client::delete(&Client::new(&opts)?, resource, &name, resource_version).await,
+        } => {
+            let c = Client::new(&opts)?;
+            verbs::describe(&c, resource, &name, namespace.as_deref(), output).await
+        }
+        Verb::Delete(args) => verbs::delete(&Client::new(&opts)?, args).await,
         Verb::Cordon { cluster } => {
-            client::cluster_action(&Client::new(&opts)?, &cluster, "cordon").await
+            verbs::cluster_action(&Client::new(&opts)?, &cluster, "cordon").await
         }
         Verb::Uncordon { cluster } => {
-            client::cluster_action(&Client::new(&opts)?, &cluster, "uncordon").await
+            verbs::cluster_action(&Client::new(&opts)?, &cluster, "uncordon").await
         }
         Verb::Drain { cluster } => {
-            client::cluster_action(&Client::new(&opts)?, &cluster, "drain").await
+            verbs::cluster_action(&Client::new(&opts)?, &cluster, "drain").await
+        }
+        Verb::Join(args) => join::run(&Client::new(&opts)?, args).await,
+        Verb::Config { cmd } => context::run(opts.client_config.as_deref(), cmd, given),
+        Verb::Completion { shell } => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "fedraft", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
         }
         Verb::Watch {
             resource_version,
@@ -236,7 +268,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             namespace,
             limit,
         } => {
-            client::watch(
+            verbs::watch(
                 &Client::new(&opts)?,
                 resource_version,
                 kind,
@@ -254,5 +286,30 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Verb::Restore(args) => backup::run_restore(&args),
         Verb::Status { stale } => admin::status(&Client::new(&opts)?, stale).await,
         Verb::Members { cmd } => admin::members(&Client::new(&opts)?, cmd).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every positional argument of every verb says what it is in `--help`.
+    #[test]
+    fn help_describes_every_positional() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_positionals() {
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} <{}>", a.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let cmd = Cli::command();
+        cmd.clone().debug_assert();
+        let mut missing = Vec::new();
+        walk(&cmd, "fedraft", &mut missing);
+        assert!(missing.is_empty(), "positionals without help: {missing:?}");
     }
 }

@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::output::{self, Format};
+use crate::timefmt::Times;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -186,13 +187,29 @@ pub fn evaluate(docs: &[Value]) -> anyhow::Result<Value> {
     Ok(v)
 }
 
+/// The scenario's log time (`Scenario.nowMs`, default 0): ages in the text output are
+/// measured from it, not from this machine's clock.
+fn scenario_now_ms(docs: &[Value]) -> u64 {
+    docs.iter()
+        .filter(|d| d.get("kind").and_then(Value::as_str) == Some("Scenario"))
+        .filter_map(|d| d.get("nowMs").and_then(Value::as_u64))
+        .next_back()
+        .unwrap_or(0)
+}
+
 pub fn run(file: &Path, format: Format) -> anyhow::Result<ExitCode> {
     let docs = crate::apply::read_docs(file)?;
     let v = evaluate(&docs)?;
+    let times = match format {
+        Format::Wide => Times::Absolute,
+        _ => Times::Age {
+            now_ms: scenario_now_ms(&docs),
+        },
+    };
     match format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&v)?),
         Format::Yaml => print!("{}", serde_yaml::to_string(&v)?),
-        Format::Table | Format::Wide => print!("{}", output::describe_decision(&v, "")),
+        Format::Table | Format::Wide => print!("{}", output::describe_decision(&v, "", times)),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -13,7 +13,6 @@
 
 use axum::extract::State;
 use axum::{Extension, Json};
-use fedraft_core::audit::time::parse_rfc3339;
 use fedraft_core::audit::{Filter, StateView};
 use fedraft_core::model::ObjectKey;
 use fedraft_raft::audit::{AuditLog, Order, MAX_PAGE_RECORDS};
@@ -22,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::common::{allow, tenant_namespaces, P, Q};
-use crate::audit_wire::record_json;
+use crate::audit_wire::{parse_rfc3339, record_json, ChangeJson, DiffJson, StateJson};
 use crate::auth::{Access, Principal, Role};
 use crate::error::ApiError;
 use crate::wire::{valid_label, valid_subdomain};
@@ -209,7 +208,8 @@ pub async fn state(
     })
     .await?;
     Ok(Json(
-        serde_json::to_value(view).map_err(|e| ApiError::internal(e.to_string()))?,
+        serde_json::to_value(StateJson::of(&view))
+            .map_err(|e| ApiError::internal(e.to_string()))?,
     ))
 }
 
@@ -236,7 +236,7 @@ pub async fn diff(
     })
     .await?;
     Ok(Json(
-        serde_json::to_value(d).map_err(|e| ApiError::internal(e.to_string()))?,
+        serde_json::to_value(DiffJson::of(&d)).map_err(|e| ApiError::internal(e.to_string()))?,
     ))
 }
 
@@ -266,6 +266,6 @@ pub async fn explain(
     Ok(Json(json!({
         "kind": "PlacementHistory",
         "object": key.to_string(),
-        "changes": changes,
+        "changes": changes.iter().map(ChangeJson::of).collect::<Vec<_>>(),
     })))
 }

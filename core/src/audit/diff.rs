@@ -17,16 +17,26 @@ pub enum DiffOp {
     Modified,
 }
 
+/// What a [`FieldChange`]'s `before` and `after` hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// Text to show as it is.
+    Text,
+    /// A log time: milliseconds since the epoch, in decimal. Core does not turn time into
+    /// calendar text; the edges render it (RFC 3339 in the API's JSON).
+    EpochMs,
+}
+
 /// One field's value before and after, as text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldChange {
     pub field: String,
     pub before: String,
     pub after: String,
+    pub kind: FieldKind,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemDiff {
     /// Cluster or tenant name, or `namespace/name`.
     pub key: String,
@@ -36,8 +46,7 @@ pub struct ItemDiff {
     pub moves: Vec<ReplicaMove>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateDiff {
     pub from_index: u64,
     pub to_index: u64,
@@ -60,6 +69,18 @@ fn field(out: &mut Vec<FieldChange>, name: &str, a: String, b: String) {
             field: name.to_string(),
             before: a,
             after: b,
+            kind: FieldKind::Text,
+        });
+    }
+}
+
+fn time_field(out: &mut Vec<FieldChange>, name: &str, a_ms: u64, b_ms: u64) {
+    if a_ms != b_ms {
+        out.push(FieldChange {
+            field: name.to_string(),
+            before: a_ms.to_string(),
+            after: b_ms.to_string(),
+            kind: FieldKind::EpochMs,
         });
     }
 }
@@ -71,12 +92,7 @@ fn dbg<T: std::fmt::Debug>(v: &T) -> String {
 fn cluster_fields(a: &ClusterView, b: &ClusterView) -> Vec<FieldChange> {
     let mut f = Vec::new();
     field(&mut f, "health", dbg(&a.health), dbg(&b.health));
-    field(
-        &mut f,
-        "healthSince",
-        a.health_since.clone(),
-        b.health_since.clone(),
-    );
+    time_field(&mut f, "healthSince", a.health_since_ms, b.health_since_ms);
     field(
         &mut f,
         "cordoned",

@@ -6,9 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
-use super::time::{format_clock, format_rfc3339};
 use super::Record;
 use crate::command::Command;
 use crate::model::{Health, ObjectKey};
@@ -20,12 +17,11 @@ use crate::state::State;
 const DRAIN_TAINT_KEY: &str = "fedraft.io/drain";
 
 /// One placement change of one object, with its cause and the entry that caused it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlacementChange {
     pub index: u64,
     pub term: u64,
-    pub time: String,
+    /// The entry's log time (ms since the epoch); the edges render it.
     pub time_ms: u64,
     pub actor: String,
     pub request_id: String,
@@ -38,6 +34,14 @@ pub struct PlacementChange {
     /// Cause and movement in one line, e.g. "dc2 NotReady since 03:11:42, grace 60 s passed ->
     /// 3 replicas moved to dc1 (2) and dc3 (1)".
     pub explanation: String,
+}
+
+/// `03:11:42`: the UTC time of day of a log time, for the cause sentences (which the archive's
+/// readers compare as text, so they are built here, once). Plain remainder arithmetic: no
+/// calendar, no clock.
+fn clock_utc(ms: u64) -> String {
+    let sod = (ms / 1000) % 86_400;
+    format!("{:02}:{:02}:{:02}", sod / 3600, sod % 3600 / 60, sod % 60)
 }
 
 fn join_and(items: &[String]) -> String {
@@ -103,7 +107,7 @@ fn loss_reason(s: &State, key: &ObjectKey, cluster: &str, d: Option<&Decision>) 
             format!(
                 "{cluster} {} since {}{grace}",
                 health_word(s, cluster),
-                format_clock(*since_ms)
+                clock_utc(*since_ms)
             )
         }
         DropReason::UntoleratedTaint { key: k, effect } if k == DRAIN_TAINT_KEY => {
@@ -144,7 +148,7 @@ fn command_cause(s: &State, r: &Record, key: &ObjectKey, before_empty: bool) -> 
             let recovered: Vec<String> = s
                 .clusters()
                 .filter(|c| c.status.health == Health::Ready && c.status.health_since_ms == now)
-                .map(|c| format!("{} Ready again since {}", c.spec.name, format_clock(now)))
+                .map(|c| format!("{} Ready again since {}", c.spec.name, clock_utc(now)))
                 .collect();
             if recovered.is_empty() {
                 format!(
@@ -199,7 +203,6 @@ pub fn explain_step(
     Some(PlacementChange {
         index: r.index,
         term: r.term,
-        time: format_rfc3339(r.entry.timestamp_ms),
         time_ms: r.entry.timestamp_ms,
         actor: r.entry.actor.clone(),
         request_id: r.entry.request_id.clone(),
@@ -228,6 +231,9 @@ mod tests {
             "3 replicas moved to dc1 (2) and dc3 (1)"
         );
         assert_eq!(movement(&[m("dc1", 0, 1)]), "1 replica added on dc1 (1)");
+        // 2026-11-30T03:11:42Z, and the same instant a day later.
+        assert_eq!(clock_utc(1_796_008_302_000), "03:11:42");
+        assert_eq!(clock_utc(1_796_008_302_999 + 86_400_000), "03:11:42");
         assert_eq!(
             movement(&[m("dc1", 2, 0), m("dc2", 2, 1)]),
             "3 replicas removed from dc1 (2) and dc2 (1)"

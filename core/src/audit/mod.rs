@@ -1,7 +1,8 @@
 //! Audit: what the archive's records mean, without reading them. Pure functions over decoded
 //! records and states: which records a query selects (`filter`), what a state looked like
 //! (`view`), what changed between two states (`diff`), and why an object's placement changed
-//! (`explain`). Time text (`time`) is calendar arithmetic, so nothing here reads a clock.
+//! (`explain`). Times stay milliseconds of log time: nothing here reads a clock or writes
+//! calendar text (the API's JSON and the CLI do that at the edge).
 //!
 //! Must not: read the archive, replay it, or decode raft's bytes (fedraft-raft's `audit` module
 //! does that and hands over [`Record`]s and [`State`](crate::state::State)s).
@@ -9,7 +10,6 @@
 pub mod diff;
 pub mod explain;
 pub mod filter;
-pub mod time;
 pub mod view;
 
 use std::collections::BTreeSet;
@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use crate::command::{Command, LogEntry};
 use crate::state::Applied;
 
-pub use diff::{diff, StateDiff};
+pub use diff::{diff, FieldChange, FieldKind, ItemDiff, StateDiff};
 pub use explain::{explain_step, PlacementChange};
 pub use filter::Filter;
 pub use view::StateView;

@@ -1,21 +1,21 @@
 //! What the federation looked like at one index: clusters, objects and their placement, tenants.
-//! A serialisable summary for people and tools (the API's `/v1/audit/state`, `fedraft audit
-//! replay`); credentials and templates are left out.
+//! A summary for people and tools (the API's `/v1/audit/state`, `fedraft audit replay`);
+//! credentials and templates are left out. Times stay milliseconds since the epoch: the edges
+//! (apiserver's `audit_wire`, the CLI) turn them into text.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::time::format_rfc3339;
 use crate::model::Health;
 use crate::state::State;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterView {
     pub name: String,
     pub health: Health,
-    pub health_since: String,
+    /// Log time (ms) of the last health change.
+    pub health_since_ms: u64,
     pub cordoned: bool,
     pub drained: bool,
     pub labels: BTreeMap<String, String>,
@@ -47,11 +47,10 @@ pub struct TenantView {
 }
 
 /// The state at `index`, as shown to a person.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateView {
     pub index: u64,
-    pub log_time: String,
+    /// The log time (ms) of the entry at `index`.
     pub log_time_ms: u64,
     pub state_hash: String,
     pub clusters: Vec<ClusterView>,
@@ -71,7 +70,7 @@ impl StateView {
                 .map(|c| ClusterView {
                     name: c.spec.name.clone(),
                     health: c.status.health,
-                    health_since: format_rfc3339(c.status.health_since_ms),
+                    health_since_ms: c.status.health_since_ms,
                     cordoned: c.cordoned,
                     drained: c.drained,
                     labels: c.spec.labels.clone(),
@@ -110,7 +109,6 @@ impl StateView {
             .collect();
         StateView {
             index: s.applied_index(),
-            log_time: format_rfc3339(s.log_time_ms()),
             log_time_ms: s.log_time_ms(),
             state_hash: s.state_hash_hex(),
             clusters,

@@ -65,7 +65,8 @@ fn stdout(o: &Output) -> String {
 }
 
 /// Masks what depends on timing (idle ticks move versions and log time): every token that is
-/// a bare number, and the version line of `describe`.
+/// a bare number, an age (`5s`, `3m12s`) or an RFC 3339 time, and the version line of
+/// `describe`.
 fn mask(text: &str) -> String {
     text.lines()
         .map(|l| {
@@ -76,7 +77,11 @@ fn mask(text: &str) -> String {
             let mut token = String::new();
             for ch in l.chars().chain(std::iter::once('\n')) {
                 if ch == ' ' || ch == '\n' {
-                    let numeric = !token.is_empty() && token.chars().all(|c| c.is_ascii_digit());
+                    let numeric = !token.is_empty() && token.chars().all(|c| c.is_ascii_digit())
+                        || is_age(&token)
+                        || (token.len() >= 20
+                            && token.as_bytes()[4] == b'-'
+                            && token.ends_with('Z'));
                     out.push_str(if numeric { "N" } else { &token });
                     token.clear();
                     if ch == ' ' {
@@ -91,6 +96,23 @@ fn mask(text: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
         + "\n"
+}
+
+/// `5s`, `3m12s`, `2d`: digits and unit letters, alternating, starting with a digit.
+fn is_age(token: &str) -> bool {
+    let mut prev_digit = false;
+    let mut units = 0;
+    for (i, c) in token.chars().enumerate() {
+        match c {
+            '0'..='9' => prev_digit = true,
+            's' | 'm' | 'h' | 'd' | 'y' if prev_digit && i > 0 => {
+                prev_digit = false;
+                units += 1;
+            }
+            _ => return false,
+        }
+    }
+    units > 0 && !prev_digit
 }
 
 fn golden(name: &str, actual: &str) {
