@@ -17,9 +17,9 @@ use crate::audit::{AuditHead, AuditInput, AuditRecord};
 use crate::audit_checkpoint::{checkpoint_key, Checkpoint, CheckpointKind};
 use crate::error::{missing_cf, StoreError};
 use crate::keys::*;
+use crate::metrics::StoreMetrics;
 use crate::reader::{load_audit_head, SnapshotBytes, StoreReader};
 use crate::writer::{self, Done, Op};
-use crate::metrics::StoreMetrics;
 
 /// On-disk format written by this build. Bump when keys or value layouts change; an older binary
 /// refuses a newer directory instead of misreading it.

@@ -20,8 +20,8 @@ use crate::audit::{snapshot_digest, AuditHead, AuditInput, AuditRecord, GENESIS_
 use crate::audit_checkpoint::{checkpoint_key, Checkpoint, CheckpointKind};
 use crate::error::{missing_cf, StoreError};
 use crate::keys::*;
-use crate::reader::StoreReader;
 use crate::metrics::StoreMetrics;
+use crate::reader::StoreReader;
 
 /// Completion callback of a write. It runs on the writer or syncer thread: keep it short
 /// (typically it sends on a channel).

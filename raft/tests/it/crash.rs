@@ -3,6 +3,7 @@
 //! same data dirs. Afterwards every acknowledged write is present on all nodes, nodes agree
 //! byte for byte, and retried request ids were applied exactly once.
 
+use fedraft_testkit::net::free_port;
 use std::collections::BTreeMap;
 use std::process::{Child, Command as Proc, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,14 +32,6 @@ fn node_bin() -> std::path::PathBuf {
         bin.display()
     );
     bin
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 struct Procs {

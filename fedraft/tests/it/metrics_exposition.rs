@@ -4,6 +4,7 @@
 //! simulated member cluster registered). promtool is not available here; this is the check that
 //! a renamed metric breaks the build instead of a dashboard.
 
+use fedraft_testkit::net::free_port;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -122,14 +123,6 @@ fn alerts_have_summaries_and_runbook_sections_and_the_dashboard_parses() {
     ] {
         assert!(names.contains(needed), "no alert on {needed}");
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 struct Server(Child);

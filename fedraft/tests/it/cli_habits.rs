@@ -2,6 +2,7 @@
 //! ages and RFC 3339 times, `-A`, `-l`, `-o name`, `-o jsonpath=`, `get -w`, `delete -f`,
 //! `join --kubeconfig`, client contexts, shell completions, and `audit replay` without `--at`.
 
+use fedraft_testkit::net::free_port;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -22,14 +23,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn start_dev() -> Server {

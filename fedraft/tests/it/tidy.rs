@@ -25,16 +25,16 @@ const MAX_LINES: usize = 600;
 /// ever holds files that need it.
 const LONG_FILES: &[(&str, &str)] = &[
     (
-        "apiserver/tests/api.rs",
+        "apiserver/tests/it/api.rs",
         "one three-node cluster walked through every endpoint and error in order; starting a \
          cluster per resource would multiply the test's run time",
     ),
     (
-        "core/tests/scheduler_rules.rs",
+        "core/tests/it/scheduler_rules.rs",
         "one test per scheduling rule through `schedule`; the bulk is cluster and spec fixtures",
     ),
     (
-        "kubesim/src/controller.rs",
+        "testing/kubesim/src/controller.rs",
         "the node packing and the workload status it drives belong together; the tail is tests",
     ),
 ];
