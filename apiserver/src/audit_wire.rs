@@ -31,7 +31,7 @@ pub fn rfc3339(ms: u64) -> String {
         // Past the year 9999: no calendar text, the number says it all.
         return format!("{ms} ms");
     };
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{ts:.0}")
     } else {
         format!("{ts:.3}")

@@ -65,6 +65,7 @@ fn row(out: &str, target: &str, clients: usize) -> (f64, f64, u64) {
 
 #[test]
 fn bench_put_measures_both_targets_interleaved_and_leaves_nothing_behind() {
+    let _slot = fedraft_testkit::heavy_slot();
     let with_etcd = etcd_installed();
     let mut cmd = Command::new(BIN);
     cmd.args(["bench", "put", "--clients", "1,4", "--rounds", "2"])
@@ -112,6 +113,7 @@ fn bench_put_measures_both_targets_interleaved_and_leaves_nothing_behind() {
 
 #[test]
 fn ctrl_c_mid_run_stops_every_started_process_and_removes_the_directory() {
+    let _slot = fedraft_testkit::heavy_slot();
     let mut child = Command::new(BIN)
         .args([
             "bench",

@@ -13,6 +13,7 @@ const LIMIT: Duration = Duration::from_secs(150);
 
 #[test]
 fn demo_once_passes_every_step_and_keeps_data_dirs() {
+    let _slot = fedraft_testkit::heavy_slot();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("demo-data");
     let mut child = Command::new(BIN)

@@ -1,6 +1,6 @@
 //! fedraft's test harness, shared by every crate's integration tests and by the fault harness:
 //! polling with a deadline, free loopback ports, temporary data directories, Deployment
-//! manifests, in-process raft groups (feature `cluster`), simulated member clusters (feature
+//! manifests, one slot for the tests that start a whole federation (`serial`), in-process raft groups (feature `cluster`), simulated member clusters (feature
 //! `members`) and `fedraft server` processes (feature `procs`).
 //!
 //! Dev-only: no product crate may depend on it. It owns starting and stopping what a test
@@ -9,6 +9,7 @@
 
 pub mod manifests;
 pub mod net;
+pub mod serial;
 pub mod wait;
 
 #[cfg(feature = "cluster")]
@@ -19,4 +20,5 @@ pub mod members;
 pub mod procs;
 
 pub use net::{free_port, free_ports, temp_dir};
+pub use serial::{heavy_slot, HeavySlot};
 pub use wait::{eventually, eventually_blocking, init_tracing};

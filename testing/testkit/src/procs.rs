@@ -113,6 +113,9 @@ pub struct Cluster {
     pub token: String,
     bin: PathBuf,
     log_filter: String,
+    // Dropped after the processes (fields drop in order): the next federation starts only
+    // once this one is gone.
+    _slot: crate::serial::HeavySlot,
 }
 
 impl Drop for Cluster {
@@ -134,6 +137,7 @@ impl Drop for Cluster {
 impl Cluster {
     /// Writes configs and the token file under `root/<name>/`; starts nothing.
     pub fn layout(root: &Path, name: &str, l: &Layout) -> Cluster {
+        let slot = crate::serial::heavy_slot();
         fedraft_raft::install_crypto_provider();
         let base = root.join(name);
         std::fs::create_dir_all(&base).expect("creating the cluster directory");
@@ -217,6 +221,7 @@ impl Cluster {
             None => (builder, "http"),
         };
         Cluster {
+            _slot: slot,
             root: base,
             nodes,
             http: http.build().expect("an HTTP client"),
