@@ -198,6 +198,7 @@ async fn main() {
     .unwrap();
 
     // The same A records for NSD, from a zone file.
+    let root = tempfile::tempdir().unwrap();
     let dir = root.path();
     let mut zone = String::from(
         "$ORIGIN fed.internal.\n$TTL 5\n@ IN SOA ns.fed.internal. hostmaster.fed.internal. 1 60 10 600 5\n@ IN NS ns.fed.internal.\nns IN A 127.0.0.1\n",

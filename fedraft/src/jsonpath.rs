@@ -75,11 +75,15 @@ fn literal(inner: &str) -> Result<String, TemplateError> {
     serde_json::from_str::<String>(inner).map_err(|_| TemplateError::Literal(inner.to_string()))
 }
 
+/// A block being parsed: the nodes gathered so far, and the `range` path (its text and compiled
+/// form) that opened it; the outermost block has none.
+type OpenBlock = (Vec<Node>, Option<(String, JsonPath)>);
+
 impl Template {
     /// Parses `text` (the part after `jsonpath=`).
     pub fn parse(text: &str) -> Result<Template, TemplateError> {
         // Stack of open blocks: the nodes gathered so far, and the range path that opened it.
-        let mut stack: Vec<(Vec<Node>, Option<(String, JsonPath)>)> = vec![(Vec::new(), None)];
+        let mut stack: Vec<OpenBlock> = vec![(Vec::new(), None)];
         let mut rest_start = 0;
         let mut i = 0;
         while let Some(off) = text[i..].find('{') {

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+#[allow(unused_imports)] // the deploy_wan benchmark includes this module and uses no TLS
 pub use fedraft_testkit::procs::{Cluster, Layout, TlsDir};
 use serde_json::Value;
 

@@ -137,11 +137,23 @@ impl Env {
         let secret = random_hex(24);
         let tokens = dir.join("tokens");
         std::fs::write(&tokens, format!("{token} jepsen admin\n")).context("writing tokens")?;
-        let ports = fedraft_testkit::net::try_free_ports(6).context("choosing free ports")?;
+        // The nodes' ports stay bound until the mesh's proxies have taken their own ephemeral
+        // ports: a port chosen and released first could be handed to a proxy, and a node would
+        // then fail to bind it while the proxy answered on its behalf.
+        let reserved = (0..6)
+            .map(|_| std::net::TcpListener::bind(("127.0.0.1", 0)))
+            .collect::<std::io::Result<Vec<_>>>()
+            .context("choosing free ports")?;
+        let ports = reserved
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.port()))
+            .collect::<std::io::Result<Vec<_>>>()
+            .context("choosing free ports")?;
         let loopback = |p: &u16| SocketAddr::from(([127, 0, 0, 1], *p));
         let peers: Vec<SocketAddr> = ports[..3].iter().map(loopback).collect();
         let apis: Vec<SocketAddr> = ports[3..].iter().map(loopback).collect();
         let mesh = Mesh::start(&peers).await?;
+        drop(reserved);
         let peer_table: String = (0..3)
             .map(|n| format!("{} = \"{}\"\n", n + 1, peers[n]))
             .collect();
