@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use fedraft_testkit::free_port;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fedraft");
-const TOKEN: &str = "cli-test-admin-token";
+pub(super) const BIN: &str = env!("CARGO_BIN_EXE_fedraft");
+pub(super) const TOKEN: &str = "cli-test-admin-token";
 
-struct Server {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
+pub(super) struct Server {
+    pub(super) child: Child,
+    pub(super) url: String,
+    pub(super) dir: tempfile::TempDir,
 }
 
 impl Drop for Server {
@@ -25,7 +25,7 @@ impl Drop for Server {
     }
 }
 
-fn start_dev() -> Server {
+pub(super) fn start_dev() -> Server {
     let dir = tempfile::tempdir().unwrap();
     let listen = format!("127.0.0.1:{}", free_port());
     let child = Command::new(BIN)
@@ -40,7 +40,7 @@ fn start_dev() -> Server {
     let s = Server {
         child,
         url: format!("http://{listen}"),
-        _dir: dir,
+        dir,
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     while fedraft(&s, &["get", "clusters"]).status.code() != Some(0) {
@@ -50,7 +50,7 @@ fn start_dev() -> Server {
     s
 }
 
-fn fedraft(s: &Server, args: &[&str]) -> Output {
+pub(super) fn fedraft(s: &Server, args: &[&str]) -> Output {
     Command::new(BIN)
         .args(args)
         .env("FEDRAFT_SERVER", &s.url)

@@ -5,50 +5,12 @@
 use fedraft_testkit::net::free_port;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fedraft");
-const TOKEN: &str = "cli-habits-admin-token";
-
-struct Server {
-    child: Child,
-    url: String,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_dev() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let listen = format!("127.0.0.1:{}", free_port());
-    let child = Command::new(BIN)
-        .args(["server", "--dev", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .args(["--listen", &listen])
-        .env("FEDRAFT_DEV_TOKEN", TOKEN)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let s = Server {
-        child,
-        url: format!("http://{listen}"),
-        dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while fedraft(&s, &["get", "clusters"]).status.code() != Some(0) {
-        assert!(Instant::now() < deadline, "dev server did not come up");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    s
-}
+// The dev server these tests drive is the one the golden-output tests start.
+use super::cli::{start_dev, Server, BIN, TOKEN};
 
 /// The binary with the server and token in the environment and no client config file.
 fn cmd(s: &Server, args: &[&str]) -> Command {
