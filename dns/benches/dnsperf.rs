@@ -191,6 +191,8 @@ async fn main() {
         node.clone(),
         DnsConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            // dnsperf measures throughput from one address; NSD has no limit either.
+            rate_limit: fedraft_dns::RateLimitConfig::disabled(),
             ..DnsConfig::default()
         },
     )

@@ -8,6 +8,11 @@
 //! - Service names: the answering clusters in weighted-random order (weight = ready endpoints, or
 //!   equal), clusters local to the client first, then at most `max_answers` records.
 //!
+//! Every answer, whatever the name and type (ANY and SRV additionals included), carries at
+//! most `max_answers` records in its answer section and at most `max_answers` in its additional
+//! section: a cluster may report any number of addresses, and an unbounded answer would make
+//! the server an amplifier.
+//!
 //! Must not: touch sockets or the clock; randomness comes from the caller's generator.
 
 use std::collections::HashMap;
@@ -126,8 +131,43 @@ fn is_addr(r: &Record, qtype: RecordType) -> bool {
     }
 }
 
-/// Answers `qtype` at `qname` (lowercase, fully qualified).
+/// Up to `cap` records taken one from each target in turn, so a capped additional section
+/// still helps with every SRV target rather than holding only the first target's addresses.
+fn round_robin<'z>(targets: &[&'z [Record]], cap: usize) -> Vec<&'z Record> {
+    let mut out = Vec::new();
+    let deepest = targets.iter().map(|t| t.len()).max().unwrap_or(0);
+    for depth in 0..deepest {
+        for t in targets {
+            if out.len() == cap {
+                return out;
+            }
+            if let Some(r) = t.get(depth) {
+                out.push(r);
+            }
+        }
+    }
+    out
+}
+
+/// Answers `qtype` at `qname` (lowercase, fully qualified), with at most `max_answers` records
+/// in each of the answer and additional sections.
 pub fn answer<'z, R: Rng>(
+    zone: &'z Zone,
+    qname: &str,
+    qtype: RecordType,
+    client: Option<IpAddr>,
+    locality: &Locality,
+    max_answers: usize,
+    rng: &mut R,
+) -> Answer<'z> {
+    let cap = max_answers.max(1);
+    let mut a = answer_uncapped(zone, qname, qtype, client, locality, cap, rng);
+    a.answers.truncate(cap);
+    a.additionals.truncate(cap);
+    a
+}
+
+fn answer_uncapped<'z, R: Rng>(
     zone: &'z Zone,
     qname: &str,
     qtype: RecordType,
@@ -169,7 +209,7 @@ pub fn answer<'z, R: Rng>(
                 .iter()
                 .flat_map(|i| svc.clusters[*i].at_service.iter())
                 .filter(|r| is_addr(r, qtype))
-                .take(max_answers.max(1))
+                .take(max_answers)
                 .collect();
             Answer::data(answers, Vec::new(), &svc.soa)
         }
@@ -180,13 +220,14 @@ pub fn answer<'z, R: Rng>(
             let candidates: Vec<usize> = srv.records.iter().map(|(i, _)| *i).collect();
             let order = weighted_order(&svc.clusters, &candidates, client, locality, rng);
             let mut answers = Vec::new();
-            let mut additionals = Vec::new();
-            for i in order.into_iter().take(max_answers.max(1)) {
+            let mut targets = Vec::new();
+            for i in order.into_iter().take(max_answers) {
                 if let Some((_, r)) = srv.records.iter().find(|(c, _)| *c == i) {
                     answers.push(r);
-                    additionals.extend(svc.clusters[i].own.iter());
+                    targets.push(svc.clusters[i].own.as_slice());
                 }
             }
+            let additionals = round_robin(&targets, max_answers);
             Answer::data(answers, additionals, &svc.soa)
         }
         Node::Cluster(svc, i) => {

@@ -7,6 +7,10 @@
 //! than `leader_contact_bound_ms` answers SERVFAIL, so resolvers move to another node rather
 //! than trust a state that may have stopped following the log.
 //!
+//! UDP responses pass the response rate limiter (`rrl`) before any answer is computed: a
+//! source network over its limit gets nothing, or every `slip`-th time an empty truncated
+//! answer that sends a real client to TCP. Answers are capped in `answer`.
+//!
 //! Must not: propose to the log, or depend on the HTTP API.
 
 use std::net::{IpAddr, SocketAddr};
@@ -19,6 +23,7 @@ use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCod
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
 use hickory_proto::rr::{DNSClass, Record};
 use hickory_server::net::runtime::Time;
+use hickory_server::net::xfer::Protocol;
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::zone_handler::MessageResponseBuilder;
 use hickory_server::Server;
@@ -28,6 +33,7 @@ use crate::answer::{answer, Answer, Locality};
 use crate::config::{DnsConfig, DEFAULT_ZONE_TTL_SECONDS};
 use crate::error::DnsError;
 use crate::metrics::DnsMetrics;
+use crate::rrl::{RateLimitStats, RateLimiter, Verdict};
 use crate::zone::Zone;
 
 /// Largest UDP payload advertised in EDNS answers (the DNS flag day 2020 value: no
@@ -48,6 +54,7 @@ pub(crate) struct Shared {
     max_answers: usize,
     locality: Locality,
     metrics: DnsMetrics,
+    rrl: RateLimiter,
 }
 
 impl Shared {
@@ -115,6 +122,14 @@ impl RequestHandler for Handler {
         mut response: R,
     ) -> ResponseInfo {
         self.shared.metrics.query();
+        let verdict = if request.protocol() == Protocol::Udp {
+            self.shared.rrl.check(request.src().ip(), Instant::now())
+        } else {
+            Verdict::Send
+        };
+        if verdict == Verdict::Drop {
+            return failed(request, ResponseCode::Refused);
+        }
         let edns = request.edns.as_ref().map(|req| {
             let mut e = Edns::new();
             e.set_max_payload(req.max_payload().clamp(512, EDNS_MAX_PAYLOAD));
@@ -127,6 +142,21 @@ impl RequestHandler for Handler {
             request.metadata.op_code,
         );
         metadata.recursion_desired = request.metadata.recursion_desired;
+        if verdict == Verdict::Slip {
+            // Header and question only: no larger than the query, so worthless to a reflector.
+            metadata.truncation = true;
+            let builder = MessageResponseBuilder::new(&request.queries, edns.as_ref());
+            return match response
+                .send_response(builder.build_no_records(metadata))
+                .await
+            {
+                Ok(info) => info,
+                Err(e) => {
+                    tracing::debug!(error = %e, "cannot send a truncated DNS response");
+                    failed(request, ResponseCode::ServFail)
+                }
+            };
+        }
         let zone = self.shared.zone();
         let result: Answer<'_> = match request.request_info() {
             _ if request.metadata.op_code != OpCode::Query => negative(ResponseCode::NotImp),
@@ -193,6 +223,7 @@ pub struct DnsServer {
     server: Server<Handler>,
     refresher: tokio::task::JoinHandle<()>,
     metrics: DnsMetrics,
+    shared: Arc<Shared>,
 }
 
 async fn bind(
@@ -248,6 +279,7 @@ impl DnsServer {
                 by_cluster: cfg.locality.clone().into_iter().collect(),
             },
             metrics: DnsMetrics::default(),
+            rrl: RateLimiter::new(cfg.rate_limit.clone(), Instant::now()),
         });
         let (udp, tcp) = bind(cfg.listen).await?;
         let udp_addr = udp.local_addr().map_err(|source| DnsError::Bind {
@@ -270,7 +302,7 @@ impl DnsServer {
             TCP_RESPONSE_BUFFER,
         );
         let metrics = shared.metrics.clone();
-        let refresher = tokio::spawn(refresh(node, cfg.zone.clone(), shared));
+        let refresher = tokio::spawn(refresh(node, cfg.zone.clone(), shared.clone()));
         tracing::info!(udp = %udp_addr, tcp = %tcp_addr, zone = %cfg.zone, "DNS serving");
         Ok(DnsServer {
             udp: udp_addr,
@@ -278,12 +310,18 @@ impl DnsServer {
             server,
             refresher,
             metrics,
+            shared,
         })
     }
 
     /// What this server measures, for the binary's registry ([`DnsMetrics::register`]).
     pub fn metrics(&self) -> &DnsMetrics {
         &self.metrics
+    }
+
+    /// What the response rate limiter decided so far (UDP only).
+    pub fn rate_limit_stats(&self) -> RateLimitStats {
+        self.shared.rrl.stats()
     }
 
     pub fn udp_addr(&self) -> SocketAddr {

@@ -6,4 +6,5 @@
 
 mod common;
 
+mod abuse;
 mod discovery_e2e;
