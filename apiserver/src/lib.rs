@@ -66,6 +66,8 @@ pub(crate) struct AppState {
     /// What `/metrics` encodes: the binary's registry plus this crate's series.
     pub registry: metrics::SharedRegistry,
     pub ring: Arc<watch::ring::Ring>,
+    /// `GET /v1/system/state`'s hash, computed once per applied index.
+    pub state_hash: routes::system::StateHashCache,
 }
 
 pub(crate) type App = Arc<AppState>;
@@ -105,6 +107,7 @@ impl Api {
             metrics,
             registry: Arc::new(registry),
             ring,
+            state_hash: Default::default(),
         });
         Api { app }
     }

@@ -9,7 +9,7 @@ mod endpoints;
 mod members;
 mod objects;
 mod schedule;
-mod system;
+pub(crate) mod system;
 mod tenants;
 
 use axum::routing::{get, post, put};
