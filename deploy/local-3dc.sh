@@ -79,7 +79,8 @@ MESH_BASE=$((BASE + 20))                     # link a -> b (0-based) listens on 
 
 SECRET="local-3dc-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 TOKEN="local-3dc-admin-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-echo "$TOKEN admin admin" > "$WORK/tokens"
+# fedraft refuses a token file that group or others may read.
+(umask 077 && echo "$TOKEN admin admin" > "$WORK/tokens")
 "$FEDRAFT_BIN" certs --out "$WORK/tls" --node 1=127.0.0.1,localhost --node 2=127.0.0.1,localhost \
   --node 3=127.0.0.1,localhost >/dev/null
 

@@ -9,8 +9,16 @@
 //! a tenant member reads and writes objects in the namespaces its tenant owns (per the replicated
 //! state) and reads its own tenant, nothing else. The API never accepts the cluster secret as a
 //! token: [`TokenStore::new`] refuses a token file containing it, and a request presenting it is 401.
+//!
+//! Loading a token file from disk ([`TokenStore::load`]) is stricter than parsing one, as ssh is
+//! with its keys: the file must not be readable or writable by group or others (mode & 0o077 ==
+//! 0; the error names the file and `chmod 600`), every token must be at least
+//! [`MIN_TOKEN_BYTES`] long, and no token may appear twice (two principals sharing a token
+//! would make the log's actor a guess). [`read_private_file`] is the same permission check for
+//! the node's other secrets (cluster secret file, TLS keys).
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::Path;
 
 use axum::http::{header, HeaderMap};
@@ -34,6 +42,14 @@ pub struct Principal {
     pub role: Role,
 }
 
+/// Shortest token a token file may hold: 32 bytes, e.g. `openssl rand -hex 16` (128 bits).
+/// Shorter tokens are guessable at the rates one API node answers.
+pub const MIN_TOKEN_BYTES: usize = 32;
+
+/// Largest secret file read: a token file of ten thousand principals fits many times over,
+/// and a wrong path (a device, a log) is refused instead of read whole.
+pub const MAX_SECRET_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// Errors loading a token file.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenFileError {
@@ -46,6 +62,92 @@ pub enum TokenFileError {
     Syntax { line: usize, message: String },
     #[error("token file line {line}: the cluster secret must not be used as an API token")]
     ClusterSecret { line: usize },
+    #[error(transparent)]
+    NotPrivate(#[from] SecretFileError),
+    #[error(
+        "token file line {line}: the token of {name} is {len} bytes; tokens must be at least \
+         {min} bytes (e.g. `openssl rand -hex 16`)",
+        min = MIN_TOKEN_BYTES
+    )]
+    ShortToken {
+        line: usize,
+        name: String,
+        len: usize,
+    },
+    #[error(
+        "token file line {line}: the token of {name} is already the token of {first_name} \
+         (line {first_line}); every principal needs its own token"
+    )]
+    DuplicateToken {
+        line: usize,
+        name: String,
+        first_line: usize,
+        first_name: String,
+    },
+}
+
+/// Errors reading a file that holds a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretFileError {
+    #[error("cannot read {what} {path}: {source}")]
+    Io {
+        what: String,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "{what} {path} is accessible by group or others (mode {mode:04o}); it holds a secret: \
+         run `chmod 600 {path}` (and own it by the user fedraft runs as)"
+    )]
+    Permissions {
+        what: String,
+        path: String,
+        mode: u32,
+    },
+    #[error("{what} {path} is larger than {max} bytes", max = MAX_SECRET_FILE_BYTES)]
+    TooLarge { what: String, path: String },
+}
+
+/// Reads a file that holds a secret (`what` names it in errors), refusing it when group or
+/// others may read or write it. The mode is taken from the opened file, so a file swapped
+/// between the check and the read is still the one checked.
+pub fn read_private_file(path: &Path, what: &str) -> Result<Vec<u8>, SecretFileError> {
+    let io = |source| SecretFileError::Io {
+        what: what.to_string(),
+        path: path.display().to_string(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(SecretFileError::Permissions {
+                what: what.to_string(),
+                path: path.display().to_string(),
+                mode,
+            });
+        }
+    }
+    if meta.len() > MAX_SECRET_FILE_BYTES {
+        return Err(SecretFileError::TooLarge {
+            what: what.to_string(),
+            path: path.display().to_string(),
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SECRET_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_SECRET_FILE_BYTES {
+        return Err(SecretFileError::TooLarge {
+            what: what.to_string(),
+            path: path.display().to_string(),
+        });
+    }
+    Ok(bytes)
 }
 
 /// Token -> principal lookup.
@@ -64,16 +166,35 @@ impl std::fmt::Debug for TokenStore {
 }
 
 impl TokenStore {
-    /// Builds a store from `(token, principal)` pairs, refusing the cluster secret as a token.
+    /// Builds a store from `(token, principal)` pairs, refusing the cluster secret as a token
+    /// and a token given twice (errors count pairs from 1 as lines).
     pub fn new(
         entries: impl IntoIterator<Item = (String, Principal)>,
         cluster_secret: Option<String>,
     ) -> Result<Self, TokenFileError> {
-        let mut tokens = BTreeMap::new();
-        for (i, (token, principal)) in entries.into_iter().enumerate() {
+        let lines = entries.into_iter().enumerate().map(|(i, e)| (i + 1, e));
+        Self::from_lines(lines, cluster_secret)
+    }
+
+    fn from_lines(
+        entries: impl IntoIterator<Item = (usize, (String, Principal))>,
+        cluster_secret: Option<String>,
+    ) -> Result<Self, TokenFileError> {
+        let mut tokens: BTreeMap<String, Principal> = BTreeMap::new();
+        let mut first_line: BTreeMap<String, usize> = BTreeMap::new();
+        for (line, (token, principal)) in entries {
             if cluster_secret.as_deref() == Some(token.as_str()) {
-                return Err(TokenFileError::ClusterSecret { line: i + 1 });
+                return Err(TokenFileError::ClusterSecret { line });
             }
+            if let Some(first) = tokens.get(&token) {
+                return Err(TokenFileError::DuplicateToken {
+                    line,
+                    name: principal.name,
+                    first_line: first_line.get(&token).copied().unwrap_or(0),
+                    first_name: first.name.clone(),
+                });
+            }
+            first_line.insert(token.clone(), line);
             tokens.insert(token, principal);
         }
         Ok(Self {
@@ -84,6 +205,14 @@ impl TokenStore {
 
     /// Parses the token file format described in the module doc.
     pub fn parse(text: &str, cluster_secret: Option<String>) -> Result<Self, TokenFileError> {
+        Self::parse_with_min(text, cluster_secret, 0)
+    }
+
+    fn parse_with_min(
+        text: &str,
+        cluster_secret: Option<String>,
+        min_token_bytes: usize,
+    ) -> Result<Self, TokenFileError> {
         let mut entries = Vec::new();
         for (i, raw) in text.lines().enumerate() {
             let line = raw.trim();
@@ -104,24 +233,36 @@ impl TokenStore {
             if cluster_secret.as_deref() == Some(token) {
                 return Err(TokenFileError::ClusterSecret { line: i + 1 });
             }
-            entries.push((
-                token.to_string(),
-                Principal {
+            if token.len() < min_token_bytes {
+                return Err(TokenFileError::ShortToken {
+                    line: i + 1,
                     name: name.to_string(),
-                    role,
-                },
+                    len: token.len(),
+                });
+            }
+            entries.push((
+                i + 1,
+                (
+                    token.to_string(),
+                    Principal {
+                        name: name.to_string(),
+                        role,
+                    },
+                ),
             ));
         }
-        Self::new(entries, cluster_secret)
+        Self::from_lines(entries, cluster_secret)
     }
 
-    /// Loads a token file from disk.
+    /// Loads a token file from disk, with the checks of the module doc: private to its owner,
+    /// tokens of at least [`MIN_TOKEN_BYTES`], no token twice.
     pub fn load(path: &Path, cluster_secret: Option<String>) -> Result<Self, TokenFileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TokenFileError::Io {
+        let bytes = read_private_file(path, "token file")?;
+        let text = String::from_utf8(bytes).map_err(|e| TokenFileError::Io {
             path: path.display().to_string(),
-            source,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         })?;
-        Self::parse(&text, cluster_secret)
+        Self::parse_with_min(&text, cluster_secret, MIN_TOKEN_BYTES)
     }
 
     /// The principal for the request's `Authorization: Bearer` header.
@@ -238,6 +379,26 @@ mod tests {
         assert!(TokenStore::parse("s3cret x admin", Some("s3cret".into())).is_err());
         assert!(TokenStore::parse("a b wizard", None).is_err());
         assert!(TokenStore::parse("a b", None).is_err());
+    }
+
+    #[test]
+    fn refuses_a_token_given_to_two_principals() {
+        let text = "t1 alice admin\nt2 bob operator\n\nt1 carol tenant:blue\n";
+        let err = TokenStore::parse(text, None).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                TokenFileError::DuplicateToken { line: 4, first_line: 1, name, first_name }
+                    if name == "carol" && first_name == "alice"
+            ),
+            "{err:?}"
+        );
+        assert!(!err.to_string().contains("t1"), "errors never show a token");
+        let p = |n: &str| Principal {
+            name: n.into(),
+            role: Role::Admin,
+        };
+        assert!(TokenStore::new([("x".into(), p("a")), ("x".into(), p("b"))], None).is_err());
     }
 
     #[test]

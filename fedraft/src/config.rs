@@ -8,7 +8,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use fedraft_apiserver::auth::{read_private_file, MIN_TOKEN_BYTES};
 use serde::Deserialize;
+
+/// Shortest cluster secret accepted: as long as an API token ([`MIN_TOKEN_BYTES`]), since it
+/// opens every peer route (the log itself).
+pub const MIN_CLUSTER_SECRET_BYTES: usize = MIN_TOKEN_BYTES;
 
 /// One node's configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -43,14 +48,17 @@ pub struct NodeFile {
     pub peer_dial: BTreeMap<String, String>,
     /// The node's data directory (RocksDB). Required.
     pub data_dir: PathBuf,
-    /// The secret every peer request carries; the same on all nodes. Either this or
-    /// `cluster_secret_file` is required. Never accepted by the client API.
+    /// The secret every peer request carries; the same on all nodes, at least 32 bytes. Either
+    /// this or `cluster_secret_file` is required. Never accepted by the client API.
     #[serde(default)]
     pub cluster_secret: Option<String>,
-    /// A file holding the cluster secret (trailing whitespace trimmed). Default: none.
+    /// A file holding the cluster secret (trailing whitespace trimmed); it must be mode 0600 or
+    /// stricter, or the node refuses to start. Default: none.
     #[serde(default)]
     pub cluster_secret_file: Option<PathBuf>,
     /// The API token file (`TOKEN NAME ROLE` per line; roles admin, operator, tenant:NAME). Required.
+    /// Mode 0600 or stricter, tokens of at least 32 bytes, no token twice; else the node refuses
+    /// to start.
     pub token_file: PathBuf,
     /// Maximum request body size in bytes. Default 2097152 (2 MiB).
     #[serde(default = "default_body_limit")]
@@ -75,9 +83,100 @@ pub struct NodeFile {
     pub tls: Option<TlsFiles>,
     /// Service discovery DNS (`[dns]`: `listen`, default `"127.0.0.1:5353"`, UDP and TCP;
     /// `zone`, default `"fed.internal"`; `max_answers`, default 8; `leader_contact_bound_ms`,
-    /// default 10000; `[dns.locality]` cluster = ["CIDR", ...]). Default: no DNS server.
+    /// default 10000; `[dns.locality]` cluster = ["CIDR", ...]; `[dns.rate_limit]`: `enabled`
+    /// true, `responses_per_second` 100 per source /24 or /56, `slip` 2, `exempt` = ["CIDR"]).
+    /// Default: no DNS server.
     #[serde(default)]
     pub dns: Option<fedraft_dns::DnsConfig>,
+    /// Limits of the API and peer listeners against slow or hostile clients (`[listeners]`;
+    /// `fedraft server` flags of the same names override them).
+    #[serde(default)]
+    pub listeners: ListenerFile,
+}
+
+/// Default deadline for a request head (and for a connection's TLS handshake plus first head):
+/// a client trickling its headers is cut off after this long. It also bounds how long an
+/// HTTP/1 keep-alive connection waits idle for its next request.
+pub const DEFAULT_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+/// Default time without a byte either way after which a connection is closed, unless a
+/// response is still being streamed (a watch with nothing to say is not idle).
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 120_000;
+/// Default connections the API serves at once; more are closed at once. Each costs a
+/// file descriptor, which RocksDB needs too (the systemd unit allows 65536).
+pub const DEFAULT_API_MAX_CONNECTIONS: usize = 4096;
+/// Default peer connections at once: two peers with a few pooled connections each, a node
+/// joining, and room for a restart's reconnects.
+pub const DEFAULT_PEER_MAX_CONNECTIONS: usize = 64;
+
+/// `[listeners]`: each absent field keeps its default (the constants above).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerFile {
+    /// Default 10000.
+    pub header_read_timeout_ms: Option<u64>,
+    /// Default 120000.
+    pub idle_timeout_ms: Option<u64>,
+    /// Default 4096.
+    pub api_max_connections: Option<usize>,
+    /// Default 64.
+    pub peer_max_connections: Option<usize>,
+}
+
+/// The limits both listeners run with, after defaults and overrides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerSettings {
+    pub api: crate::listen::ListenerLimits,
+    pub peer: crate::listen::ListenerLimits,
+}
+
+impl ListenerFile {
+    /// `self` with every field `over` sets replaced (flags over the file).
+    pub fn overridden_by(&self, over: &ListenerFile) -> ListenerFile {
+        ListenerFile {
+            header_read_timeout_ms: over.header_read_timeout_ms.or(self.header_read_timeout_ms),
+            idle_timeout_ms: over.idle_timeout_ms.or(self.idle_timeout_ms),
+            api_max_connections: over.api_max_connections.or(self.api_max_connections),
+            peer_max_connections: over.peer_max_connections.or(self.peer_max_connections),
+        }
+    }
+
+    /// The limits with defaults filled in, refusing values that would disable a listener.
+    pub fn settings(&self) -> anyhow::Result<ListenerSettings> {
+        let header = self
+            .header_read_timeout_ms
+            .unwrap_or(DEFAULT_HEADER_READ_TIMEOUT_MS);
+        let idle = self.idle_timeout_ms.unwrap_or(DEFAULT_IDLE_TIMEOUT_MS);
+        let api = self
+            .api_max_connections
+            .unwrap_or(DEFAULT_API_MAX_CONNECTIONS);
+        let peer = self
+            .peer_max_connections
+            .unwrap_or(DEFAULT_PEER_MAX_CONNECTIONS);
+        for (name, ms) in [
+            ("header_read_timeout_ms", header),
+            ("idle_timeout_ms", idle),
+        ] {
+            if ms == 0 || ms > 86_400_000 {
+                bail!("listeners.{name} = {ms} is outside 1..=86400000");
+            }
+        }
+        // Tokio's semaphore holds at most usize::MAX >> 3 permits; a million connections is
+        // far past any file descriptor limit anyway.
+        for (name, n) in [("api_max_connections", api), ("peer_max_connections", peer)] {
+            if n == 0 || n > 1_000_000 {
+                bail!("listeners.{name} = {n} is outside 1..=1000000");
+            }
+        }
+        let limits = |max_connections| crate::listen::ListenerLimits {
+            header_read_timeout: std::time::Duration::from_millis(header),
+            idle_timeout: std::time::Duration::from_millis(idle),
+            max_connections,
+        };
+        Ok(ListenerSettings {
+            api: limits(api),
+            peer: limits(peer),
+        })
+    }
 }
 
 /// Raft timing overrides; each absent field keeps fedraft-raft's default (`NodeConfig::default()`).
@@ -193,7 +292,8 @@ pub struct TlsFiles {
     /// Its SANs must cover the host part of `peer_advertise` and of the API address clients use.
     /// Required.
     pub cert_file: PathBuf,
-    /// This node's private key (PEM; keep it mode 0600). Required.
+    /// This node's private key (PEM). Mode 0600 or stricter, or the node refuses to start.
+    /// Required.
     pub key_file: PathBuf,
     /// CA bundle (PEM; several certificates during a CA rotation). Peers must present a
     /// certificate from it (mutual TLS), and this node verifies the peers it calls against it.
@@ -226,7 +326,13 @@ impl NodeFile {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        Self::parse(&text).with_context(|| format!("in {}", path.display()))
+        let cfg = Self::parse(&text).with_context(|| format!("in {}", path.display()))?;
+        if cfg.cluster_secret.is_some() {
+            // Only warned: configurations are commonly group-readable, and refusing them would
+            // break every node written with an inline secret. The fix is cluster_secret_file.
+            warn_if_shared(path);
+        }
+        Ok(cfg)
     }
 
     pub fn parse(text: &str) -> anyhow::Result<Self> {
@@ -240,18 +346,31 @@ impl NodeFile {
         Ok(cfg)
     }
 
-    /// The cluster secret, from the file or inline.
+    /// The cluster secret, from the file or inline. A secret file must be private to its owner
+    /// (mode & 0o077 == 0, as ssh wants its keys), and the secret at least
+    /// [`MIN_CLUSTER_SECRET_BYTES`] long.
     pub fn secret(&self) -> anyhow::Result<String> {
         let secret = match (&self.cluster_secret, &self.cluster_secret_file) {
             (Some(s), _) => s.clone(),
-            (None, Some(p)) => std::fs::read_to_string(p)
-                .with_context(|| format!("reading cluster secret file {}", p.display()))?
-                .trim_end()
-                .to_string(),
+            (None, Some(p)) => {
+                let bytes = read_private_file(p, "cluster secret file")?;
+                String::from_utf8(bytes)
+                    .with_context(|| format!("cluster secret file {} is not UTF-8", p.display()))?
+                    .trim_end()
+                    .to_string()
+            }
             (None, None) => bail!("no cluster secret configured"),
         };
-        if secret.len() < 16 {
-            bail!("the cluster secret must be at least 16 characters");
+        if secret.len() < MIN_CLUSTER_SECRET_BYTES {
+            let source = match &self.cluster_secret_file {
+                Some(p) if self.cluster_secret.is_none() => format!(" in {}", p.display()),
+                _ => String::new(),
+            };
+            bail!(
+                "the cluster secret{source} is {} bytes; it must be at least \
+                 {MIN_CLUSTER_SECRET_BYTES} (e.g. `openssl rand -hex 32`)",
+                secret.len()
+            );
         }
         Ok(secret)
     }
@@ -263,6 +382,25 @@ impl NodeFile {
             .unwrap_or_else(|| self.peer_listen.to_string())
     }
 }
+
+#[cfg(unix)]
+fn warn_if_shared(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(path) {
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                file = %path.display(),
+                mode = format!("{mode:04o}"),
+                "the configuration holds the cluster secret inline and others may read it; \
+                 move it to cluster_secret_file (mode 0600) or chmod 600 the configuration"
+            );
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn warn_if_shared(_path: &Path) {}
 
 #[cfg(test)]
 mod tests {
@@ -297,6 +435,35 @@ mod tests {
             assert!(tls.cert_file.ends_with(format!("node{}.crt", c.node_id)));
             assert_eq!(c.raft.election_timeout_min_ms, Some(400));
         }
+    }
+
+    #[test]
+    fn listener_limits_default_and_take_overrides() {
+        let base = "node_id = 1\ndata_dir = \"d\"\ntoken_file = \"t\"\ncluster_secret = \"s\"\n";
+        let cfg = NodeFile::parse(base).unwrap();
+        let s = cfg.listeners.settings().unwrap();
+        assert_eq!(s.api.max_connections, 4096);
+        assert_eq!(s.peer.max_connections, 64);
+        assert_eq!(s.api.header_read_timeout.as_millis(), 10_000);
+        assert_eq!(s.peer.idle_timeout.as_millis(), 120_000);
+        let text =
+            format!("{base}[listeners]\nheader_read_timeout_ms = 2000\npeer_max_connections = 8\n");
+        let cfg = NodeFile::parse(&text).unwrap();
+        let flags = ListenerFile {
+            header_read_timeout_ms: Some(500),
+            api_max_connections: Some(3),
+            ..ListenerFile::default()
+        };
+        let s = cfg.listeners.overridden_by(&flags).settings().unwrap();
+        assert_eq!(s.api.header_read_timeout.as_millis(), 500);
+        assert_eq!(s.api.max_connections, 3);
+        assert_eq!(s.peer.max_connections, 8);
+        let zero = ListenerFile {
+            idle_timeout_ms: Some(0),
+            ..ListenerFile::default()
+        };
+        assert!(zero.settings().is_err());
+        assert!(NodeFile::parse(&format!("{base}[listeners]\nbogus = 1\n")).is_err());
     }
 
     #[test]

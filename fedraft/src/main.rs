@@ -23,6 +23,7 @@ mod endpoints;
 mod get;
 mod join;
 mod jsonpath;
+mod listen;
 mod output;
 mod schedule;
 mod selector;

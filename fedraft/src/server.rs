@@ -3,7 +3,9 @@
 //!
 //! Owns listener setup, token loading, bootstrap and shutdown on SIGINT/SIGTERM. The client
 //! listener serves only the API router and the peer listener only the raft router, so a client
-//! token is never accepted on the peer port and the cluster secret never on the API.
+//! token is never accepted on the peer port and the cluster secret never on the API. Both are
+//! served by `listen.rs` within `[listeners]` limits (timeouts, connection caps), which the
+//! flags of the same names override.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,8 +19,9 @@ use fedraft_raft::{FedNode, NodeConfig};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
-use crate::config::{ExecutorTiming, NodeFile};
-use crate::tls::{self, NodeTls};
+use crate::config::{ExecutorTiming, ListenerFile, ListenerSettings, NodeFile};
+use crate::listen;
+use crate::tls::NodeTls;
 
 #[derive(Debug, clap::Args)]
 pub struct ServerArgs {
@@ -37,13 +40,42 @@ pub struct ServerArgs {
     /// Serve service discovery DNS (UDP and TCP) here with --dev, zone `fed.internal`.
     #[arg(long, requires = "dev")]
     pub dns_listen: Option<SocketAddr>,
+    /// Deadline in ms for a request's headers (and a connection's TLS handshake plus first
+    /// request); overrides `[listeners] header_read_timeout_ms` (default 10000).
+    #[arg(long)]
+    pub header_read_timeout_ms: Option<u64>,
+    /// Close a connection after this many ms without a byte either way; overrides
+    /// `[listeners] idle_timeout_ms` (default 120000).
+    #[arg(long)]
+    pub idle_timeout_ms: Option<u64>,
+    /// Most API connections at once, more are closed; overrides `[listeners] api_max_connections`
+    /// (default 4096).
+    #[arg(long)]
+    pub api_max_connections: Option<usize>,
+    /// Most peer connections at once, more are closed; overrides `[listeners] peer_max_connections`
+    /// (default 64).
+    #[arg(long)]
+    pub peer_max_connections: Option<usize>,
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     init_tracing();
+    let flags = ListenerFile {
+        header_read_timeout_ms: args.header_read_timeout_ms,
+        idle_timeout_ms: args.idle_timeout_ms,
+        api_max_connections: args.api_max_connections,
+        peer_max_connections: args.peer_max_connections,
+    };
     match (args.config, args.dev, args.data_dir, args.listen) {
-        (Some(path), false, None, None) => run_config(NodeFile::load(&path)?).await,
-        (None, true, Some(dir), Some(listen)) => run_dev(dir, listen, args.dns_listen).await,
+        (Some(path), false, None, None) => {
+            let f = NodeFile::load(&path)?;
+            let limits = f.listeners.overridden_by(&flags).settings()?;
+            run_config(f, limits).await
+        }
+        (None, true, Some(dir), Some(listen)) => {
+            let limits = ListenerFile::default().overridden_by(&flags).settings()?;
+            run_dev(dir, listen, args.dns_listen, limits).await
+        }
         _ => bail!("use `fedraft server --config node.toml` or `fedraft server --dev --data-dir D --listen ADDR`"),
     }
 }
@@ -63,10 +95,11 @@ fn random_hex(bytes: usize) -> String {
         .collect()
 }
 
-async fn run_config(f: NodeFile) -> anyhow::Result<()> {
+async fn run_config(f: NodeFile, limits: ListenerSettings) -> anyhow::Result<()> {
     let tls = f.tls.as_ref().map(NodeTls::load).transpose()?;
     let secret = f.secret()?;
-    let tokens = TokenStore::load(&f.token_file, Some(secret.clone()))?;
+    let tokens = TokenStore::load(&f.token_file, Some(secret.clone()))
+        .with_context(|| format!("loading token file {}", f.token_file.display()))?;
     let mut nc = NodeConfig {
         node_id: f.node_id,
         data_dir: f.data_dir.clone(),
@@ -113,7 +146,12 @@ async fn run_config(f: NodeFile) -> anyhow::Result<()> {
         .then(|| f.executors.to_config(f.node_id));
     serve(
         nc,
-        Listeners { peer, api, api_tls },
+        Listeners {
+            peer,
+            api,
+            api_tls,
+            limits,
+        },
         tokens,
         cfg,
         f.peers.clone(),
@@ -129,6 +167,7 @@ async fn run_dev(
     data_dir: PathBuf,
     listen: SocketAddr,
     dns_listen: Option<SocketAddr>,
+    limits: ListenerSettings,
 ) -> anyhow::Result<()> {
     let token = match std::env::var("FEDRAFT_DEV_TOKEN") {
         Ok(t) if !t.is_empty() => {
@@ -169,6 +208,7 @@ async fn run_dev(
         peer,
         api,
         api_tls: None,
+        limits,
     };
     let extras = Extras {
         executors: Some(ExecutorTiming::default().to_config(1)),
@@ -193,6 +233,7 @@ struct Listeners {
     peer: TcpListener,
     api: TcpListener,
     api_tls: Option<Arc<rustls::ServerConfig>>,
+    limits: ListenerSettings,
 }
 
 /// What runs beside raft and the API; `None` leaves it off.
@@ -209,12 +250,23 @@ async fn serve(
     members: BTreeMap<u64, String>,
     extras: Extras,
 ) -> anyhow::Result<()> {
-    let Listeners { peer, api, api_tls } = listeners;
+    let Listeners {
+        peer,
+        api,
+        api_tls,
+        limits,
+    } = listeners;
     let Extras { executors, dns } = extras;
     let peer_tls = nc.peer_tls.as_ref().map(|t| t.server.clone());
     let node = FedNode::open(nc).await.context("opening the raft node")?;
     let peer_app = node.peer_router();
-    let peer_task = tokio::spawn(tls::serve(peer, peer_app, peer_tls, std::future::pending()));
+    let peer_task = tokio::spawn(listen::serve(
+        peer,
+        peer_app,
+        peer_tls,
+        limits.peer,
+        std::future::pending(),
+    ));
     if !members.is_empty() {
         node.bootstrap(members)
             .await
@@ -241,7 +293,7 @@ async fn serve(
     };
     let router = Api::with_registry(node.clone(), tokens, cfg, registry).router();
     tracing::info!(addr = %api.local_addr()?, tls = api_tls.is_some(), "API listening");
-    let served = tls::serve(api, router, api_tls, shutdown_signal()).await;
+    let served = listen::serve(api, router, api_tls, limits.api, shutdown_signal()).await;
     tracing::info!("shutting down");
     if let Some(set) = executors {
         set.shutdown().await;

@@ -1,28 +1,22 @@
 //! TLS wiring of `fedraft server` and the CLI: loads the `[tls]` files of a node configuration
-//! into rustls configurations (via fedraft-raft's `network::tls`), and serves an axum router on a
-//! listener with or without TLS.
+//! into rustls configurations (via fedraft-raft's `network::tls`). `listen.rs` serves a router
+//! with them.
 //!
 //! The API listener gets server-side TLS (client certificates optional or required, per
 //! `require_client_cert`); the peer listener always gets mutual TLS against the cluster CA.
 //! Must not: fall back to plain HTTP when a `[tls]` section is present but unusable: the node
 //! refuses to start instead.
 
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
-use axum::Router;
+use fedraft_apiserver::auth::read_private_file;
 use fedraft_raft::network::tls::{client_config, server_config};
 use fedraft_raft::PeerTls;
 use rustls::ServerConfig;
-use tokio::net::TcpListener;
 
 use crate::config::TlsFiles;
-
-/// In-flight requests get this long to finish after a shutdown signal.
-const GRACEFUL_SHUTDOWN_MS: u64 = 10_000;
 
 fn read(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("reading {what} {}", path.display()))
@@ -38,7 +32,8 @@ impl NodeTls {
     pub fn load(files: &TlsFiles) -> anyhow::Result<NodeTls> {
         let ca = read(&files.ca_file, "CA bundle")?;
         let chain = read(&files.cert_file, "certificate")?;
-        let key = read(&files.key_file, "private key")?;
+        // The key must be private to its owner; certificates and the CA are public.
+        let key = read_private_file(&files.key_file, "private key")?;
         let peer = PeerTls::from_pem(&ca, &chain, &key).context("peer TLS")?;
         let client_ca = files.require_client_cert.then_some(ca.as_slice());
         let api = server_config(&chain, &key, client_ca).context("API TLS")?;
@@ -61,35 +56,4 @@ pub fn cli_client_config(
     };
     let ident_ref = ident.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice()));
     Ok(client_config(&ca, ident_ref)?)
-}
-
-/// Serves `router` on `listener` until `shutdown` resolves, over TLS when `tls` is given.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    tls: Option<Arc<ServerConfig>>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    match tls {
-        None => axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("HTTP server failed"),
-        Some(cfg) => {
-            let std_listener = listener.into_std().context("TLS listener")?;
-            let handle = axum_server::Handle::new();
-            let h = handle.clone();
-            tokio::spawn(async move {
-                shutdown.await;
-                h.graceful_shutdown(Some(Duration::from_millis(GRACEFUL_SHUTDOWN_MS)));
-            });
-            let config = axum_server::tls_rustls::RustlsConfig::from_config(cfg);
-            axum_server::from_tcp_rustls(std_listener, config)
-                .context("TLS listener")?
-                .handle(handle)
-                .serve(router.into_make_service())
-                .await
-                .context("HTTPS server failed")
-        }
-    }
 }

@@ -133,6 +133,8 @@ impl Procs {
         let token = format!("bench-{}", random_hex(16));
         let tokens = self.path().join("tokens");
         std::fs::write(&tokens, format!("{token} bench admin\n"))?;
+        // The server refuses a token file that group or others may read.
+        std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         let secret = random_hex(24);
         let peers: String = (1..=3)
             .map(|id| format!("{id} = \"127.0.0.1:{}\"\n", ports[id + 2]))

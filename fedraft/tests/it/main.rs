@@ -7,6 +7,8 @@
 mod deploy_common;
 mod support;
 
+mod abuse_files;
+mod abuse_listeners;
 mod audit_cli;
 mod bench;
 mod cli;

@@ -41,8 +41,10 @@ pub struct Layout {
     /// existing cluster when an admin adds them.
     pub joiners: u64,
     pub cluster_id: String,
+    /// At least 32 bytes, or the server refuses to start.
     pub secret: String,
-    /// Lines of the token file (`TOKEN NAME ROLE`); the first one's token is used for requests.
+    /// Lines of the token file (`TOKEN NAME ROLE`; tokens of at least 32 bytes, each once, or
+    /// the server refuses to start); the first one's token is used for requests.
     pub tokens: Vec<String>,
     pub tls: Option<TlsDir>,
     /// `[raft]` lines, e.g. `tick_interval_ms = 3600000`.
@@ -65,7 +67,7 @@ impl Layout {
             nodes: 3,
             joiners: 0,
             cluster_id: "fedraft".into(),
-            secret: "test-cluster-secret-0123456789".into(),
+            secret: "test-cluster-secret-0123456789abcdef".into(),
             tokens: vec![format!("{admin_token} admin admin")],
             tls: None,
             raft: Vec::new(),
@@ -144,6 +146,9 @@ impl Cluster {
         let tokens = base.join("tokens");
         let token_lines: String = l.tokens.iter().map(|t| format!("{t}\n")).collect();
         std::fs::write(&tokens, token_lines).expect("writing the token file");
+        // The server refuses a token file that group or others may read, as ssh does its keys.
+        std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("making the token file private");
         let ids: Vec<u64> = (1..=l.nodes + l.joiners).collect();
         let ports = free_ports(ids.len() * 2);
         let port = |id: u64| {

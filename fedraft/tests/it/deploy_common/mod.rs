@@ -10,8 +10,8 @@ pub use fedraft_testkit::procs::{Cluster, Layout, TlsDir};
 use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_fedraft");
-pub const ADMIN: &str = "deploy-test-admin-token";
-pub const OPERATOR: &str = "deploy-test-operator-token";
+pub const ADMIN: &str = "deploy-test-admin-token-0123456789";
+pub const OPERATOR: &str = "deploy-test-operator-token-0123456789";
 pub const SECRET: &str = "deploy-test-cluster-secret-0123456789";
 
 /// The deploy tests' layout: an admin and an operator token, executors off (these clusters

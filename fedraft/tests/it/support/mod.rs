@@ -21,7 +21,7 @@ use fedraft_testkit::procs::{Cluster, Layout};
 use serde_json::{json, Value};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_fedraft");
-pub const TOKEN: &str = "e2e-admin-token-0123456789";
+pub const TOKEN: &str = "e2e-admin-token-0123456789abcdef";
 pub const CLUSTERS: [&str; 3] = ["dc1", "dc2", "dc3"];
 pub const HEARTBEAT_MS: u64 = 200;
 pub const ELECTION_MIN_MS: u64 = 1000;
@@ -43,7 +43,7 @@ pub struct Fed {
 fn layout() -> Layout {
     let mut l = Layout::new(BIN, TOKEN);
     l.cluster_id = "fedraft-e2e".into();
-    l.secret = "e2e-cluster-secret-0123456789".into();
+    l.secret = "e2e-cluster-secret-0123456789abcdef".into();
     l.tokens = vec![format!("{TOKEN} e2e-admin admin")];
     l.raft = vec![
         format!("heartbeat_interval_ms = {HEARTBEAT_MS}"),

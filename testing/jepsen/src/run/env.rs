@@ -137,6 +137,9 @@ impl Env {
         let secret = random_hex(24);
         let tokens = dir.join("tokens");
         std::fs::write(&tokens, format!("{token} jepsen admin\n")).context("writing tokens")?;
+        // fedraft refuses a token file that group or others may read.
+        std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .context("making the token file private")?;
         // The nodes' ports stay bound until the mesh's proxies have taken their own ephemeral
         // ports: a port chosen and released first could be handed to a proxy, and a node would
         // then fail to bind it while the proxy answered on its behalf.
