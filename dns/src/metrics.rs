@@ -1,5 +1,5 @@
-//! What the DNS server measures: queries received, answers by response code, and answers that
-//! could not be sent.
+//! What the DNS server measures: queries received, answers by response code, answers that
+//! could not be sent, and UDP responses the rate limiter dropped or truncated.
 //!
 //! The response-code series are created with the server, one per code it can answer, so a query
 //! costs two atomic adds and no label lookup. The binary's registry receives them through
@@ -12,6 +12,11 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabel {
+    action: &'static str,
+}
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RcodeLabel {
@@ -36,6 +41,9 @@ pub struct DnsMetrics {
     /// In the order of [`RCODES`], then "other".
     by_rcode: [Counter; 7],
     send_errors: Counter,
+    rate_limited: Family<ActionLabel, Counter>,
+    /// "drop", then "slip".
+    by_action: [Counter; 2],
 }
 
 impl Default for DnsMetrics {
@@ -51,11 +59,18 @@ impl Default for DnsMetrics {
             child(RCODES[5].1),
             child("other"),
         ];
+        let rate_limited = Family::<ActionLabel, Counter>::default();
+        let by_action = [
+            rate_limited.get_or_create_owned(&ActionLabel { action: "drop" }),
+            rate_limited.get_or_create_owned(&ActionLabel { action: "slip" }),
+        ];
         DnsMetrics {
             queries: Counter::default(),
             responses,
             by_rcode,
             send_errors: Counter::default(),
+            rate_limited,
+            by_action,
         }
     }
 }
@@ -77,6 +92,16 @@ impl DnsMetrics {
             "DNS answers that could not be sent to the client",
             self.send_errors.clone(),
         );
+        registry.register(
+            "fedraft_dns_rate_limited",
+            "UDP responses over the per-source rate limit, dropped or sent truncated (slip)",
+            self.rate_limited.clone(),
+        );
+    }
+
+    /// One response over the rate limit: `slipped` when it went out truncated, else dropped.
+    pub(crate) fn rate_limited(&self, slipped: bool) {
+        self.by_action[usize::from(slipped)].inc();
     }
 
     pub(crate) fn query(&self) {
@@ -109,6 +134,9 @@ mod tests {
         m.query();
         m.answered(ResponseCode::NXDomain);
         m.answered(ResponseCode::BADCOOKIE);
+        m.rate_limited(true);
+        m.rate_limited(false);
+        m.rate_limited(false);
         let mut t = String::new();
         prometheus_client::encoding::prometheus_text::encode(&mut t, &r).unwrap();
         for series in [
@@ -116,6 +144,8 @@ mod tests {
             "fedraft_dns_responses_total{rcode=\"NXDOMAIN\"} 1",
             "fedraft_dns_responses_total{rcode=\"other\"} 1",
             "fedraft_dns_responses_total{rcode=\"SERVFAIL\"} 0",
+            "fedraft_dns_rate_limited_total{action=\"drop\"} 2",
+            "fedraft_dns_rate_limited_total{action=\"slip\"} 1",
         ] {
             assert!(t.contains(series), "{series} missing:\n{t}");
         }

@@ -127,6 +127,9 @@ impl RequestHandler for Handler {
         } else {
             Verdict::Send
         };
+        if verdict != Verdict::Send {
+            self.shared.metrics.rate_limited(verdict == Verdict::Slip);
+        }
         if verdict == Verdict::Drop {
             return failed(request, ResponseCode::Refused);
         }

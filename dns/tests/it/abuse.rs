@@ -259,6 +259,17 @@ async fn answers_are_capped_and_floods_are_rate_limited_per_source_network() {
     let stats = dns.rate_limit_stats();
     let (dropped, slipped) = (stats.dropped, stats.slipped);
     assert!(dropped > 0 && slipped > 0, "{stats:?}");
+    // Operators see the same counts in /metrics.
+    let mut registry = prometheus_client::registry::Registry::default();
+    dns.metrics().register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::prometheus_text::encode(&mut text, &registry).unwrap();
+    for series in [
+        format!("fedraft_dns_rate_limited_total{{action=\"drop\"}} {dropped}"),
+        format!("fedraft_dns_rate_limited_total{{action=\"slip\"}} {slipped}"),
+    ] {
+        assert!(text.contains(&series), "{series} missing:\n{text}");
+    }
     assert!(
         dropped.abs_diff(slipped) <= 1,
         "slip 2 truncates every second response over the limit: {stats:?}"
