@@ -78,6 +78,13 @@ pub struct NodeFile {
     /// default 10000; `[dns.locality]` cluster = ["CIDR", ...]). Default: no DNS server.
     #[serde(default)]
     pub dns: Option<fedraft_dns::DnsConfig>,
+    /// Member credentials at rest (`[credentials]`: `current`, the key id new credentials are
+    /// sealed with, and `keys = [{ id, file }, { id, env }]`, files mode 0600 holding 32 random
+    /// bytes or their base64; see `fedraft_secrets::KeyringConfig`). Every node lists the same
+    /// keys. Default: none, and the node refuses requests carrying credentials rather than put
+    /// them in the clear into the log, snapshots and backups.
+    #[serde(default)]
+    pub credentials: Option<fedraft_secrets::KeyringConfig>,
 }
 
 /// Raft timing overrides; each absent field keeps fedraft-raft's default (`NodeConfig::default()`).
@@ -297,6 +304,20 @@ mod tests {
             assert!(tls.cert_file.ends_with(format!("node{}.crt", c.node_id)));
             assert_eq!(c.raft.election_timeout_min_ms, Some(400));
         }
+    }
+
+    #[test]
+    fn the_credentials_section_parses() {
+        let base = "node_id = 1\ndata_dir = \"d\"\ntoken_file = \"t\"\ncluster_secret = \"s\"\n";
+        assert!(NodeFile::parse(base).unwrap().credentials.is_none());
+        let text = format!(
+            "{base}[credentials]\ncurrent = \"b\"\nkeys = [{{ id = \"b\", file = \"/k\" }}, \
+             {{ id = \"a\", env = \"K\" }}]\n"
+        );
+        let c = NodeFile::parse(&text).unwrap().credentials.unwrap();
+        assert_eq!(c.current, "b");
+        assert_eq!(c.keys.len(), 2);
+        assert!(NodeFile::parse(&format!("{base}[credentials]\ncurrent = \"b\"\n")).is_err());
     }
 
     #[test]
