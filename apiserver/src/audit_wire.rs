@@ -74,6 +74,11 @@ pub fn target(c: &Command) -> String {
         Command::ClusterUnreachable { cluster } => cluster.clone(),
         Command::StatusReports(r) => format!("{} reports", r.len()),
         Command::ServiceEndpoints(r) => format!("{} endpoint reports", r.len()),
+        Command::RewrapCredentials(r) => r
+            .iter()
+            .map(|i| i.cluster.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
         Command::Tick => String::new(),
     }
 }

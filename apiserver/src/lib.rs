@@ -20,6 +20,7 @@ mod layers;
 pub mod metrics;
 pub mod openapi;
 mod routes;
+pub mod sealing;
 pub mod view;
 pub mod watch;
 pub mod wire;
@@ -32,6 +33,7 @@ use prometheus_client::registry::Registry;
 
 pub use auth::{Principal, Role, TokenStore};
 pub use error::ApiError;
+pub use sealing::CredentialsAtRest;
 
 /// Tunables of the API; every field has a documented default.
 #[derive(Debug, Clone)]
@@ -44,6 +46,8 @@ pub struct ApiConfig {
     pub bookmark_interval_ms: u64,
     /// How long a write waits for its entry to be applied on this node after commit. Default 10 s.
     pub apply_wait_ms: u64,
+    /// How member credentials are stored ([`sealing`]). Default: in the clear, as given.
+    pub credentials: CredentialsAtRest,
 }
 
 impl Default for ApiConfig {
@@ -53,6 +57,7 @@ impl Default for ApiConfig {
             watch_history_events: watch::ring::DEFAULT_HISTORY_EVENTS,
             bookmark_interval_ms: 5_000,
             apply_wait_ms: 10_000,
+            credentials: CredentialsAtRest::default(),
         }
     }
 }

@@ -77,6 +77,42 @@ pub enum Credentials {
     BearerToken(String),
     /// A whole kubeconfig document (YAML text).
     Kubeconfig(String),
+    /// One of the above, encrypted at the API edge (envelope encryption, `secrets/`). Core
+    /// never opens it: it stores, hashes and snapshots the blob like any other bytes.
+    /// Appended last so the entries written before it keep their encoding.
+    Sealed(SealedCredentials),
+}
+
+/// Credentials encrypted under a fresh data key, itself encrypted (wrapped) by a key-encryption
+/// key that only the nodes' configuration holds. Rotation re-wraps `wrapped_key` under a newer
+/// key and leaves `nonce` and `ciphertext` unchanged.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SealedCredentials {
+    /// Id of the key-encryption key that wrapped `wrapped_key` (names a key in the config).
+    pub key_id: String,
+    /// The data key, encrypted by the key-encryption key (nonce and tag included).
+    pub wrapped_key: Vec<u8>,
+    /// The nonce under which the data key encrypted `ciphertext`.
+    pub nonce: Vec<u8>,
+    /// The credentials (their kind and text), encrypted and authenticated by the data key.
+    pub ciphertext: Vec<u8>,
+}
+
+impl fmt::Debug for SealedCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Sealed(key {:?})", self.key_id)
+    }
+}
+
+impl Credentials {
+    /// True when the secret (if any) is stored in the clear.
+    pub fn is_plaintext(&self) -> bool {
+        matches!(
+            self,
+            Credentials::BearerToken(_) | Credentials::Kubeconfig(_)
+        )
+    }
 }
 
 impl fmt::Debug for Credentials {
@@ -85,6 +121,7 @@ impl fmt::Debug for Credentials {
             Credentials::None => f.write_str("None"),
             Credentials::BearerToken(_) => f.write_str("BearerToken(<redacted>)"),
             Credentials::Kubeconfig(_) => f.write_str("Kubeconfig(<redacted>)"),
+            Credentials::Sealed(s) => s.fmt(f),
         }
     }
 }
@@ -379,6 +416,32 @@ mod tests {
         let mut spec = ClusterSpec::new("dc1", "https://x");
         spec.credentials = Credentials::Kubeconfig("apiVersion: v1 token: s3cr3t".into());
         assert!(!format!("{spec:?}").contains("s3cr3t"));
+        let sealed = Credentials::Sealed(SealedCredentials {
+            key_id: "k1".into(),
+            wrapped_key: vec![7; 60],
+            nonce: vec![1; 12],
+            ciphertext: b"s3cr3t".to_vec(),
+        });
+        assert_eq!(format!("{sealed:?}"), r#"Sealed(key "k1")"#);
+        assert!(!sealed.is_plaintext());
+    }
+
+    #[test]
+    fn sealed_credentials_leave_older_encodings_alone() {
+        // The variant index is the first byte: None 0, BearerToken 1, Kubeconfig 2 as before.
+        let enc = |c: &Credentials| {
+            bincode::serde::encode_to_vec(c, bincode::config::standard()).unwrap()
+        };
+        assert_eq!(enc(&Credentials::None), vec![0]);
+        assert_eq!(enc(&Credentials::BearerToken("t".into())), vec![1, 1, b't']);
+        assert_eq!(enc(&Credentials::Kubeconfig("k".into()))[0], 2);
+        let sealed = Credentials::Sealed(SealedCredentials {
+            key_id: "k".into(),
+            wrapped_key: vec![9],
+            nonce: vec![8],
+            ciphertext: vec![7],
+        });
+        assert_eq!(enc(&sealed), vec![3, 1, b'k', 1, 9, 1, 8, 1, 7]);
     }
 
     #[test]

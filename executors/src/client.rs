@@ -2,7 +2,8 @@
 //!
 //! Credentials come from the log (`ClusterSpec::credentials`): nothing (plain http, e.g. the
 //! simulator), a bearer token sent to `api_endpoint`, or a whole kubeconfig (token, client
-//! certificate, or none). With a kubeconfig, its current context decides server, TLS and user;
+//! certificate, or none); sealed ones are opened first with the node's keyring
+//! (`fedraft_secrets`), and only in memory. With a kubeconfig, its current context decides server, TLS and user;
 //! the registered endpoint is used only when the kubeconfig names no server.
 //!
 //! kube's default retry of 429/503/504 is turned off: the reconciler retries with its own
@@ -15,6 +16,7 @@ use std::sync::Once;
 use std::time::Duration;
 
 use fedraft_core::model::{ClusterSpec, Credentials};
+use fedraft_secrets::Keyring;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
@@ -33,11 +35,13 @@ pub fn install_crypto_provider() {
 
 /// A client for `spec`'s cluster. `connect_timeout` bounds connection setup; watches stay
 /// long-lived, other requests are bounded by the caller.
+/// `keyring` opens sealed credentials (None: this node has no key, and they cannot be used).
 pub async fn build_client(
     spec: &ClusterSpec,
     connect_timeout: Duration,
+    keyring: Option<&Keyring>,
 ) -> Result<Client, ExecError> {
-    let config = client_config(spec, connect_timeout).await?;
+    let config = client_config(spec, connect_timeout, keyring).await?;
     Client::try_from(config).map_err(|e| client_error(spec, e))
 }
 
@@ -46,8 +50,9 @@ pub async fn build_measured_client(
     spec: &ClusterSpec,
     connect_timeout: Duration,
     metrics: &ClusterMetrics,
+    keyring: Option<&Keyring>,
 ) -> Result<Client, ExecError> {
-    let config = client_config(spec, connect_timeout).await?;
+    let config = client_config(spec, connect_timeout, keyring).await?;
     let builder =
         kube::client::ClientBuilder::try_from(config).map_err(|e| client_error(spec, e))?;
     Ok(builder.with_layer(&metrics.call_layer()).build())
@@ -60,13 +65,29 @@ fn client_error(spec: &ClusterSpec, e: kube::Error) -> ExecError {
     }
 }
 
-async fn client_config(spec: &ClusterSpec, connect_timeout: Duration) -> Result<Config, ExecError> {
+async fn client_config(
+    spec: &ClusterSpec,
+    connect_timeout: Duration,
+    keyring: Option<&Keyring>,
+) -> Result<Config, ExecError> {
     install_crypto_provider();
     let bad = |reason: String| ExecError::Credentials {
         cluster: spec.name.clone(),
         reason,
     };
-    let mut config = match &spec.credentials {
+    let opened = match (&spec.credentials, keyring) {
+        (Credentials::Sealed(s), None) => {
+            return Err(bad(format!(
+                "sealed under key {:?} but this node has no credentials keys configured",
+                s.key_id
+            )))
+        }
+        (_, Some(k)) => k
+            .unseal(&spec.name, &spec.credentials)
+            .map_err(|e| bad(e.to_string()))?,
+        (plain, None) => plain.clone(),
+    };
+    let mut config = match &opened {
         Credentials::None => Config::new(parse_url(&spec.api_endpoint).map_err(bad)?),
         Credentials::BearerToken(token) => {
             let mut c = Config::new(parse_url(&spec.api_endpoint).map_err(bad)?);
@@ -81,6 +102,7 @@ async fn client_config(spec: &ClusterSpec, connect_timeout: Duration) -> Result<
                 .await
                 .map_err(|e| bad(format!("kubeconfig: {e}")))?
         }
+        Credentials::Sealed(_) => return Err(bad("credentials still sealed".into())),
     };
     config.default_retry = false;
     config.connect_timeout = Some(connect_timeout);
@@ -139,14 +161,40 @@ current-context: c
 "#;
         let mut spec = ClusterSpec::new("dc1", "http://127.0.0.1:6443");
         spec.credentials = Credentials::Kubeconfig(kc.to_string());
-        assert!(build_client(&spec, Duration::from_secs(1)).await.is_ok());
+        assert!(build_client(&spec, Duration::from_secs(1), None)
+            .await
+            .is_ok());
         spec.credentials = Credentials::Kubeconfig("clusters: [".to_string());
-        let Err(err) = build_client(&spec, Duration::from_secs(1)).await else {
+        let Err(err) = build_client(&spec, Duration::from_secs(1), None).await else {
             panic!("bad kubeconfig accepted")
         };
         assert!(err.to_string().contains("kubeconfig"), "{err}");
         assert!(!err.to_string().contains("secret-token"));
         spec.credentials = Credentials::BearerToken("t".into());
-        assert!(build_client(&spec, Duration::from_secs(1)).await.is_ok());
+        assert!(build_client(&spec, Duration::from_secs(1), None)
+            .await
+            .is_ok());
+    }
+
+    #[tokio::test]
+    async fn sealed_credentials_need_the_key() {
+        let key = fedraft_secrets::KeyBytes::new(vec![9; 32]);
+        let keyring = Keyring::new("k1", [("k1".to_string(), key)]).unwrap();
+        let mut spec = ClusterSpec::new("dc1", "http://127.0.0.1:6443");
+        let plain = Credentials::BearerToken("sealed-secret-token".into());
+        spec.credentials = keyring.seal("dc1", &plain).unwrap();
+        let t = Duration::from_secs(1);
+        assert!(build_client(&spec, t, Some(&keyring)).await.is_ok());
+        let Err(err) = build_client(&spec, t, None).await else {
+            panic!("sealed credentials used without a key")
+        };
+        assert!(err.to_string().contains("\"k1\""), "{err}");
+        // A blob registered for another cluster does not open for this one.
+        let mut moved = ClusterSpec::new("dc2", "http://127.0.0.1:6443");
+        moved.credentials = spec.credentials.clone();
+        let Err(err) = build_client(&moved, t, Some(&keyring)).await else {
+            panic!("a blob opened on another cluster")
+        };
+        assert!(!err.to_string().contains("sealed-secret-token"), "{err}");
     }
 }

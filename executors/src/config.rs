@@ -5,6 +5,10 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use fedraft_secrets::Keyring;
+
 use crate::metrics::ExecutorMetrics;
 
 /// How the executors of one fedraft node behave.
@@ -38,6 +42,9 @@ pub struct ExecutorConfig {
     /// Where the executors record what they measure. The default records into series no
     /// registry holds; the binary sets one it registered.
     pub metrics: ExecutorMetrics,
+    /// Opens sealed member credentials. Default none: sealed credentials cannot be used (the
+    /// cluster's client is not built, and the failure is logged and retried).
+    pub credentials_keys: Option<Arc<Keyring>>,
 }
 
 impl Default for ExecutorConfig {
@@ -56,6 +63,7 @@ impl Default for ExecutorConfig {
             request_timeout: Duration::from_secs(10),
             deregister_cleanup_timeout: Duration::from_secs(120),
             metrics: ExecutorMetrics::default(),
+            credentials_keys: None,
         }
     }
 }

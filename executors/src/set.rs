@@ -115,9 +115,9 @@ async fn run_cluster<C: ControlPlane>(
         if *retire.borrow() {
             return;
         }
-        match build_measured_client(&spec, cfg.probe_timeout, &cfg.metrics.cluster(&spec.name))
-            .await
-        {
+        let metrics = cfg.metrics.cluster(&spec.name);
+        let keyring = cfg.credentials_keys.as_deref();
+        match build_measured_client(&spec, cfg.probe_timeout, &metrics, keyring).await {
             Ok(c) => break c,
             Err(e) => {
                 attempt = attempt.saturating_add(1);

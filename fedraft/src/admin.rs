@@ -1,5 +1,6 @@
 //! Operator verbs over the admin API: `fedraft status` (this node's raft position and state
-//! hash) and `fedraft members` (list, add a learner, set the voters). Each is one request; the
+//! hash), `fedraft members` (list, add a learner, set the voters) and `fedraft credentials
+//! rotate` (re-seal every member's credentials under the newest key). Each is one request; the
 //! answer is printed as JSON so runbooks can pipe it to `jq`.
 
 use std::process::ExitCode;
@@ -27,6 +28,14 @@ pub enum MembersCmd {
         #[arg(value_delimiter = ',', required = true)]
         ids: Vec<u64>,
     },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum CredentialsCmd {
+    /// Re-wrap every cluster's credentials under the `current` key of `[credentials]` (and seal
+    /// any stored in the clear), as one logged command. Afterwards older keys may be removed
+    /// from every node's config.
+    Rotate,
 }
 
 fn print(v: &serde_json::Value) {
@@ -63,6 +72,22 @@ pub async fn members(c: &Client, cmd: MembersCmd) -> anyhow::Result<ExitCode> {
             let body = json!({ "voters": ids });
             c.write(reqwest::Method::PUT, "/v1/admin/voters", Some(&body), None)
                 .await?
+        }
+    };
+    print(&v);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn credentials(c: &Client, cmd: CredentialsCmd) -> anyhow::Result<ExitCode> {
+    let v = match cmd {
+        CredentialsCmd::Rotate => {
+            c.write(
+                reqwest::Method::POST,
+                "/v1/admin/credentials/rotate",
+                None,
+                None,
+            )
+            .await?
         }
     };
     print(&v);

@@ -88,6 +88,13 @@ pub struct NodeFile {
     /// Default: no DNS server.
     #[serde(default)]
     pub dns: Option<fedraft_dns::DnsConfig>,
+    /// Member credentials at rest (`[credentials]`: `current`, the key id new credentials are
+    /// sealed with, and `keys = [{ id, file }, { id, env }]`, files mode 0600 holding 32 random
+    /// bytes or their base64; see `fedraft_secrets::KeyringConfig`). Every node lists the same
+    /// keys. Default: none, and the node refuses requests carrying credentials rather than put
+    /// them in the clear into the log, snapshots and backups.
+    #[serde(default)]
+    pub credentials: Option<fedraft_secrets::KeyringConfig>,
     /// Limits of the API and peer listeners against slow or hostile clients (`[listeners]`;
     /// `fedraft server` flags of the same names override them).
     #[serde(default)]
@@ -438,6 +445,7 @@ mod tests {
     }
 
     #[test]
+<<<<<<< HEAD
     fn listener_limits_default_and_take_overrides() {
         let base = "node_id = 1\ndata_dir = \"d\"\ntoken_file = \"t\"\ncluster_secret = \"s\"\n";
         let cfg = NodeFile::parse(base).unwrap();
@@ -464,6 +472,19 @@ mod tests {
         };
         assert!(zero.settings().is_err());
         assert!(NodeFile::parse(&format!("{base}[listeners]\nbogus = 1\n")).is_err());
+=======
+    fn the_credentials_section_parses() {
+        let base = "node_id = 1\ndata_dir = \"d\"\ntoken_file = \"t\"\ncluster_secret = \"s\"\n";
+        assert!(NodeFile::parse(base).unwrap().credentials.is_none());
+        let text = format!(
+            "{base}[credentials]\ncurrent = \"b\"\nkeys = [{{ id = \"b\", file = \"/k\" }}, \
+             {{ id = \"a\", env = \"K\" }}]\n"
+        );
+        let c = NodeFile::parse(&text).unwrap().credentials.unwrap();
+        assert_eq!(c.current, "b");
+        assert_eq!(c.keys.len(), 2);
+        assert!(NodeFile::parse(&format!("{base}[credentials]\ncurrent = \"b\"\n")).is_err());
+>>>>>>> s/seal
     }
 
     #[test]

@@ -176,6 +176,11 @@ pub enum Verb {
         #[command(subcommand)]
         cmd: admin::MembersCmd,
     },
+    /// Member-cluster credentials at rest: re-seal them under the newest key (admin).
+    Credentials {
+        #[command(subcommand)]
+        cmd: admin::CredentialsCmd,
+    },
 }
 
 /// The client settings typed on the command line itself, for `config set-context` (which
@@ -287,6 +292,7 @@ async fn run(cli: Cli, given: context::GivenFlags) -> anyhow::Result<ExitCode> {
         Verb::Restore(args) => backup::run_restore(&args),
         Verb::Status { stale } => admin::status(&Client::new(&opts)?, stale).await,
         Verb::Members { cmd } => admin::members(&Client::new(&opts)?, cmd).await,
+        Verb::Credentials { cmd } => admin::credentials(&Client::new(&opts)?, cmd).await,
     }
 }
 

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use fedraft_apiserver::{Api, ApiConfig, Principal, Role, TokenStore};
+use fedraft_apiserver::{Api, ApiConfig, CredentialsAtRest, Principal, Role, TokenStore};
 use fedraft_executors::{ExecutorConfig, ExecutorSet};
 use fedraft_raft::{FedNode, NodeConfig};
 use prometheus_client::registry::Registry;
@@ -134,16 +134,18 @@ async fn run_config(f: NodeFile, limits: ListenerSettings) -> anyhow::Result<()>
     let api = TcpListener::bind(f.api_listen)
         .await
         .with_context(|| format!("binding API port {}", f.api_listen))?;
+    let credentials = credentials_at_rest(&f)?;
     let cfg = ApiConfig {
         body_limit_bytes: f.body_limit_bytes,
         watch_history_events: f.watch_history_events,
+        credentials: credentials.clone(),
         ..ApiConfig::default()
     };
     let api_tls = tls.map(|t| t.api);
-    let executors = f
-        .executors
-        .enabled
-        .then(|| f.executors.to_config(f.node_id));
+    let executors = f.executors.enabled.then(|| ExecutorConfig {
+        credentials_keys: credentials.keyring().cloned(),
+        ..f.executors.to_config(f.node_id)
+    });
     serve(
         nc,
         Listeners {
@@ -161,6 +163,28 @@ async fn run_config(f: NodeFile, limits: ListenerSettings) -> anyhow::Result<()>
         },
     )
     .await
+}
+
+/// Sealed with the configured keys; without `[credentials]`, credentials are refused (never
+/// stored in the clear outside `--dev`).
+fn credentials_at_rest(f: &NodeFile) -> anyhow::Result<CredentialsAtRest> {
+    match &f.credentials {
+        Some(c) => {
+            let keyring = c.load().context("loading the [credentials] keys")?;
+            tracing::info!(
+                current_key = keyring.current_id(),
+                "member credentials are sealed at rest"
+            );
+            Ok(CredentialsAtRest::Sealed(Arc::new(keyring)))
+        }
+        None => {
+            tracing::warn!(
+                "no [credentials] keys configured: requests carrying member-cluster credentials \
+                 are refused, and sealed credentials cannot be used by this node's executors"
+            );
+            Ok(CredentialsAtRest::Refused)
+        }
+    }
 }
 
 async fn run_dev(
@@ -204,6 +228,12 @@ async fn run_dev(
         ..NodeConfig::default()
     };
     println!("fedraft dev server: API on http://{}", api.local_addr()?);
+    // Development only: member credentials go into the log as given.
+    eprintln!(
+        "WARNING: --dev stores member-cluster credentials IN THE CLEAR in the raft log, snapshots, \
+         the audit archive and backups; use a config with [credentials] keys for real clusters"
+    );
+    tracing::warn!("--dev: member credentials are stored in the clear");
     let listeners = Listeners {
         peer,
         api,
@@ -221,7 +251,10 @@ async fn run_dev(
         nc,
         listeners,
         tokens,
-        ApiConfig::default(),
+        ApiConfig {
+            credentials: CredentialsAtRest::Plaintext,
+            ..ApiConfig::default()
+        },
         BTreeMap::from([(1, advertise)]),
         extras,
     )

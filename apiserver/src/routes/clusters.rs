@@ -3,7 +3,9 @@
 //! Writes are pre-checked against linearizable state (existence, resource version) so a doomed
 //! write is answered without touching the log; core repeats every check at apply time, which is
 //! what makes concurrent writers safe. Credentials are write-only: a PUT without `credentials`
-//! keeps the stored ones (read from the state, never shown).
+//! keeps the stored ones (read from the state, never shown). Credentials are sealed (or
+//! refused) by `crate::sealing` before the command is built, so the log never holds them in
+//! the clear on a node with a key.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -56,8 +58,10 @@ pub async fn get_one(
         .ok_or_else(|| ApiError::not_found("cluster", &name))
 }
 
-/// Builds and validates a spec from a body; `credentials` fills in absent credentials.
+/// Builds and validates a spec from a body; `credentials` fills in absent credentials, and
+/// what is proposed is sealed as this node's config says.
 fn spec_from(
+    app: &App,
     body: ClusterIn,
     name: String,
     credentials: Credentials,
@@ -75,10 +79,14 @@ fn spec_from(
     }
     validate::labels(&body.labels, "labels").map_err(ApiError::from_field_error)?;
     validate::taints(&body.taints, "taints").map_err(ApiError::from_field_error)?;
+    let sealed = app
+        .cfg
+        .credentials
+        .prepare(&name, body.credentials, credentials)?;
     let mut spec = ClusterSpec::new(name, body.api_endpoint);
     spec.labels = body.labels;
     spec.taints = body.taints;
-    spec.credentials = body.credentials.unwrap_or(credentials);
+    spec.credentials = sealed;
     if let Some(v) = body.failure_threshold_seconds {
         spec.failure_threshold_seconds = v;
     }
@@ -126,7 +134,7 @@ pub async fn create(
         })?;
     valid_label(&name, "name")?;
     let expected = expected_version(&headers, doc.expected_version())?;
-    let spec = spec_from(doc, name.clone(), Credentials::None)?;
+    let spec = spec_from(&app, doc, name.clone(), Credentials::None)?;
     let found = current(&app, &name).await?.map(|(v, _)| v);
     if let Some(v) = found {
         return Err(ApiError::Conflict {
@@ -167,7 +175,7 @@ pub async fn replace(
     check_version(expected, existing.as_ref().map(|(v, _)| *v))?;
     let (command, status) = match existing {
         Some((_, creds)) => {
-            let spec = spec_from(doc, name.clone(), creds)?;
+            let spec = spec_from(&app, doc, name.clone(), creds)?;
             (
                 Command::UpdateCluster {
                     spec,
@@ -177,7 +185,7 @@ pub async fn replace(
             )
         }
         None => (
-            Command::RegisterCluster(spec_from(doc, name.clone(), Credentials::None)?),
+            Command::RegisterCluster(spec_from(&app, doc, name.clone(), Credentials::None)?),
             StatusCode::CREATED,
         ),
     };

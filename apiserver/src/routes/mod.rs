@@ -8,6 +8,7 @@ pub(crate) mod common;
 mod endpoints;
 mod members;
 mod objects;
+mod rotate;
 mod schedule;
 pub(crate) mod system;
 mod tenants;
@@ -59,6 +60,7 @@ pub(crate) fn router(app: App) -> Router {
         .route("/v1/admin/backup", get(admin::backup))
         .route("/v1/admin/members", get(members::list).post(members::add))
         .route("/v1/admin/voters", put(members::set_voters))
+        .route("/v1/admin/credentials/rotate", post(rotate::rotate))
         .route_layer(middleware::from_fn_with_state(
             app.clone(),
             layers::authenticate,

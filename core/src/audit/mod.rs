@@ -68,6 +68,9 @@ impl Record {
             }
             Command::Heartbeats(hb) => out.extend(hb.iter().map(|h| h.cluster.as_str())),
             Command::StatusReports(rs) => out.extend(rs.iter().map(|r| r.cluster.as_str())),
+            Command::RewrapCredentials(items) => {
+                out.extend(items.iter().map(|i| i.cluster.as_str()))
+            }
             _ => {}
         }
         for (_, d) in &self.applied.decisions {

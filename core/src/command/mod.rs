@@ -13,7 +13,7 @@ pub use fast::EntryDecoder;
 use serde::{Deserialize, Serialize};
 
 use crate::error::CodecError;
-use crate::model::{Capacity, ClusterSpec, ObjectSpec, TenantSpec};
+use crate::model::{Capacity, ClusterSpec, ObjectSpec, SealedCredentials, TenantSpec};
 use crate::service::{DiscoverySpec, EndpointsReport};
 
 /// The envelope format this binary writes; it reads this and every older one.
@@ -184,6 +184,9 @@ pub enum Command {
     },
     /// A batch of Service endpoint observations, sent only when they changed.
     ServiceEndpoints(Vec<EndpointsReport>),
+    /// Credentials key rotation: clusters' credentials re-wrapped under the newest key, all or
+    /// none (`state/handlers/credentials.rs`).
+    RewrapCredentials(Vec<CredentialsRewrap>),
 }
 
 impl Command {
@@ -207,6 +210,7 @@ impl Command {
             Command::Tick => "Tick",
             Command::PutObjectWithDiscovery { .. } => "PutObjectWithDiscovery",
             Command::ServiceEndpoints(_) => "ServiceEndpoints",
+            Command::RewrapCredentials(_) => "RewrapCredentials",
         }
     }
 }
@@ -216,6 +220,17 @@ impl Command {
 pub struct Heartbeat {
     pub cluster: String,
     pub capacity: Option<Capacity>,
+}
+
+/// One cluster's credentials as a rotation re-sealed them. Applied only if the cluster still
+/// holds what the rotation read: the same sealed payload (rotation changes only the wrapping),
+/// or, for credentials that were stored in the clear, the same resource version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialsRewrap {
+    pub cluster: String,
+    /// The cluster's resource version when the rotation read it.
+    pub expected_version: u64,
+    pub credentials: SealedCredentials,
 }
 
 /// What an executor saw of one object on one cluster.

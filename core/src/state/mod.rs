@@ -13,8 +13,9 @@
 //! - `handlers/`: the commands' homes, one file per group, each an `impl State` block of `on_*`
 //!   functions: `clusters` (register/update/deregister/cordon/drain), `health` (heartbeats, log
 //!   time, hysteresis), `objects` (put/delete/revoke), `reports` (status reports), `tenants`
-//!   (quota, slices), `services` (service discovery facts), `placement` (calling the
-//!   scheduler, booking capacity, the reschedule queue); with what they share: `validate`
+//!   (quota, slices), `services` (service discovery facts), `credentials` (key rotation),
+//!   `placement` (calling the scheduler, booking capacity, the reschedule queue); with what
+//!   they share: `validate`
 //!   (input checks) and `outcome` (what an entry's caller gets back).
 //! - `store/`: the structures the state is kept in and read through, which know no command:
 //!   `table` (clusters and objects by name), `sharded` and `shared_seq` (maps and sequences a
@@ -309,6 +310,7 @@ impl State {
                 ctx,
             ),
             Command::ServiceEndpoints(batch) => self.on_service_endpoints(batch, ctx),
+            Command::RewrapCredentials(batch) => self.on_rewrap_credentials(batch, ctx),
         }
     }
 

@@ -11,6 +11,7 @@ mod render_golden;
 mod scheduler_kubefed;
 mod scheduler_props;
 mod scheduler_rules;
+mod state_credentials;
 mod state_fleet;
 mod state_health;
 mod state_intents;

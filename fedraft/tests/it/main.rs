@@ -22,4 +22,5 @@ mod e2e_converge;
 mod e2e_failover;
 mod e2e_leader_kill;
 mod metrics_exposition;
+mod secrets_at_rest;
 mod tidy;

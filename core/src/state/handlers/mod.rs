@@ -8,6 +8,7 @@
 //! `state/store/`), do I/O, or read clocks.
 
 mod clusters;
+mod credentials;
 mod health;
 mod objects;
 pub mod outcome;
