@@ -75,6 +75,7 @@ pub fn target(c: &Command) -> String {
         Command::StatusReports(r) => format!("{} reports", r.len()),
         Command::ServiceEndpoints(r) => format!("{} endpoint reports", r.len()),
         Command::Tick => String::new(),
+        Command::SetAdmissionPolicy(_) => "admission policy".to_string(),
     }
 }
 

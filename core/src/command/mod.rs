@@ -12,6 +12,7 @@ pub use fast::EntryDecoder;
 
 use serde::{Deserialize, Serialize};
 
+use crate::admission::AdmissionPolicy;
 use crate::error::CodecError;
 use crate::model::{Capacity, ClusterSpec, ObjectSpec, TenantSpec};
 use crate::service::{DiscoverySpec, EndpointsReport};
@@ -184,6 +185,8 @@ pub enum Command {
     },
     /// A batch of Service endpoint observations, sent only when they changed.
     ServiceEndpoints(Vec<EndpointsReport>),
+    /// Replace the admission policy (admins only; `crate::admission`).
+    SetAdmissionPolicy(AdmissionPolicy),
 }
 
 impl Command {
@@ -207,6 +210,7 @@ impl Command {
             Command::Tick => "Tick",
             Command::PutObjectWithDiscovery { .. } => "PutObjectWithDiscovery",
             Command::ServiceEndpoints(_) => "ServiceEndpoints",
+            Command::SetAdmissionPolicy(_) => "SetAdmissionPolicy",
         }
     }
 }

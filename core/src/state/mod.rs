@@ -42,6 +42,7 @@ pub use handlers::services::ObservedEndpoints;
 pub use handlers::validate;
 pub use store::dedupe::{DEDUPE_MAX_ENTRIES, DEDUPE_RETENTION_MS};
 
+use crate::admission::{Actor, AdmissionPolicy};
 use crate::command::{decode_exact, Command, LogEntry};
 use crate::error::CodecError;
 use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
@@ -51,8 +52,9 @@ use store::dedupe::{Dedupe, Memo};
 use store::index::Index;
 use store::table::{Keyed, ObjectTable};
 
-/// Snapshot format this binary writes; it reads this and 1 (before service discovery).
-pub const SNAPSHOT_VERSION: u16 = 2;
+/// Snapshot format this binary writes; it reads this, 2 (before the admission policy) and 1
+/// (before service discovery).
+pub const SNAPSHOT_VERSION: u16 = 3;
 /// Most items in one heartbeat or status batch; executors split larger batches.
 pub const MAX_BATCH_ITEMS: usize = 10_000;
 
@@ -96,6 +98,8 @@ pub(crate) struct Data {
 /// What one `apply` accumulates for its caller.
 pub(crate) struct Ctx {
     pub index: u64,
+    /// The entry's actor, as far as rights go (`admission::Actor`).
+    pub actor: Actor,
     pub now_ms: u64,
     pub changes: Vec<Change>,
     pub decisions: Vec<(ObjectKey, Decision)>,
@@ -122,6 +126,8 @@ pub struct State {
     pub(crate) ix: Index,
     /// Service discovery facts (`handlers/services.rs`); replicated, encoded after `d`.
     pub(crate) svc: Services,
+    /// The admission policy (`handlers/admission.rs`); replicated, encoded after `svc`.
+    pub(crate) adm: AdmissionPolicy,
 }
 
 #[derive(Serialize)]
@@ -130,6 +136,7 @@ struct SnapshotRef<'a> {
     applied_index: u64,
     data: &'a Data,
     services: &'a Services,
+    admission: &'a AdmissionPolicy,
 }
 
 #[derive(Deserialize)]
@@ -139,14 +146,30 @@ struct SnapshotOwned {
     applied_index: u64,
     data: Data,
     services: Services,
+    admission: AdmissionPolicy,
 }
 
-fn encode_snapshot(applied_index: u64, data: &Data, services: &Services) -> Vec<u8> {
+/// Version 2 snapshots: no admission policy yet (the default applies).
+#[derive(Deserialize)]
+struct SnapshotOwnedV2 {
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+}
+
+fn encode_snapshot(
+    applied_index: u64,
+    data: &Data,
+    services: &Services,
+    admission: &AdmissionPolicy,
+) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
         applied_index,
         data,
         services,
+        admission,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -160,6 +183,7 @@ pub struct StateImage {
     applied_index: u64,
     d: Data,
     svc: Services,
+    adm: AdmissionPolicy,
 }
 
 impl StateImage {
@@ -173,7 +197,7 @@ impl StateImage {
 
     /// The same bytes as [`State::to_snapshot`] at that index.
     pub fn to_snapshot(&self) -> Vec<u8> {
-        encode_snapshot(self.applied_index, &self.d, &self.svc)
+        encode_snapshot(self.applied_index, &self.d, &self.svc, &self.adm)
     }
 }
 
@@ -224,6 +248,7 @@ impl State {
         }
         let mut ctx = Ctx {
             index,
+            actor: Actor::parse(&entry.actor),
             now_ms,
             changes: Vec::new(),
             decisions: Vec::new(),
@@ -309,6 +334,7 @@ impl State {
                 ctx,
             ),
             Command::ServiceEndpoints(batch) => self.on_service_endpoints(batch, ctx),
+            Command::SetAdmissionPolicy(policy) => self.on_set_admission_policy(policy, ctx),
         }
     }
 
@@ -316,7 +342,7 @@ impl State {
 
     /// The whole replicated state, bincode-encoded (derived indexes are rebuilt on restore).
     pub fn to_snapshot(&self) -> Vec<u8> {
-        encode_snapshot(self.applied_index, &self.d, &self.svc)
+        encode_snapshot(self.applied_index, &self.d, &self.svc, &self.adm)
     }
 
     /// A frozen copy of the replicated state, to encode elsewhere while this one moves on.
@@ -332,6 +358,7 @@ impl State {
             applied_index: self.applied_index,
             d: self.d.clone(),
             svc: self.svc.clone(),
+            adm: self.adm.clone(),
         }
     }
 
@@ -345,12 +372,26 @@ impl State {
                 supported: SNAPSHOT_VERSION,
             });
         }
-        let (applied_index, data, svc) = if version == 1 {
-            let snap: SnapshotOwnedV1 = decode_exact(bytes)?;
-            (snap.applied_index, snap.data, Services::default())
-        } else {
-            let snap: SnapshotOwned = decode_exact(bytes)?;
-            (snap.applied_index, snap.data, snap.services)
+        let (applied_index, data, svc, adm) = match version {
+            1 => {
+                let snap: SnapshotOwnedV1 = decode_exact(bytes)?;
+                let svc = Services::default();
+                (
+                    snap.applied_index,
+                    snap.data,
+                    svc,
+                    AdmissionPolicy::default(),
+                )
+            }
+            2 => {
+                let snap: SnapshotOwnedV2 = decode_exact(bytes)?;
+                let adm = AdmissionPolicy::default();
+                (snap.applied_index, snap.data, snap.services, adm)
+            }
+            _ => {
+                let snap: SnapshotOwned = decode_exact(bytes)?;
+                (snap.applied_index, snap.data, snap.services, snap.admission)
+            }
         };
         let ix = Index::rebuild(&data);
         Ok(State {
@@ -358,6 +399,7 @@ impl State {
             d: data,
             ix,
             svc,
+            adm,
         })
     }
 
@@ -374,6 +416,12 @@ impl State {
             let svc = bincode::serde::encode_to_vec(&self.svc, bincode::config::standard())
                 .unwrap_or_else(|e| unreachable!("services encoding failed: {e}"));
             h.update(&svc);
+        }
+        // Likewise for the admission policy while it is the default.
+        if self.adm != AdmissionPolicy::default() {
+            let adm = bincode::serde::encode_to_vec(&self.adm, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("policy encoding failed: {e}"));
+            h.update(&adm);
         }
         h.finalize().into()
     }
