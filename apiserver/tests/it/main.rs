@@ -6,6 +6,7 @@
 
 mod common;
 
+mod admission;
 mod api;
 mod audit_api;
 mod endpoints;

@@ -174,17 +174,59 @@ impl Admitted {
     /// Reads the identity from a template (a JSON object with apiVersion, kind and
     /// metadata.name, as validation ensured) of an object in `namespace`.
     pub fn from_template(doc: &Value, namespace: &str) -> Result<Admitted, FieldError> {
-        let s = |p: &str, field: &str| {
-            doc.pointer(p)
-                .and_then(Value::as_str)
+        Self::from_parts(
+            doc.get("apiVersion"),
+            doc.get("kind"),
+            doc.pointer("/metadata/name"),
+            doc.pointer("/metadata/namespace"),
+            namespace,
+        )
+    }
+
+    /// [`Admitted::from_template`] from the template's text, reading only the identity fields
+    /// (the rest is skipped, not built: a put of a large template pays one scan, not a tree).
+    pub fn from_template_text(template: &str, namespace: &str) -> Result<Admitted, FieldError> {
+        #[derive(Deserialize)]
+        struct Head {
+            #[serde(rename = "apiVersion")]
+            api_version: Option<Value>,
+            kind: Option<Value>,
+            metadata: Option<Meta>,
+        }
+        #[derive(Deserialize)]
+        struct Meta {
+            name: Option<Value>,
+            namespace: Option<Value>,
+        }
+        let head: Head = serde_json::from_str(template)
+            .map_err(|e| FieldError::new("spec.template", format!("not a manifest: {e}")))?;
+        let meta = head.metadata.as_ref();
+        Self::from_parts(
+            head.api_version.as_ref(),
+            head.kind.as_ref(),
+            meta.and_then(|m| m.name.as_ref()),
+            meta.and_then(|m| m.namespace.as_ref()),
+            namespace,
+        )
+    }
+
+    fn from_parts(
+        api_version: Option<&Value>,
+        kind: Option<&Value>,
+        name: Option<&Value>,
+        template_ns: Option<&Value>,
+        namespace: &str,
+    ) -> Result<Admitted, FieldError> {
+        let s = |v: Option<&Value>, field: &str| {
+            v.and_then(Value::as_str)
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
                 .ok_or_else(|| FieldError::new(field, "required: a non-empty string"))
         };
-        let api_version = s("/apiVersion", "spec.template.apiVersion")?;
-        let kind = s("/kind", "spec.template.kind")?;
-        let name = s("/metadata/name", "spec.template.metadata.name")?;
-        let template_ns = match doc.pointer("/metadata/namespace") {
+        let api_version = s(api_version, "spec.template.apiVersion")?;
+        let kind = s(kind, "spec.template.kind")?;
+        let name = s(name, "spec.template.metadata.name")?;
+        let template_ns = match template_ns {
             None | Some(Value::Null) => false,
             Some(Value::String(ns)) if ns == namespace => true,
             Some(other) => {
@@ -204,13 +246,6 @@ impl Admitted {
             namespace: namespace.to_string(),
             scope,
         })
-    }
-
-    /// Parses `template` text and reads its identity.
-    pub fn from_template_text(template: &str, namespace: &str) -> Result<Admitted, FieldError> {
-        let doc: Value = serde_json::from_str(template)
-            .map_err(|e| FieldError::new("spec.template", format!("not valid JSON: {e}")))?;
-        Self::from_template(&doc, namespace)
     }
 
     /// Checks that `rendered` keeps this identity: same apiVersion, kind, metadata.name, and

@@ -79,21 +79,20 @@ impl State {
     ) -> Result<(), Rejection> {
         self.check_rights(namespace, actor)?;
         check_override_counts(spec)?;
-        let doc: Value = serde_json::from_str(&spec.template).map_err(|e| {
-            Rejection::from(crate::error::FieldError::new(
-                "spec.template",
-                format!("not valid JSON: {e}"),
-            ))
-        })?;
-        let admitted = Admitted::from_template(&doc, namespace).map_err(|e| {
+        let admitted = Admitted::from_template_text(&spec.template, namespace).map_err(|e| {
             Rejection::from(Refusal::invalid("rendered-identity", e.field, e.message))
         })?;
         check_scope(&self.adm, actor, &admitted)?;
         let tenant = matches!(actor, Actor::Tenant { .. });
-        if tenant {
+        if tenant && is_role_binding(&admitted) {
+            let doc: Value = serde_json::from_str(&spec.template).map_err(|e| {
+                Rejection::from(crate::error::FieldError::new(
+                    "spec.template",
+                    format!("not valid JSON: {e}"),
+                ))
+            })?;
             check_tenant_rbac(&self.adm, &admitted, &doc, "spec.template")?;
         }
-        drop(doc);
         for subset in self.override_variants(spec) {
             let overrides = subset.iter().map(|&i| (i, &spec.overrides[i]));
             let rendered = match render::render_overrides(&spec.template, overrides) {
@@ -108,7 +107,7 @@ impl State {
             admitted
                 .check(&rendered)
                 .map_err(|e| Rejection::from(render_refusal(&e)))?;
-            if tenant {
+            if tenant && is_role_binding(&admitted) {
                 let at = format!("spec.overrides[{}]", subset.last().copied().unwrap_or(0));
                 check_tenant_rbac(&self.adm, &admitted, &rendered, &at)?;
             }
@@ -207,6 +206,10 @@ impl State {
         self.adm = policy.clone();
         Ok(Some(ctx.index))
     }
+}
+
+fn is_role_binding(a: &Admitted) -> bool {
+    a.group() == "rbac.authorization.k8s.io" && a.kind == "RoleBinding"
 }
 
 /// Bounds the overrides before anything is rendered: their number and their patch operations
