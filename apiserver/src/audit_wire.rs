@@ -80,6 +80,7 @@ pub fn target(c: &Command) -> String {
             .collect::<Vec<_>>()
             .join(","),
         Command::Tick => String::new(),
+        Command::SetAdmissionPolicy(_) => "admission policy".to_string(),
     }
 }
 

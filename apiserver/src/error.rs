@@ -48,6 +48,13 @@ pub enum ApiError {
     /// The principal may not do this.
     #[error("{message}")]
     Forbidden { message: String },
+    /// Core's admission refused the principal this write at apply (403), naming the field and
+    /// the rule.
+    #[error("{message}")]
+    Refused {
+        message: String,
+        field: Option<String>,
+    },
     /// The addressed resource does not exist.
     #[error("{message}")]
     NotFound { message: String },
@@ -94,7 +101,7 @@ impl ApiError {
             | ApiError::InvalidField { .. } => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::Forbidden { .. } | ApiError::Refused { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
@@ -117,7 +124,7 @@ impl ApiError {
             ApiError::InvalidField { .. } => "InvalidField",
             ApiError::PayloadTooLarge { .. } => "PayloadTooLarge",
             ApiError::Unauthenticated { .. } => "Unauthorized",
-            ApiError::Forbidden { .. } => "Forbidden",
+            ApiError::Forbidden { .. } | ApiError::Refused { .. } => "Forbidden",
             ApiError::NotFound { .. } => "NotFound",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::Conflict { .. } => "Conflict",
@@ -136,7 +143,9 @@ impl ApiError {
             | ApiError::InvalidName { field, .. }
             | ApiError::MissingField { field }
             | ApiError::InvalidField { field, .. } => Some(field),
-            ApiError::Unprocessable { field, .. } => field.as_deref(),
+            ApiError::Unprocessable { field, .. } | ApiError::Refused { field, .. } => {
+                field.as_deref()
+            }
             _ => None,
         }
     }
@@ -181,6 +190,10 @@ impl ApiError {
                 found: None,
             },
             RejectCode::FailedPrecondition => ApiError::Unprocessable {
+                message: r.message.clone(),
+                field,
+            },
+            RejectCode::Forbidden => ApiError::Refused {
                 message: r.message.clone(),
                 field,
             },

@@ -106,6 +106,10 @@ pub fn document() -> Value {
         "/v1/system/state": {"get": {"summary": "This node's applied command index, state hash and log time (one local snapshot)", "responses": {"200": {"description": "nodeId, raftAppliedIndex, stateIndex, stateHash, logTimeMs"}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text exposition", "content": {"text/plain": {}}}}}},
         "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.0"}}}},
+        "/v1/admin/admission": {
+            "get": {"summary": "The admission policy (clusterScopedKinds, bindableClusterRoles, tenantMaxObjects, tenantMaxTemplateBytes)", "security": [{"bearer": []}], "responses": {"200": {"description": "AdmissionPolicy"}}},
+            "put": {"summary": "Replace the admission policy (admins)", "security": [{"bearer": []}], "responses": {"200": {"description": "AdmissionPolicy"}, "400": {"description": describe("400")}, "403": {"description": describe("403")}}}
+        },
     });
     for (path, item) in paths.as_object_mut().into_iter().flatten() {
         for (method, o) in item.as_object_mut().into_iter().flatten() {

@@ -8,6 +8,7 @@
 //! number, and no `HashMap` iteration order reaches a result. Time enters only as the timestamp
 //! carried by a log entry. Same log, same state, byte for byte.
 
+pub mod admission;
 pub mod audit;
 pub mod command;
 pub mod discovery;

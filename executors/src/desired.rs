@@ -15,9 +15,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use fedraft_core::admission;
 use fedraft_core::model::ObjectKey;
 use fedraft_core::policy::ReplicaMode;
-use fedraft_core::render;
 use fedraft_core::state::{DesiredObject, State};
 use serde_json::Value;
 
@@ -92,13 +92,12 @@ impl DesiredCache {
             if !cached {
                 let replicas = obj.replicas_on(cluster);
                 let divided = obj.spec.placement.replicas.mode == ReplicaMode::Divided;
-                let manifest = render::render(
-                    &obj.spec.template,
-                    &obj.namespace,
-                    &obj.name,
+                // The same rendering as `desired_for_cluster`: checked against the identity
+                // the object was admitted with.
+                let (manifest, admitted) = admission::render_admitted(
+                    obj,
                     cluster,
                     &c.spec.labels,
-                    &obj.spec.overrides,
                     divided.then_some(replicas),
                 );
                 out.rendered.push((
@@ -107,6 +106,7 @@ impl DesiredCache {
                         key: key.clone(),
                         replicas,
                         manifest,
+                        admitted,
                     },
                 ));
             }

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use fedraft_core::admission::{Admitted, Scope};
 use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OBJECT_ANNOTATION};
 use serde_json::Value;
 
@@ -170,13 +171,24 @@ fn version_older(seen: &str, ours: &str) -> bool {
 /// The managed live objects to delete: labelled as fedraft's, not desired any more, and not
 /// belonging to an object whose manifest failed to render this time (its identity is unknown,
 /// so what runs stays until the manifest is fixed or the object is removed).
+///
+/// Namespaces are special: one fedraft created to hold a placement (labelled, but carrying no
+/// federated object's annotation) is never pruned, and no namespace a desired object still
+/// lives in (`in_use`) is pruned, whichever federated object once wrote it. Before this rule,
+/// placing a single `v1/Namespace` object made every namespace fedraft had created look like
+/// an orphan of it.
 pub fn prunable<'a>(
     live: impl IntoIterator<Item = (&'a LiveId, &'a LiveObject)>,
     desired: &BTreeSet<LiveId>,
     unrendered: &BTreeSet<String>,
+    in_use: &BTreeSet<String>,
 ) -> Vec<LiveId> {
     live.into_iter()
         .filter(|(id, obj)| obj.is_managed() && !desired.contains(*id))
+        .filter(|(id, obj)| {
+            !is_namespace(id)
+                || (obj.annotation(OBJECT_ANNOTATION).is_some() && !in_use.contains(&id.name))
+        })
         .filter(|(_, obj)| {
             obj.annotation(OBJECT_ANNOTATION)
                 .is_none_or(|k| !unrendered.contains(k))
@@ -184,6 +196,43 @@ pub fn prunable<'a>(
         .filter(|(_, obj)| obj.object.pointer("/metadata/deletionTimestamp").is_none())
         .map(|(id, _)| id.clone())
         .collect()
+}
+
+fn is_namespace(id: &LiveId) -> bool {
+    id.api_version == "v1" && id.kind == "Namespace"
+}
+
+/// The last check before a write: the identity about to be written (read from the rendered
+/// manifest) and the scope the member's discovery gives its kind must be the ones core
+/// admitted. Core renders with the same check, so a mismatch here means a scope core could
+/// only guess (a custom resource) or a manifest changed on the way.
+pub fn check_admitted(
+    admitted: Option<&Admitted>,
+    writing: (&str, &str, &str, &str),
+    member_namespaced: bool,
+) -> Result<(), String> {
+    let Some(a) = admitted else {
+        return Err("the object's admitted identity is unknown; nothing is written".into());
+    };
+    let (api_version, kind, namespace, name) = writing;
+    if (api_version, kind, name) != (a.api_version.as_str(), a.kind.as_str(), a.name.as_str())
+        || namespace != a.namespace
+    {
+        return Err(format!(
+            "refusing to write {api_version}/{kind} {namespace}/{name}: admitted as {}/{} {}/{}",
+            a.api_version, a.kind, a.namespace, a.name
+        ));
+    }
+    let admitted_namespaced = a.scope == Scope::Namespaced;
+    if member_namespaced != admitted_namespaced {
+        let say = |n: bool| if n { "namespaced" } else { "cluster-scoped" };
+        return Err(format!(
+            "refusing to write {api_version}/{kind} {name}: admitted as {}, but this cluster              serves it {}",
+            say(admitted_namespaced),
+            say(member_namespaced)
+        ));
+    }
+    Ok(())
 }
 
 /// Namespaces the desired objects live in, in order.
@@ -355,8 +404,76 @@ mod tests {
         ];
         let want: BTreeSet<LiveId> = [id("keep")].into_iter().collect();
         let unrendered: BTreeSet<String> = ["web/broken".to_string()].into_iter().collect();
-        let got = prunable(live.iter().map(|(i, o)| (i, o)), &want, &unrendered);
+        let got = prunable(
+            live.iter().map(|(i, o)| (i, o)),
+            &want,
+            &unrendered,
+            &BTreeSet::new(),
+        );
         assert_eq!(got, vec![id("gone")]);
+    }
+
+    fn ns_id(name: &str) -> LiveId {
+        LiveId {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: String::new(),
+            name: name.into(),
+        }
+    }
+
+    fn ns_live(name: &str, owner: Option<&str>) -> LiveObject {
+        let mut o = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}}});
+        if let Some(k) = owner {
+            o["metadata"]["annotations"] = json!({ OBJECT_ANNOTATION: k });
+        }
+        LiveObject::from_value(o)
+    }
+
+    /// Once a `v1/Namespace` object is placed, the namespaces fedraft created for placements
+    /// (and those still in use) are not its orphans; only the federated namespace that is no
+    /// longer desired and holds nothing desired goes.
+    #[test]
+    fn namespaces_created_for_placement_are_never_pruned() {
+        let live = [
+            (ns_id("team-a"), ns_live("team-a", None)),
+            (ns_id("team-b"), ns_live("team-b", None)),
+            (ns_id("shared"), ns_live("shared", Some("admin/shared"))),
+            (ns_id("old"), ns_live("old", Some("admin/old"))),
+            (ns_id("kept"), ns_live("kept", Some("admin/kept"))),
+        ];
+        let desired: BTreeSet<LiveId> = [ns_id("kept")].into_iter().collect();
+        let in_use: BTreeSet<String> = ["shared".to_string()].into_iter().collect();
+        let got = prunable(
+            live.iter().map(|(i, o)| (i, o)),
+            &desired,
+            &BTreeSet::new(),
+            &in_use,
+        );
+        assert_eq!(got, vec![ns_id("old")]);
+    }
+
+    #[test]
+    fn admitted_identity_and_scope() {
+        use fedraft_core::admission::Admitted;
+        let a = Admitted::from_template(
+            &json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                    "metadata": {"name": "w", "namespace": "team-a"}}),
+            "team-a",
+        )
+        .unwrap();
+        let w = ("example.com/v1", "Widget", "team-a", "w");
+        assert!(check_admitted(Some(&a), w, true).is_ok());
+        let err = check_admitted(Some(&a), w, false).unwrap_err();
+        assert!(err.contains("cluster-scoped"), "{err}");
+        assert!(
+            check_admitted(Some(&a), ("example.com/v1", "Widget", "team-b", "w"), true).is_err()
+        );
+        assert!(
+            check_admitted(Some(&a), ("example.com/v1", "Gadget", "team-a", "w"), true).is_err()
+        );
+        assert!(check_admitted(None, w, true).is_err());
     }
 
     #[test]

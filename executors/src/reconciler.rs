@@ -11,6 +11,8 @@
 //! is written when the live object already matches), create missing namespaces (labelled as
 //! fedraft's), apply what differs with server-side apply (field manager `fedraft`, force), delete
 //! managed objects no longer desired, and publish the per-object status for the reporter.
+//! Nothing is written whose identity or member-discovered scope differs from what core
+//! admitted ([`crate::plan::check_admitted`]); such an object's status says why.
 //!
 //! Must not: decide placement, touch objects without the ownership label, or block other
 //! clusters (each reconciler is its own task with its own client).
@@ -127,6 +129,12 @@ pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, Ex
     let (api_version, kind, namespace, name) =
         plan::manifest_identity(manifest).map_err(ExecError::Manifest)?;
     let resolved = ctx.resolver.resolve(&api_version, &kind).await?;
+    plan::check_admitted(
+        d.admitted.as_ref(),
+        (&api_version, &kind, &namespace, &name),
+        resolved.namespaced,
+    )
+    .map_err(ExecError::Manifest)?;
     let mut body = manifest.clone();
     if !resolved.namespaced {
         if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -500,10 +508,13 @@ impl<C: ControlPlane> Reconciler<C> {
 
         // Remove what fedraft placed here and no longer wants.
         let desired_ids: BTreeSet<LiveId> = prepared.iter().map(|p| p.id.clone()).collect();
+        // Namespaces any object placed here lives in, prepared or not: none of them is pruned.
+        let mut in_use = plan::namespaces_needed(&desired_ids);
+        in_use.extend(scan.keys.iter().map(|k| k.namespace.clone()));
         let mut doomed = Vec::new();
         for objects in snapshot.values() {
             let objects = objects.iter().map(|(id, o)| (id, &**o));
-            for id in plan::prunable(objects, &desired_ids, &unresolved) {
+            for id in plan::prunable(objects, &desired_ids, &unresolved, &in_use) {
                 match self.retries.get(&id) {
                     Some(r) if r.next_at > now => next = next.min(r.next_at),
                     _ => doomed.push(id),

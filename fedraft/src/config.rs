@@ -445,7 +445,6 @@ mod tests {
     }
 
     #[test]
-<<<<<<< HEAD
     fn listener_limits_default_and_take_overrides() {
         let base = "node_id = 1\ndata_dir = \"d\"\ntoken_file = \"t\"\ncluster_secret = \"s\"\n";
         let cfg = NodeFile::parse(base).unwrap();
@@ -472,7 +471,9 @@ mod tests {
         };
         assert!(zero.settings().is_err());
         assert!(NodeFile::parse(&format!("{base}[listeners]\nbogus = 1\n")).is_err());
-=======
+    }
+
+    #[test]
     fn the_credentials_section_parses() {
         let base = "node_id = 1\ndata_dir = \"d\"\ntoken_file = \"t\"\ncluster_secret = \"s\"\n";
         assert!(NodeFile::parse(base).unwrap().credentials.is_none());
@@ -484,7 +485,6 @@ mod tests {
         assert_eq!(c.current, "b");
         assert_eq!(c.keys.len(), 2);
         assert!(NodeFile::parse(&format!("{base}[credentials]\ncurrent = \"b\"\n")).is_err());
->>>>>>> s/seal
     }
 
     #[test]

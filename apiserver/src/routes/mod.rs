@@ -2,6 +2,7 @@
 //! handlers, one module per resource.
 
 mod admin;
+mod admission;
 mod audit;
 mod clusters;
 pub(crate) mod common;
@@ -58,6 +59,10 @@ pub(crate) fn router(app: App) -> Router {
         .route("/v1/audit/explain/{ns}/{name}", get(audit::explain))
         .route("/v1/status", get(admin::status))
         .route("/v1/admin/backup", get(admin::backup))
+        .route(
+            "/v1/admin/admission",
+            get(admission::get_policy).put(admission::put_policy),
+        )
         .route("/v1/admin/members", get(members::list).post(members::add))
         .route("/v1/admin/voters", put(members::set_voters))
         .route("/v1/admin/credentials/rotate", post(rotate::rotate))

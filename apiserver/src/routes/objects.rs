@@ -176,7 +176,7 @@ pub async fn put(
             expected_version: expected,
         },
     };
-    let applied = submit(&app, &p, &headers, command).await?;
+    let applied = submit(&app, &as_actor(&p), &headers, command).await?;
     let rv = resource_version(&applied);
     // The stored object is shared, not copied, and written out after the state's lock is
     // released: rendering under it would hold back the next apply.
@@ -196,6 +196,19 @@ pub async fn put(
             let doc = json!({"kind": "FederatedObject", "namespace": ns, "name": name, "resourceVersion": rv});
             Ok((StatusCode::OK, Json(doc)).into_response())
         }
+    }
+}
+
+/// The principal as its writes name it in the log: a tenant member's actor carries its tenant
+/// (`tenant:TENANT/NAME`), so core checks the tenant's rights again at apply, on the log's
+/// state rather than this node's (`fedraft_core::admission`).
+fn as_actor(p: &Principal) -> Principal {
+    match &p.role {
+        Role::Tenant(t) => Principal {
+            name: fedraft_core::admission::Actor::tenant_actor(t, &p.name),
+            role: p.role.clone(),
+        },
+        _ => p.clone(),
     }
 }
 
@@ -232,7 +245,7 @@ pub async fn delete(
         name: name.clone(),
         expected_version: expected,
     };
-    let applied = submit(&app, &p, &headers, command).await?;
+    let applied = submit(&app, &as_actor(&p), &headers, command).await?;
     let body = json!({"kind": "Status", "status": "Success", "namespace": ns, "name": name, "resourceVersion": applied.index});
     Ok((StatusCode::OK, Json(body)).into_response())
 }

@@ -7,6 +7,7 @@
 mod common;
 
 mod abuse_state;
+mod admission;
 mod api;
 mod audit_api;
 mod endpoints;

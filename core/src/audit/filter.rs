@@ -40,7 +40,11 @@ impl Filter {
         if self.since_ms.is_some_and(|s| t < s) || self.until_ms.is_some_and(|u| t > u) {
             return false;
         }
-        if self.actor.as_ref().is_some_and(|a| *a != r.entry.actor) {
+        if self
+            .actor
+            .as_ref()
+            .is_some_and(|a| !actor_matches(a, &r.entry.actor))
+        {
             return false;
         }
         if let Some(o) = &self.object {
@@ -59,5 +63,17 @@ impl Filter {
             }
         }
         true
+    }
+}
+
+/// Whether a query's `actor` selects an entry's: exactly, or by the principal's name when the
+/// entry names a tenant member (`tenant:TENANT/NAME`, see `crate::admission::Actor`).
+fn actor_matches(wanted: &str, actor: &str) -> bool {
+    if wanted == actor {
+        return true;
+    }
+    match crate::admission::Actor::parse(actor) {
+        crate::admission::Actor::Tenant { name, .. } => name == wanted,
+        crate::admission::Actor::Admin => false,
     }
 }

@@ -12,6 +12,7 @@ pub use fast::EntryDecoder;
 
 use serde::{Deserialize, Serialize};
 
+use crate::admission::AdmissionPolicy;
 use crate::error::CodecError;
 use crate::model::{Capacity, ClusterSpec, ObjectSpec, SealedCredentials, TenantSpec};
 use crate::service::{DiscoverySpec, EndpointsReport};
@@ -187,6 +188,8 @@ pub enum Command {
     /// Credentials key rotation: clusters' credentials re-wrapped under the newest key, all or
     /// none (`state/handlers/credentials.rs`).
     RewrapCredentials(Vec<CredentialsRewrap>),
+    /// Replace the admission policy (admins only; `crate::admission`).
+    SetAdmissionPolicy(AdmissionPolicy),
 }
 
 impl Command {
@@ -211,6 +214,7 @@ impl Command {
             Command::PutObjectWithDiscovery { .. } => "PutObjectWithDiscovery",
             Command::ServiceEndpoints(_) => "ServiceEndpoints",
             Command::RewrapCredentials(_) => "RewrapCredentials",
+            Command::SetAdmissionPolicy(_) => "SetAdmissionPolicy",
         }
     }
 }

@@ -15,11 +15,15 @@ use sha2::{Digest, Sha256};
 
 use crate::policy::{ImageOverride, JsonPatchOp, Override, PatchOpKind, Resources};
 
+mod bounds;
 mod image;
 mod patch;
 mod quantity;
 
+pub use bounds::{RenderLimits, LIMITS};
 pub use quantity::parse_quantity;
+
+use bounds::Budget;
 
 /// Label every rendered object carries so fedraft can find what it manages.
 pub const MANAGED_BY_LABEL: &str = "fedraft.io/managed-by";
@@ -55,6 +59,58 @@ pub enum RenderError {
     },
     #[error("{field}: bad quantity: {reason}")]
     Quantity { field: String, reason: String },
+    /// A render limit ([`LIMITS`]) was reached; `patch_index` is None when the override's
+    /// image, labels or annotations reached it.
+    #[error("overrides[{override_index}]{}: exceeds the render limit on {reason}", patch_field(*.patch_index))]
+    Limit {
+        override_index: usize,
+        patch_index: Option<usize>,
+        reason: String,
+    },
+    /// The rendered manifest's identity is not the one admitted from the template: overrides
+    /// may not change apiVersion, kind, metadata.name or metadata.namespace.
+    #[error("{field}: the rendered manifest has {rendered:?}, but {admitted:?} was admitted (overrides may not change an object's identity)")]
+    Identity {
+        field: &'static str,
+        admitted: String,
+        rendered: String,
+    },
+}
+
+fn patch_field(index: Option<usize>) -> String {
+    index.map_or_else(String::new, |i| format!(".patches[{i}]"))
+}
+
+impl RenderError {
+    /// The field at fault, in the path of an object spec (`spec.overrides[1].patches[0]`).
+    pub fn field(&self) -> String {
+        match self {
+            RenderError::Template(_) => "spec.template".to_string(),
+            RenderError::Patch {
+                override_index,
+                patch_index,
+                ..
+            } => format!("spec.overrides[{override_index}].patches[{patch_index}]"),
+            RenderError::Image { override_index, .. } => {
+                format!("spec.overrides[{override_index}].image")
+            }
+            RenderError::Metadata {
+                override_index,
+                field,
+                ..
+            } => format!("spec.overrides[{override_index}].{field}"),
+            RenderError::Quantity { field, .. } => format!("spec.template.{field}"),
+            RenderError::Limit {
+                override_index,
+                patch_index,
+                ..
+            } => format!(
+                "spec.overrides[{override_index}]{}",
+                patch_field(*patch_index)
+            ),
+            RenderError::Identity { field, .. } => format!("spec.overrides.{field}"),
+        }
+    }
 }
 
 /// Renders the manifest of `object_name` in `namespace` for `cluster`. `replicas` is the
@@ -69,16 +125,11 @@ pub fn render(
     overrides: &[Override],
     replicas: Option<u32>,
 ) -> Result<Value, RenderError> {
-    let mut doc: Value = serde_json::from_str(template_json)
-        .map_err(|e| RenderError::Template(format!("not JSON: {e}")))?;
-    if !doc.is_object() {
-        return Err(RenderError::Template("not a JSON object".to_string()));
-    }
-    for (oi, ov) in overrides.iter().enumerate() {
-        if ov.targets(cluster, cluster_labels) {
-            apply_override(&mut doc, oi, ov)?;
-        }
-    }
+    let targeted = overrides
+        .iter()
+        .enumerate()
+        .filter(|(_, ov)| ov.targets(cluster, cluster_labels));
+    let mut doc = render_overrides(template_json, targeted)?;
     if let Some(n) = replicas {
         if carries_replicas(&doc) {
             let spec = object_at(&mut doc, "spec").map_err(RenderError::Template)?;
@@ -101,20 +152,64 @@ pub fn render(
     Ok(doc)
 }
 
-fn apply_override(doc: &mut Value, oi: usize, ov: &Override) -> Result<(), RenderError> {
+/// The template with the given overrides (index, override) applied in order, within
+/// [`LIMITS`]: the part of [`render`] that overrides decide, which admission runs for every
+/// combination of overrides a cluster may get.
+pub fn render_overrides<'o>(
+    template_json: &str,
+    overrides: impl IntoIterator<Item = (usize, &'o Override)>,
+) -> Result<Value, RenderError> {
+    let mut doc: Value = serde_json::from_str(template_json)
+        .map_err(|e| RenderError::Template(format!("not JSON: {e}")))?;
+    if !doc.is_object() {
+        return Err(RenderError::Template("not a JSON object".to_string()));
+    }
+    let mut budget = Budget::new(LIMITS, template_json.len(), &doc)
+        .map_err(|reason| RenderError::Template(format!("exceeds the render limit on {reason}")))?;
+    for (oi, ov) in overrides {
+        apply_override(&mut doc, oi, ov, &mut budget)?;
+    }
+    Ok(doc)
+}
+
+fn apply_override(
+    doc: &mut Value,
+    oi: usize,
+    ov: &Override,
+    budget: &mut Budget,
+) -> Result<(), RenderError> {
+    let limit = |patch_index: Option<usize>| {
+        move |reason: String| RenderError::Limit {
+            override_index: oi,
+            patch_index,
+            reason,
+        }
+    };
     for (pi, p) in ov.patches.iter().enumerate() {
-        apply_patch(doc, oi, pi, p)?;
+        apply_patch(doc, oi, pi, p, budget)?;
     }
     if let Some(img) = &ov.image {
-        apply_image(doc, img).map_err(|reason| RenderError::Image {
+        let matched = apply_image(doc, img).map_err(|reason| RenderError::Image {
             override_index: oi,
             reason,
         })?;
+        let per_image = [&img.registry, &img.repository, &img.tag]
+            .iter()
+            .map(|part| part.as_deref().map_or(0, str::len) + 1)
+            .sum::<usize>();
+        budget
+            .add_bytes(matched.saturating_mul(per_image))
+            .map_err(limit(None))?;
     }
     for (field, map) in [("labels", &ov.labels), ("annotations", &ov.annotations)] {
         if map.is_empty() {
             continue;
         }
+        let added = map
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 6)
+            .sum::<usize>();
+        budget.add_bytes(added).map_err(limit(None))?;
         let err = |reason| RenderError::Metadata {
             override_index: oi,
             field,
@@ -129,7 +224,19 @@ fn apply_override(doc: &mut Value, oi: usize, ov: &Override) -> Result<(), Rende
     Ok(())
 }
 
-fn apply_patch(doc: &mut Value, oi: usize, pi: usize, p: &JsonPatchOp) -> Result<(), RenderError> {
+fn apply_patch(
+    doc: &mut Value,
+    oi: usize,
+    pi: usize,
+    p: &JsonPatchOp,
+    budget: &mut Budget,
+) -> Result<(), RenderError> {
+    let limit = |reason: String| RenderError::Limit {
+        override_index: oi,
+        patch_index: Some(pi),
+        reason,
+    };
+    budget.op().map_err(limit)?;
     let err = |reason: String| RenderError::Patch {
         override_index: oi,
         patch_index: pi,
@@ -173,6 +280,19 @@ fn apply_patch(doc: &mut Value, oi: usize, pi: usize, p: &JsonPatchOp) -> Result
             value: value()?,
         },
     };
+    // Measured before it is applied: a copy is refused before the crate clones anything.
+    match &op {
+        patch::Op::Add { path, value } | patch::Op::Replace { path, value } => {
+            budget.insert(path, value).map_err(limit)?
+        }
+        patch::Op::Copy { from, path } => {
+            if let Some(source) = doc.pointer(from) {
+                budget.insert(path, source).map_err(limit)?;
+            }
+        }
+        patch::Op::Move { from, path } => budget.relocate(from, path).map_err(limit)?,
+        patch::Op::Remove { .. } | patch::Op::Test { .. } => {}
+    }
     patch::apply(doc, op).map_err(err)?;
     if !doc.is_object() {
         return Err(err("the manifest must stay a JSON object".to_string()));
@@ -180,7 +300,8 @@ fn apply_patch(doc: &mut Value, oi: usize, pi: usize, p: &JsonPatchOp) -> Result
     Ok(())
 }
 
-fn apply_image(doc: &mut Value, ov: &ImageOverride) -> Result<(), String> {
+/// Rewrites the images; returns how many it rewrote.
+fn apply_image(doc: &mut Value, ov: &ImageOverride) -> Result<usize, String> {
     let Some(pod) = pod_spec_mut(doc) else {
         return Err("the template has no pod spec".to_string());
     };
@@ -209,7 +330,7 @@ fn apply_image(doc: &mut Value, ov: &ImageOverride) -> Result<(), String> {
             None => "no container with an image".to_string(),
         });
     }
-    Ok(())
+    Ok(matched)
 }
 
 /// Kinds whose `spec.replicas` the scheduler owns; any other kind that already has a

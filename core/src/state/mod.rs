@@ -43,6 +43,7 @@ pub use handlers::services::ObservedEndpoints;
 pub use handlers::validate;
 pub use store::dedupe::{DEDUPE_MAX_ENTRIES, DEDUPE_RETENTION_MS};
 
+use crate::admission::{Actor, AdmissionPolicy};
 use crate::command::{decode_exact, Command, LogEntry};
 use crate::error::CodecError;
 use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
@@ -52,8 +53,9 @@ use store::dedupe::{Dedupe, Memo};
 use store::index::Index;
 use store::table::{Keyed, ObjectTable};
 
-/// Snapshot format this binary writes; it reads this and 1 (before service discovery).
-pub const SNAPSHOT_VERSION: u16 = 2;
+/// Snapshot format this binary writes; it reads this, 2 (before the admission policy) and 1
+/// (before service discovery).
+pub const SNAPSHOT_VERSION: u16 = 3;
 /// Most items in one heartbeat or status batch; executors split larger batches.
 pub const MAX_BATCH_ITEMS: usize = 10_000;
 
@@ -97,6 +99,8 @@ pub(crate) struct Data {
 /// What one `apply` accumulates for its caller.
 pub(crate) struct Ctx {
     pub index: u64,
+    /// The entry's actor, as far as rights go (`admission::Actor`).
+    pub actor: Actor,
     pub now_ms: u64,
     pub changes: Vec<Change>,
     pub decisions: Vec<(ObjectKey, Decision)>,
@@ -123,6 +127,8 @@ pub struct State {
     pub(crate) ix: Index,
     /// Service discovery facts (`handlers/services.rs`); replicated, encoded after `d`.
     pub(crate) svc: Services,
+    /// The admission policy (`handlers/admission.rs`); replicated, encoded after `svc`.
+    pub(crate) adm: AdmissionPolicy,
 }
 
 #[derive(Serialize)]
@@ -131,6 +137,7 @@ struct SnapshotRef<'a> {
     applied_index: u64,
     data: &'a Data,
     services: &'a Services,
+    admission: &'a AdmissionPolicy,
 }
 
 #[derive(Deserialize)]
@@ -140,14 +147,30 @@ struct SnapshotOwned {
     applied_index: u64,
     data: Data,
     services: Services,
+    admission: AdmissionPolicy,
 }
 
-fn encode_snapshot(applied_index: u64, data: &Data, services: &Services) -> Vec<u8> {
+/// Version 2 snapshots: no admission policy yet (the default applies).
+#[derive(Deserialize)]
+struct SnapshotOwnedV2 {
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+}
+
+fn encode_snapshot(
+    applied_index: u64,
+    data: &Data,
+    services: &Services,
+    admission: &AdmissionPolicy,
+) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
         applied_index,
         data,
         services,
+        admission,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -161,6 +184,7 @@ pub struct StateImage {
     applied_index: u64,
     d: Data,
     svc: Services,
+    adm: AdmissionPolicy,
 }
 
 impl StateImage {
@@ -174,7 +198,7 @@ impl StateImage {
 
     /// The same bytes as [`State::to_snapshot`] at that index.
     pub fn to_snapshot(&self) -> Vec<u8> {
-        encode_snapshot(self.applied_index, &self.d, &self.svc)
+        encode_snapshot(self.applied_index, &self.d, &self.svc, &self.adm)
     }
 }
 
@@ -225,6 +249,7 @@ impl State {
         }
         let mut ctx = Ctx {
             index,
+            actor: Actor::parse(&entry.actor),
             now_ms,
             changes: Vec::new(),
             decisions: Vec::new(),
@@ -311,6 +336,7 @@ impl State {
             ),
             Command::ServiceEndpoints(batch) => self.on_service_endpoints(batch, ctx),
             Command::RewrapCredentials(batch) => self.on_rewrap_credentials(batch, ctx),
+            Command::SetAdmissionPolicy(policy) => self.on_set_admission_policy(policy, ctx),
         }
     }
 
@@ -318,7 +344,7 @@ impl State {
 
     /// The whole replicated state, bincode-encoded (derived indexes are rebuilt on restore).
     pub fn to_snapshot(&self) -> Vec<u8> {
-        encode_snapshot(self.applied_index, &self.d, &self.svc)
+        encode_snapshot(self.applied_index, &self.d, &self.svc, &self.adm)
     }
 
     /// A frozen copy of the replicated state, to encode elsewhere while this one moves on.
@@ -334,6 +360,7 @@ impl State {
             applied_index: self.applied_index,
             d: self.d.clone(),
             svc: self.svc.clone(),
+            adm: self.adm.clone(),
         }
     }
 
@@ -347,12 +374,26 @@ impl State {
                 supported: SNAPSHOT_VERSION,
             });
         }
-        let (applied_index, data, svc) = if version == 1 {
-            let snap: SnapshotOwnedV1 = decode_exact(bytes)?;
-            (snap.applied_index, snap.data, Services::default())
-        } else {
-            let snap: SnapshotOwned = decode_exact(bytes)?;
-            (snap.applied_index, snap.data, snap.services)
+        let (applied_index, data, svc, adm) = match version {
+            1 => {
+                let snap: SnapshotOwnedV1 = decode_exact(bytes)?;
+                let svc = Services::default();
+                (
+                    snap.applied_index,
+                    snap.data,
+                    svc,
+                    AdmissionPolicy::default(),
+                )
+            }
+            2 => {
+                let snap: SnapshotOwnedV2 = decode_exact(bytes)?;
+                let adm = AdmissionPolicy::default();
+                (snap.applied_index, snap.data, snap.services, adm)
+            }
+            _ => {
+                let snap: SnapshotOwned = decode_exact(bytes)?;
+                (snap.applied_index, snap.data, snap.services, snap.admission)
+            }
         };
         let ix = Index::rebuild(&data);
         Ok(State {
@@ -360,6 +401,7 @@ impl State {
             d: data,
             ix,
             svc,
+            adm,
         })
     }
 
@@ -376,6 +418,12 @@ impl State {
             let svc = bincode::serde::encode_to_vec(&self.svc, bincode::config::standard())
                 .unwrap_or_else(|e| unreachable!("services encoding failed: {e}"));
             h.update(&svc);
+        }
+        // Likewise for the admission policy while it is the default.
+        if self.adm != AdmissionPolicy::default() {
+            let adm = bincode::serde::encode_to_vec(&self.adm, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("policy encoding failed: {e}"));
+            h.update(&adm);
         }
         h.finalize().into()
     }

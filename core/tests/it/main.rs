@@ -6,6 +6,7 @@
 
 mod state_support;
 
+mod admission;
 mod discovery;
 mod render_golden;
 mod scheduler_kubefed;

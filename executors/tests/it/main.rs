@@ -10,3 +10,4 @@ mod converge;
 mod deregister;
 mod observe;
 mod raft_e2e;
+mod tenancy;

@@ -7,6 +7,7 @@
 //! command to its handler. Must not: hold storage structures of their own (those live in
 //! `state/store/`), do I/O, or read clocks.
 
+mod admission;
 mod clusters;
 mod credentials;
 mod health;

@@ -1,9 +1,11 @@
 //! Object intents: put, delete, revoke placement.
 //!
 //! Put = create or replace, with optional compare-and-swap on the resource version
-//! (`Some(0)`: must not exist). Validation covers names, the template (JSON object with
-//! apiVersion, kind, metadata.name, at most 1 MiB), placement, overrides, and the owning
-//! tenant's quota; only then does anything change. A put reschedules only when the placement
+//! (`Some(0)`: must not exist). Validation covers the actor's rights, names, the template (JSON
+//! object with apiVersion, kind, metadata.name, at most 1 MiB), placement, overrides, admission
+//! (`admission.rs`: kinds, rendered identity, render limits, tenant limits) and the owning
+//! tenant's quota; only then does anything change. An unchanged spec is a no-op before
+//! admission runs, so re-putting an object admitted under an older policy changes nothing. A put reschedules only when the placement
 //! spec or the template's replicas/requests changed; a template-only edit keeps the placement
 //! and just re-renders. Revoke forgets the placement and schedules from scratch.
 
@@ -37,9 +39,14 @@ impl State {
         ctx: &mut Ctx,
     ) -> HandlerResult {
         validate_names(namespace, name)?;
+        self.check_rights(namespace, &ctx.actor)?;
         let info = validate_spec(spec)?;
         let existing = self.object(namespace, name);
         super::clusters::check_version(expected, existing.map(|o| o.resource_version))?;
+        if existing.is_some_and(|o| o.spec == *spec) {
+            return Ok(existing.map(|o| o.resource_version));
+        }
+        self.admit_object(namespace, spec, existing, &ctx.actor)?;
         let old_need = existing.map(|o| {
             o.template_info
                 .per_replica
@@ -80,8 +87,11 @@ impl State {
                     &spec.placement.clusters,
                 );
             }
+            let old_len = obj.spec.template.len();
             obj.spec = spec.clone();
             obj.template_info = info;
+            self.ix
+                .template_resized(namespace, old_len, spec.template.len());
             obj.resource_version = ctx.index;
             if reschedule {
                 self.ix.refresh_flags(&key, before, obj);
@@ -115,6 +125,7 @@ impl State {
         ctx: &mut Ctx,
     ) -> HandlerResult {
         validate_names(namespace, name)?;
+        self.check_rights(namespace, &ctx.actor)?;
         let Some(existing) = self.object(namespace, name) else {
             return Err(Rejection::not_found(
                 "metadata.name",
@@ -147,6 +158,7 @@ impl State {
         ctx: &mut Ctx,
     ) -> HandlerResult {
         validate_names(namespace, name)?;
+        self.check_rights(namespace, &ctx.actor)?;
         let Some(obj) = self.object(namespace, name) else {
             return Err(Rejection::not_found(
                 "metadata.name",

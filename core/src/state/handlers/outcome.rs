@@ -20,6 +20,8 @@ pub enum RejectCode {
     AlreadyExists,
     /// Valid input the current state does not allow, e.g. over quota (412/422).
     FailedPrecondition,
+    /// The actor has no right to this (403). Appended last: older outcomes keep their encoding.
+    Forbidden,
 }
 
 /// A refused command: nothing changed. `field` is the camelCase JSON path at fault, if any.

@@ -40,6 +40,9 @@ pub struct DesiredObject {
     /// The rendered manifest, or why rendering failed for this cluster (e.g. an override's
     /// JSON patch does not apply to the template).
     pub manifest: Result<serde_json::Value, render::RenderError>,
+    /// The identity and scope the object was admitted with (None when its template cannot
+    /// be read; `manifest` then says why). Executors write nothing that differs from it.
+    pub admitted: Option<crate::admission::Admitted>,
 }
 
 pub(crate) fn health_view(c: &Cluster) -> HealthView {
@@ -349,18 +352,17 @@ impl State {
             .map(|obj| {
                 let replicas = obj.replicas_on(cluster);
                 let divided = obj.spec.placement.replicas.mode == ReplicaMode::Divided;
+                let (manifest, admitted) = crate::admission::render_admitted(
+                    obj,
+                    cluster,
+                    &c.spec.labels,
+                    divided.then_some(replicas),
+                );
                 DesiredObject {
                     key: obj.key(),
                     replicas,
-                    manifest: render::render(
-                        &obj.spec.template,
-                        &obj.namespace,
-                        &obj.name,
-                        cluster,
-                        &c.spec.labels,
-                        &obj.spec.overrides,
-                        divided.then_some(replicas),
-                    ),
+                    manifest,
+                    admitted,
                 }
             })
             .collect()

@@ -37,6 +37,15 @@ pub(crate) struct Index {
     pub ns_owner: BTreeMap<String, String>,
     /// Membership of `Data::pending`, to enqueue each object once.
     pub pending_set: BTreeSet<ObjectKey>,
+    /// namespace -> objects and template bytes stored there (tenant limits).
+    pub ns_usage: BTreeMap<String, NsUsage>,
+}
+
+/// What one namespace stores.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct NsUsage {
+    pub objects: u64,
+    pub template_bytes: u64,
 }
 
 /// When a cluster's current heartbeat run breaks without another heartbeat: Ready clusters turn
@@ -106,6 +115,9 @@ impl Index {
     /// Records an object's spec and placement in every index.
     pub fn add_object(&mut self, obj: &FederatedObject) {
         let key = obj.key();
+        let u = self.ns_usage.entry(obj.namespace.clone()).or_default();
+        u.objects += 1;
+        u.template_bytes += obj.spec.template.len() as u64;
         self.add_placement(obj, &key);
         match &obj.spec.placement.clusters {
             None => {
@@ -129,6 +141,15 @@ impl Index {
 
     pub fn remove_object(&mut self, obj: &FederatedObject) {
         let key = obj.key();
+        if let Some(u) = self.ns_usage.get_mut(&obj.namespace) {
+            u.objects = u.objects.saturating_sub(1);
+            u.template_bytes = u
+                .template_bytes
+                .saturating_sub(obj.spec.template.len() as u64);
+            if u.objects == 0 {
+                self.ns_usage.remove(&obj.namespace);
+            }
+        }
         self.remove_placement(obj, &key);
         match &obj.spec.placement.clusters {
             None => {
@@ -147,6 +168,16 @@ impl Index {
         }
         self.hungry.remove(&key);
         self.short.remove(&key);
+    }
+
+    /// An object of `namespace` changed its template from `old` to `new` bytes.
+    pub fn template_resized(&mut self, namespace: &str, old: usize, new: usize) {
+        if let Some(u) = self.ns_usage.get_mut(namespace) {
+            u.template_bytes = u
+                .template_bytes
+                .saturating_sub(old as u64)
+                .saturating_add(new as u64);
+        }
     }
 
     /// Books the object's replicas and indexes where they run.
