@@ -40,6 +40,9 @@ pub const TENANT_ACTOR_PREFIX: &str = "tenant:";
 /// Most overrides one object may carry.
 pub const MAX_OVERRIDES: usize = 64;
 
+/// The first log envelope version whose entries are admitted at apply.
+pub const ADMISSION_SINCE_VERSION: u16 = 2;
+
 /// Who proposed an entry, as far as rights go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Actor {
@@ -47,9 +50,22 @@ pub enum Actor {
     Admin,
     /// A member of a tenant.
     Tenant { tenant: String, name: String },
+    /// The actor of an entry written before admission reached the log (envelope version 1).
+    /// Such entries replay exactly as they applied when they were written: no admission rule
+    /// existed then, so none applies now, and every node agrees on the state they produce.
+    Legacy,
 }
 
 impl Actor {
+    /// The actor of an entry of envelope `version`, whose actor string is `actor`.
+    pub fn of_entry(version: u16, actor: &str) -> Actor {
+        if version < ADMISSION_SINCE_VERSION {
+            Actor::Legacy
+        } else {
+            Actor::parse(actor)
+        }
+    }
+
     /// Reads the role an entry's actor string carries.
     pub fn parse(actor: &str) -> Actor {
         match actor
@@ -370,6 +386,7 @@ pub fn check_scope(
             ),
         )),
         Actor::Admin if policy.allows_cluster_kind(admitted.group(), &admitted.kind) => Ok(()),
+        Actor::Legacy => Ok(()),
         Actor::Admin => Err(Refusal::invalid(
             "cluster-scoped-kind",
             "spec.template.kind",

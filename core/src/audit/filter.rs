@@ -74,6 +74,6 @@ fn actor_matches(wanted: &str, actor: &str) -> bool {
     }
     match crate::admission::Actor::parse(actor) {
         crate::admission::Actor::Tenant { name, .. } => name == wanted,
-        crate::admission::Actor::Admin => false,
+        crate::admission::Actor::Admin | crate::admission::Actor::Legacy => false,
     }
 }

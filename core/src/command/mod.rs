@@ -18,7 +18,11 @@ use crate::model::{Capacity, ClusterSpec, ObjectSpec, SealedCredentials, TenantS
 use crate::service::{DiscoverySpec, EndpointsReport};
 
 /// The envelope format this binary writes; it reads this and every older one.
-pub const LOG_ENTRY_VERSION: u16 = 1;
+///
+/// Versions: 1, the first; 2, the same layout, whose object writes are admitted at apply
+/// (`crate::admission`: the actor's rights, kinds, rendered identity, tenant limits). A version-1
+/// entry replays without those rules, exactly as it applied when written.
+pub const LOG_ENTRY_VERSION: u16 = 2;
 
 /// One replicated log entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -249,7 +249,7 @@ impl State {
         }
         let mut ctx = Ctx {
             index,
-            actor: Actor::parse(&entry.actor),
+            actor: Actor::of_entry(entry.version, &entry.actor),
             now_ms,
             changes: Vec::new(),
             decisions: Vec::new(),

@@ -385,3 +385,26 @@ proptest! {
         h.state.check_consistency().map_err(TestCaseError::fail)?;
     }
 }
+
+#[test]
+fn entries_written_before_admission_replay_as_they_applied() {
+    // A version-1 entry had no admission rules when it was applied; replaying it now must
+    // give the state it gave then, or a newer node would disagree with the log's history.
+    let mut h = Harness::new();
+    h.fleet(&["dc1"]);
+    tenant(&mut h, &["team-a"]);
+    let crb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "own"}, "roleRef": {"kind": "ClusterRole", "name": "cluster-admin"}});
+    let mut old = LogEntry::new(
+        "",
+        ALICE,
+        h.now_ms,
+        put("team-b", "own", crb.clone(), vec![]),
+    );
+    old.version = 1;
+    h.index += 1;
+    assert!(h.state.apply(h.index, &old).outcome.is_accepted());
+    // The same write in the current envelope is refused.
+    let r = refusal(entry(&mut h, ALICE, put("team-b", "own2", crb, vec![])));
+    assert_eq!(r.code, RejectCode::Forbidden);
+}
