@@ -38,6 +38,9 @@ pub struct ExecutorConfig {
     /// Where the executors record what they measure. The default records into series no
     /// registry holds; the binary sets one it registered.
     pub metrics: ExecutorMetrics,
+    /// Commands a member kubeconfig's `exec` plugin may run on this node (exact match). Default
+    /// none: kubeconfigs must be self-contained (see `client.rs`).
+    pub kubeconfig_exec_allow: Vec<String>,
 }
 
 impl Default for ExecutorConfig {
@@ -56,6 +59,7 @@ impl Default for ExecutorConfig {
             request_timeout: Duration::from_secs(10),
             deregister_cleanup_timeout: Duration::from_secs(120),
             metrics: ExecutorMetrics::default(),
+            kubeconfig_exec_allow: Vec::new(),
         }
     }
 }

@@ -115,8 +115,13 @@ async fn run_cluster<C: ControlPlane>(
         if *retire.borrow() {
             return;
         }
-        match build_measured_client(&spec, cfg.probe_timeout, &cfg.metrics.cluster(&spec.name))
-            .await
+        match build_measured_client(
+            &spec,
+            cfg.probe_timeout,
+            &cfg.kubeconfig_exec_allow,
+            &cfg.metrics.cluster(&spec.name),
+        )
+        .await
         {
             Ok(c) => break c,
             Err(e) => {
