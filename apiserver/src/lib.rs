@@ -44,6 +44,11 @@ pub struct ApiConfig {
     pub bookmark_interval_ms: u64,
     /// How long a write waits for its entry to be applied on this node after commit. Default 10 s.
     pub apply_wait_ms: u64,
+    /// Commands a cluster kubeconfig's `exec` plugin may name (exact match). Default none:
+    /// kubeconfigs that run commands or read files on the node are refused (400).
+    pub kubeconfig_exec_allow: Vec<String>,
+    /// Audit queries that may run at once (each on a thread of its own; 429 beyond). Default 2.
+    pub audit_threads: usize,
 }
 
 impl Default for ApiConfig {
@@ -53,6 +58,8 @@ impl Default for ApiConfig {
             watch_history_events: watch::ring::DEFAULT_HISTORY_EVENTS,
             bookmark_interval_ms: 5_000,
             apply_wait_ms: 10_000,
+            kubeconfig_exec_allow: Vec::new(),
+            audit_threads: routes::audit_pool::DEFAULT_AUDIT_THREADS,
         }
     }
 }
@@ -66,6 +73,8 @@ pub(crate) struct AppState {
     /// What `/metrics` encodes: the binary's registry plus this crate's series.
     pub registry: metrics::SharedRegistry,
     pub ring: Arc<watch::ring::Ring>,
+    /// The audit API's threads and concurrency bound.
+    pub audit_pool: routes::audit_pool::AuditPool,
 }
 
 pub(crate) type App = Arc<AppState>;
@@ -98,7 +107,9 @@ impl Api {
         let ring = watch::hub::start(&node, cfg.watch_history_events);
         let metrics = metrics::ApiMetrics::default();
         metrics.register(&node, &mut registry);
+        let audit_pool = routes::audit_pool::AuditPool::start(cfg.audit_threads);
         let app = Arc::new(AppState {
+            audit_pool,
             node,
             tokens,
             cfg,

@@ -104,6 +104,7 @@ async fn run_config(f: NodeFile) -> anyhow::Result<()> {
     let cfg = ApiConfig {
         body_limit_bytes: f.body_limit_bytes,
         watch_history_events: f.watch_history_events,
+        kubeconfig_exec_allow: f.executors.kubeconfig_exec_plugins.clone(),
         ..ApiConfig::default()
     };
     let api_tls = tls.map(|t| t.api);

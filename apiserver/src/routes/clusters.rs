@@ -58,10 +58,18 @@ pub async fn get_one(
 
 /// Builds and validates a spec from a body; `credentials` fills in absent credentials.
 fn spec_from(
+    app: &App,
     body: ClusterIn,
     name: String,
     credentials: Credentials,
 ) -> Result<ClusterSpec, ApiError> {
+    if let Some(Credentials::Kubeconfig(text)) = &body.credentials {
+        super::kubeconfig::check(
+            text,
+            &app.cfg.kubeconfig_exec_allow,
+            app.cfg.body_limit_bytes,
+        )?;
+    }
     if body.api_endpoint.is_empty() {
         return Err(ApiError::MissingField {
             field: "apiEndpoint".into(),
@@ -126,7 +134,7 @@ pub async fn create(
         })?;
     valid_label(&name, "name")?;
     let expected = expected_version(&headers, doc.expected_version())?;
-    let spec = spec_from(doc, name.clone(), Credentials::None)?;
+    let spec = spec_from(&app, doc, name.clone(), Credentials::None)?;
     let found = current(&app, &name).await?.map(|(v, _)| v);
     if let Some(v) = found {
         return Err(ApiError::Conflict {
@@ -167,7 +175,7 @@ pub async fn replace(
     check_version(expected, existing.as_ref().map(|(v, _)| *v))?;
     let (command, status) = match existing {
         Some((_, creds)) => {
-            let spec = spec_from(doc, name.clone(), creds)?;
+            let spec = spec_from(&app, doc, name.clone(), creds)?;
             (
                 Command::UpdateCluster {
                     spec,
@@ -177,7 +185,7 @@ pub async fn replace(
             )
         }
         None => (
-            Command::RegisterCluster(spec_from(doc, name.clone(), Credentials::None)?),
+            Command::RegisterCluster(spec_from(&app, doc, name.clone(), Credentials::None)?),
             StatusCode::CREATED,
         ),
     };

@@ -3,9 +3,11 @@
 
 mod admin;
 mod audit;
+pub(crate) mod audit_pool;
 mod clusters;
 pub(crate) mod common;
 mod endpoints;
+mod kubeconfig;
 mod members;
 mod objects;
 mod schedule;

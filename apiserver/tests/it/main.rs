@@ -6,6 +6,7 @@
 
 mod common;
 
+mod abuse;
 mod api;
 mod audit_api;
 mod endpoints;
