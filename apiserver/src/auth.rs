@@ -317,6 +317,8 @@ pub enum Access<'a> {
     /// Objects in one namespace; `owned` are the namespaces of the principal's tenant.
     ReadNamespace(&'a str),
     WriteNamespace(&'a str),
+    /// At least one namespace, not yet known: the check made before reading a body that names it.
+    ReadSomeNamespace,
     /// Objects in every namespace (listing filters for tenants instead of refusing).
     ReadAllObjects,
     ReadTenant(&'a str),
@@ -339,6 +341,10 @@ pub fn authorize(
         (Role::Tenant(_), Access::ReadClusters | Access::WriteClusters) => deny("access clusters"),
         (Role::Tenant(_), Access::WriteTenant) => deny("write tenants"),
         (Role::Tenant(_), Access::ReadAllObjects) => Ok(()),
+        (Role::Tenant(_), Access::ReadSomeNamespace) if tenant_namespaces.is_empty() => {
+            deny("access any namespace")
+        }
+        (Role::Tenant(_), Access::ReadSomeNamespace) => Ok(()),
         (Role::Tenant(t), Access::ReadTenant(name)) if t == name => Ok(()),
         (Role::Tenant(_), Access::ReadTenant(name)) => deny(&format!("read tenant {name}")),
         (Role::Tenant(_), Access::ReadNamespace(ns) | Access::WriteNamespace(ns)) => {
@@ -413,6 +419,8 @@ mod tests {
         assert!(authorize(&p, Access::ReadClusters, &owned).is_err());
         assert!(authorize(&p, Access::ReadTenant("blue"), &owned).is_ok());
         assert!(authorize(&p, Access::ReadTenant("red"), &owned).is_err());
+        assert!(authorize(&p, Access::ReadSomeNamespace, &owned).is_ok());
+        assert!(authorize(&p, Access::ReadSomeNamespace, &[]).is_err());
         let op = Principal {
             name: "bob".into(),
             role: Role::Operator,

@@ -42,6 +42,9 @@ pub enum ApiError {
     /// The body is larger than the configured limit.
     #[error("body larger than {limit_bytes} bytes")]
     PayloadTooLarge { limit_bytes: usize },
+    /// The body is within the size limit but describes more than it may (YAML aliases).
+    #[error("{message}")]
+    TooLarge { message: String },
     /// No bearer token, or one that maps to no principal.
     #[error("{message}")]
     Unauthenticated { message: String },
@@ -74,6 +77,9 @@ pub enum ApiError {
     /// The watch asked for history no longer retained.
     #[error("{message}")]
     Gone { message: String },
+    /// This node runs as many queries of this kind as it allows; retry after Retry-After.
+    #[error("{message}")]
+    TooManyRequests { message: String },
     /// No quorum (or no leader) within the bounded wait.
     #[error("{message}")]
     Unavailable { message: String },
@@ -99,7 +105,9 @@ impl ApiError {
             | ApiError::InvalidName { .. }
             | ApiError::MissingField { .. }
             | ApiError::InvalidField { .. } => StatusCode::BAD_REQUEST,
-            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::PayloadTooLarge { .. } | ApiError::TooLarge { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             ApiError::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden { .. } | ApiError::Refused { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
@@ -111,6 +119,7 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -122,7 +131,7 @@ impl ApiError {
             ApiError::InvalidName { .. } => "InvalidName",
             ApiError::MissingField { .. } => "MissingField",
             ApiError::InvalidField { .. } => "InvalidField",
-            ApiError::PayloadTooLarge { .. } => "PayloadTooLarge",
+            ApiError::PayloadTooLarge { .. } | ApiError::TooLarge { .. } => "PayloadTooLarge",
             ApiError::Unauthenticated { .. } => "Unauthorized",
             ApiError::Forbidden { .. } | ApiError::Refused { .. } => "Forbidden",
             ApiError::NotFound { .. } => "NotFound",
@@ -133,6 +142,7 @@ impl ApiError {
             ApiError::Unavailable { .. } => "Unavailable",
             ApiError::Timeout { .. } => "Timeout",
             ApiError::Internal { .. } => "Internal",
+            ApiError::TooManyRequests { .. } => "TooManyRequests",
         }
     }
 
@@ -282,7 +292,7 @@ impl IntoResponse for ApiError {
             tracing::debug!(code = self.code(), error = %self, "request refused");
         }
         let mut resp = (status, axum::Json(self.body())).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
         }

@@ -48,6 +48,11 @@ pub struct ApiConfig {
     pub apply_wait_ms: u64,
     /// How member credentials are stored ([`sealing`]). Default: in the clear, as given.
     pub credentials: CredentialsAtRest,
+    /// Commands a cluster kubeconfig's `exec` plugin may name (exact match). Default none:
+    /// kubeconfigs that run commands or read files on the node are refused (400).
+    pub kubeconfig_exec_allow: Vec<String>,
+    /// Audit queries that may run at once (each on a thread of its own; 429 beyond). Default 2.
+    pub audit_threads: usize,
 }
 
 impl Default for ApiConfig {
@@ -58,6 +63,8 @@ impl Default for ApiConfig {
             bookmark_interval_ms: 5_000,
             apply_wait_ms: 10_000,
             credentials: CredentialsAtRest::default(),
+            kubeconfig_exec_allow: Vec::new(),
+            audit_threads: routes::audit_pool::DEFAULT_AUDIT_THREADS,
         }
     }
 }
@@ -73,6 +80,8 @@ pub(crate) struct AppState {
     pub ring: Arc<watch::ring::Ring>,
     /// `GET /v1/system/state`'s hash, computed once per applied index.
     pub state_hash: routes::system::StateHashCache,
+    /// The audit API's threads and concurrency bound.
+    pub audit_pool: routes::audit_pool::AuditPool,
 }
 
 pub(crate) type App = Arc<AppState>;
@@ -105,7 +114,9 @@ impl Api {
         let ring = watch::hub::start(&node, cfg.watch_history_events);
         let metrics = metrics::ApiMetrics::default();
         metrics.register(&node, &mut registry);
+        let audit_pool = routes::audit_pool::AuditPool::start(cfg.audit_threads);
         let app = Arc::new(AppState {
+            audit_pool,
             node,
             tokens,
             cfg,

@@ -287,6 +287,49 @@ pub fn decision_json(d: &Decision) -> Value {
     v
 }
 
+/// What a tenant member may learn of a decision: clusters outside `visible` (its tenant's
+/// slices and the clusters its replicas run on or left) are not named, not counted and not
+/// described (their taints, health and capacity are other tenants' business and the platform
+/// team's). The summary is rebuilt from what is left.
+pub fn redact_decision(d: &Decision, visible: &std::collections::BTreeSet<String>) -> Decision {
+    let shown = |c: &str| visible.contains(c);
+    Decision {
+        placement: d.placement.clone(),
+        candidates: d
+            .candidates
+            .iter_str()
+            .filter(|c| shown(c))
+            .map(str::to_string)
+            .collect(),
+        dropped: d
+            .dropped
+            .iter()
+            .filter(|x| shown(&x.cluster))
+            .cloned()
+            .collect(),
+        weights: d
+            .weights
+            .iter_str()
+            .filter(|(c, _)| shown(c))
+            .map(|(c, w)| (c.to_string(), w))
+            .collect(),
+        // The scheduler's message counts and describes clusters; the number is the tenant's.
+        unschedulable: d.unschedulable.as_ref().map(|sf| {
+            fedraft_core::scheduler::decision::Shortfall {
+                replicas: sf.replicas,
+                message: "not enough eligible capacity among the clusters this tenant may use"
+                    .into(),
+            }
+        }),
+        moved: d
+            .moved
+            .iter()
+            .filter(|m| shown(&m.cluster))
+            .cloned()
+            .collect(),
+    }
+}
+
 /// A tenant as the API shows it.
 pub fn tenant_json(t: &Tenant) -> Value {
     json!({

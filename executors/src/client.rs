@@ -6,6 +6,12 @@
 //! (`fedraft_secrets`), and only in memory. With a kubeconfig, its current context decides server, TLS and user;
 //! the registered endpoint is used only when the kubeconfig names no server.
 //!
+//! A kubeconfig must be self-contained: one that runs a command (`exec`, `auth-provider`) or
+//! reads a file on this node (`tokenFile`, `client-certificate`, `client-key`,
+//! `certificate-authority`) is refused before kube-rs could act on it, whatever the API let into
+//! the log (entries written before the API refused them are still there). `exec` is accepted for
+//! the commands the node config allows (`ExecutorConfig::kubeconfig_exec_allow`, default none).
+//!
 //! kube's default retry of 429/503/504 is turned off: the reconciler retries with its own
 //! backoff and must see every error to report it in the object's status. Only the `ring`
 //! rustls provider is compiled in; it is installed as the process default once.
@@ -39,9 +45,10 @@ pub fn install_crypto_provider() {
 pub async fn build_client(
     spec: &ClusterSpec,
     connect_timeout: Duration,
+    exec_allow: &[String],
     keyring: Option<&Keyring>,
 ) -> Result<Client, ExecError> {
-    let config = client_config(spec, connect_timeout, keyring).await?;
+    let config = client_config(spec, connect_timeout, exec_allow, keyring).await?;
     Client::try_from(config).map_err(|e| client_error(spec, e))
 }
 
@@ -49,10 +56,11 @@ pub async fn build_client(
 pub async fn build_measured_client(
     spec: &ClusterSpec,
     connect_timeout: Duration,
+    exec_allow: &[String],
     metrics: &ClusterMetrics,
     keyring: Option<&Keyring>,
 ) -> Result<Client, ExecError> {
-    let config = client_config(spec, connect_timeout, keyring).await?;
+    let config = client_config(spec, connect_timeout, exec_allow, keyring).await?;
     let builder =
         kube::client::ClientBuilder::try_from(config).map_err(|e| client_error(spec, e))?;
     Ok(builder.with_layer(&metrics.call_layer()).build())
@@ -68,6 +76,7 @@ fn client_error(spec: &ClusterSpec, e: kube::Error) -> ExecError {
 async fn client_config(
     spec: &ClusterSpec,
     connect_timeout: Duration,
+    exec_allow: &[String],
     keyring: Option<&Keyring>,
 ) -> Result<Config, ExecError> {
     install_crypto_provider();
@@ -97,6 +106,7 @@ async fn client_config(
         Credentials::Kubeconfig(text) => {
             let mut kc =
                 Kubeconfig::from_yaml(text).map_err(|e| bad(format!("kubeconfig: {e}")))?;
+            self_contained(&kc, exec_allow).map_err(bad)?;
             fill_missing_server(&mut kc, &spec.api_endpoint);
             Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
@@ -119,6 +129,49 @@ fn parse_url(endpoint: &str) -> Result<http::Uri, String> {
             "api endpoint {endpoint:?}: scheme must be http or https"
         )),
     }
+}
+
+/// Refuses what would run a command or read a file on this node, naming the kubeconfig field
+/// (never its value).
+fn self_contained(kc: &Kubeconfig, exec_allow: &[String]) -> Result<(), String> {
+    let refuse = |path: String, why: &str| Err(format!("kubeconfig: {path} {why}"));
+    for (i, named) in kc.auth_infos.iter().enumerate() {
+        let Some(user) = named.auth_info.as_ref() else {
+            continue;
+        };
+        let at = |field: &str| format!("users[{i}].user.{field}");
+        if let Some(exec) = &user.exec {
+            let command = exec.command.as_deref().unwrap_or("");
+            if !exec_allow.iter().any(|c| c == command) {
+                return refuse(at("exec"), "runs a command not in the allowed plugins");
+            }
+        }
+        if user.auth_provider.is_some() {
+            return refuse(at("auth-provider"), "runs an auth-provider plugin");
+        }
+        for (field, set) in [
+            ("tokenFile", user.token_file.is_some()),
+            ("client-certificate", user.client_certificate.is_some()),
+            ("client-key", user.client_key.is_some()),
+        ] {
+            if set {
+                return refuse(at(field), "reads a file on this node");
+            }
+        }
+    }
+    for (i, named) in kc.clusters.iter().enumerate() {
+        if named
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.certificate_authority.is_some())
+        {
+            return refuse(
+                format!("clusters[{i}].cluster.certificate-authority"),
+                "reads a file on this node",
+            );
+        }
+    }
+    Ok(())
 }
 
 fn fill_missing_server(kc: &mut Kubeconfig, endpoint: &str) {
@@ -161,17 +214,17 @@ current-context: c
 "#;
         let mut spec = ClusterSpec::new("dc1", "http://127.0.0.1:6443");
         spec.credentials = Credentials::Kubeconfig(kc.to_string());
-        assert!(build_client(&spec, Duration::from_secs(1), None)
+        assert!(build_client(&spec, Duration::from_secs(1), &[], None)
             .await
             .is_ok());
         spec.credentials = Credentials::Kubeconfig("clusters: [".to_string());
-        let Err(err) = build_client(&spec, Duration::from_secs(1), None).await else {
+        let Err(err) = build_client(&spec, Duration::from_secs(1), &[], None).await else {
             panic!("bad kubeconfig accepted")
         };
         assert!(err.to_string().contains("kubeconfig"), "{err}");
         assert!(!err.to_string().contains("secret-token"));
         spec.credentials = Credentials::BearerToken("t".into());
-        assert!(build_client(&spec, Duration::from_secs(1), None)
+        assert!(build_client(&spec, Duration::from_secs(1), &[], None)
             .await
             .is_ok());
     }
@@ -184,17 +237,54 @@ current-context: c
         let plain = Credentials::BearerToken("sealed-secret-token".into());
         spec.credentials = keyring.seal("dc1", &plain).unwrap();
         let t = Duration::from_secs(1);
-        assert!(build_client(&spec, t, Some(&keyring)).await.is_ok());
-        let Err(err) = build_client(&spec, t, None).await else {
+        assert!(build_client(&spec, t, &[], Some(&keyring)).await.is_ok());
+        let Err(err) = build_client(&spec, t, &[], None).await else {
             panic!("sealed credentials used without a key")
         };
         assert!(err.to_string().contains("\"k1\""), "{err}");
         // A blob registered for another cluster does not open for this one.
         let mut moved = ClusterSpec::new("dc2", "http://127.0.0.1:6443");
         moved.credentials = spec.credentials.clone();
-        let Err(err) = build_client(&moved, t, Some(&keyring)).await else {
+        let Err(err) = build_client(&moved, t, &[], Some(&keyring)).await else {
             panic!("a blob opened on another cluster")
         };
         assert!(!err.to_string().contains("sealed-secret-token"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn kubeconfigs_that_run_commands_or_read_files_are_refused() {
+        let good = "clusters:\n- name: sim\n  cluster: {server: 'http://127.0.0.1:6443'}\nusers:\n- name: u\n  user: {token: secret-token}\ncontexts:\n- name: c\n  context: {cluster: sim, user: u}\ncurrent-context: c\n";
+        let user = |u: &str| good.replace("{token: secret-token}", u);
+        let cases = [
+            (user("{exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, 'touch /tmp/pwned']}}"), "users[0].user.exec"),
+            (user("{auth-provider: {name: gcp, config: {cmd-path: /bin/sh}}}"), "users[0].user.auth-provider"),
+            (user("{tokenFile: /etc/shadow}"), "users[0].user.tokenFile"),
+            (user("{client-certificate: /a, client-key: /b}"), "users[0].user.client-certificate"),
+            (user("{client-key: /b}"), "users[0].user.client-key"),
+            (good.replace("{server: 'http://127.0.0.1:6443'}", "{server: 'https://k:6443', certificate-authority: /etc/x}"), "clusters[0].cluster.certificate-authority"),
+        ];
+        let mut spec = ClusterSpec::new("dc1", "http://127.0.0.1:6443");
+        for (text, path) in cases {
+            spec.credentials = Credentials::Kubeconfig(text.clone());
+            let Err(err) = build_client(&spec, Duration::from_secs(1), &[], None).await else {
+                panic!("accepted {text}")
+            };
+            assert!(err.to_string().contains(path), "{err}");
+        }
+        // An allowed plugin gets past the check (kube-rs may then fail to run a plugin that
+        // does not exist); without the allowance the check refuses it.
+        let exec = user(
+            "{exec: {apiVersion: client.authentication.k8s.io/v1, command: fedraft-test-plugin}}",
+        );
+        spec.credentials = Credentials::Kubeconfig(exec);
+        let refusal = "not in the allowed plugins";
+        let Err(err) = build_client(&spec, Duration::from_secs(1), &[], None).await else {
+            panic!("exec accepted without an allowance")
+        };
+        assert!(err.to_string().contains(refusal), "{err}");
+        let allow = ["fedraft-test-plugin".to_string()];
+        if let Err(err) = build_client(&spec, Duration::from_secs(1), &allow, None).await {
+            assert!(!err.to_string().contains(refusal), "{err}");
+        }
     }
 }

@@ -45,6 +45,9 @@ pub struct ExecutorConfig {
     /// Opens sealed member credentials. Default none: sealed credentials cannot be used (the
     /// cluster's client is not built, and the failure is logged and retried).
     pub credentials_keys: Option<Arc<Keyring>>,
+    /// Commands a member kubeconfig's `exec` plugin may run on this node (exact match). Default
+    /// none: kubeconfigs must be self-contained (see `client.rs`).
+    pub kubeconfig_exec_allow: Vec<String>,
 }
 
 impl Default for ExecutorConfig {
@@ -64,6 +67,7 @@ impl Default for ExecutorConfig {
             deregister_cleanup_timeout: Duration::from_secs(120),
             metrics: ExecutorMetrics::default(),
             credentials_keys: None,
+            kubeconfig_exec_allow: Vec::new(),
         }
     }
 }

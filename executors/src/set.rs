@@ -117,7 +117,15 @@ async fn run_cluster<C: ControlPlane>(
         }
         let metrics = cfg.metrics.cluster(&spec.name);
         let keyring = cfg.credentials_keys.as_deref();
-        match build_measured_client(&spec, cfg.probe_timeout, &metrics, keyring).await {
+        match build_measured_client(
+            &spec,
+            cfg.probe_timeout,
+            &cfg.kubeconfig_exec_allow,
+            &metrics,
+            keyring,
+        )
+        .await
+        {
             Ok(c) => break c,
             Err(e) => {
                 attempt = attempt.saturating_add(1);

@@ -231,6 +231,12 @@ pub struct ExecutorTiming {
     pub status_flush_interval_ms: Option<u64>,
     /// Upper bound of the retry backoff for member-API errors.
     pub backoff_max_ms: Option<u64>,
+    /// Commands a member cluster's kubeconfig may run as an `exec` credential plugin on this
+    /// node (exact match, e.g. `["aws-iam-authenticator"]`). Applies both to registration (the
+    /// API refuses others with 400) and to the executors. Default empty: kubeconfigs must be
+    /// self-contained (no exec or auth-provider plugins, no file paths).
+    #[serde(default)]
+    pub kubeconfig_exec_plugins: Vec<String>,
 }
 
 impl Default for ExecutorTiming {
@@ -243,6 +249,7 @@ impl Default for ExecutorTiming {
             resync_period_ms: None,
             status_flush_interval_ms: None,
             backoff_max_ms: None,
+            kubeconfig_exec_plugins: Vec::new(),
         }
     }
 }
@@ -269,6 +276,7 @@ impl ExecutorTiming {
             self.status_flush_interval_ms,
         );
         set(&mut cfg.backoff_max, self.backoff_max_ms);
+        cfg.kubeconfig_exec_allow = self.kubeconfig_exec_plugins.clone();
         cfg
     }
 }

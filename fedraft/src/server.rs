@@ -139,6 +139,7 @@ async fn run_config(f: NodeFile, limits: ListenerSettings) -> anyhow::Result<()>
         body_limit_bytes: f.body_limit_bytes,
         watch_history_events: f.watch_history_events,
         credentials: credentials.clone(),
+        kubeconfig_exec_allow: f.executors.kubeconfig_exec_plugins.clone(),
         ..ApiConfig::default()
     };
     let api_tls = tls.map(|t| t.api);

@@ -9,7 +9,8 @@
 //!
 //! Authorisation as for objects: tenants see only records, objects and changes of their
 //! namespaces (no clusters); explain needs read access to the namespace. Every malformed
-//! parameter is a 400 naming it. Replays run on the blocking pool.
+//! parameter is a 400 naming it. Queries and replays run on the audit API's own threads
+//! (`audit_pool`), a bounded number at once: beyond that the answer is 429 with Retry-After.
 
 use axum::extract::State;
 use axum::{Extension, Json};
@@ -85,11 +86,10 @@ fn internal(e: RaftError) -> ApiError {
 }
 
 async fn blocking<T: Send + 'static>(
+    app: &App,
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
+    app.audit_pool.run(f).await
 }
 
 /// Resolves INDEX or RFC 3339 to an index within the archive.
@@ -178,7 +178,10 @@ pub async fn list(
     }
     let after = index(&q.cont, "continue")?;
     let log = app.node.audit().await;
-    let page = blocking(move || log.query(&filter, order, limit, after).map_err(internal)).await?;
+    let page = blocking(&app, move || {
+        log.query(&filter, order, limit, after).map_err(internal)
+    })
+    .await?;
     let items: Vec<Value> = page
         .records
         .iter()
@@ -201,7 +204,7 @@ pub async fn state(
         q.at.ok_or_else(|| ApiError::MissingField { field: "at".into() })?;
     let namespaces = scope(&app, &p);
     let log = app.node.audit().await;
-    let view = blocking(move || {
+    let view = blocking(&app, move || {
         let i = point(&log, &at, "at")?;
         let s = log.state_at(i).map_err(replay_err("at"))?;
         Ok(StateView::of(&s, namespaces.as_deref()))
@@ -226,7 +229,7 @@ pub async fn diff(
         q.to.ok_or_else(|| ApiError::MissingField { field: "to".into() })?;
     let namespaces = scope(&app, &p);
     let log = app.node.audit().await;
-    let d = blocking(move || {
+    let d = blocking(&app, move || {
         let (a, b) = (point(&log, &from, "from")?, point(&log, &to, "to")?);
         if a > b {
             return Err(ApiError::invalid("from", format!("{a} is after to ({b})")));
@@ -252,7 +255,7 @@ pub async fn explain(
     let log = app.node.audit().await;
     let key = ObjectKey::new(ns, name);
     let k = key.clone();
-    let changes = blocking(move || {
+    let changes = blocking(&app, move || {
         let from = q
             .from
             .as_deref()

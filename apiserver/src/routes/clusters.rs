@@ -66,6 +66,13 @@ fn spec_from(
     name: String,
     credentials: Credentials,
 ) -> Result<ClusterSpec, ApiError> {
+    if let Some(Credentials::Kubeconfig(text)) = &body.credentials {
+        super::kubeconfig::check(
+            text,
+            &app.cfg.kubeconfig_exec_allow,
+            app.cfg.body_limit_bytes,
+        )?;
+    }
     if body.api_endpoint.is_empty() {
         return Err(ApiError::MissingField {
             field: "apiEndpoint".into(),

@@ -85,12 +85,33 @@ pub fn tenant_namespaces(app: &App, p: &Principal) -> Vec<String> {
     })
 }
 
+/// A decision as `role` may see it: whole for admins and operators; for a tenant member only
+/// the clusters of its tenant's slices and those the decision places on or moves replicas from
+/// ([`crate::wire::redact_decision`]).
+pub fn decision_for(
+    s: &State,
+    role: &Role,
+    d: fedraft_core::scheduler::Decision,
+) -> fedraft_core::scheduler::Decision {
+    let Role::Tenant(t) = role else {
+        return d;
+    };
+    let mut visible: std::collections::BTreeSet<String> = s
+        .tenant(t)
+        .map(|ten| ten.status.slices.keys().cloned().collect())
+        .unwrap_or_default();
+    visible.extend(d.placement.keys().cloned());
+    visible.extend(d.moved.iter().map(|m| m.cluster.clone()));
+    crate::wire::redact_decision(&d, &visible)
+}
+
 /// Authorises `access` for `p` (403 otherwise).
 pub fn allow(app: &App, p: &Principal, access: Access<'_>) -> Result<(), ApiError> {
     let owned = match (&p.role, access) {
-        (Role::Tenant(_), Access::ReadNamespace(_) | Access::WriteNamespace(_)) => {
-            tenant_namespaces(app, p)
-        }
+        (
+            Role::Tenant(_),
+            Access::ReadNamespace(_) | Access::WriteNamespace(_) | Access::ReadSomeNamespace,
+        ) => tenant_namespaces(app, p),
         _ => Vec::new(),
     };
     authorize(p, access, &owned)

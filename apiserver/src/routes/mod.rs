@@ -4,9 +4,11 @@
 mod admin;
 mod admission;
 mod audit;
+pub(crate) mod audit_pool;
 mod clusters;
 pub(crate) mod common;
 mod endpoints;
+mod kubeconfig;
 mod members;
 mod objects;
 mod rotate;

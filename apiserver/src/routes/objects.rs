@@ -3,7 +3,8 @@
 //! PUT is create-or-replace. Without an expected resource version it goes straight to the log
 //! (core validates again at apply); with one, the version is pre-checked on linearizable state so
 //! a stale writer gets 409 without a log entry. GET of one object adds the scheduler's current
-//! reasoning (candidates, dropped clusters with reasons) to `status.lastDecision`.
+//! reasoning (candidates, dropped clusters with reasons) to `status.lastDecision`; a tenant
+//! member sees it without the clusters outside its tenant's slices (`common::decision_for`).
 
 use axum::body::Body;
 use axum::extract::State;
@@ -16,8 +17,8 @@ use fedraft_core::state::validate;
 use serde_json::{json, Value};
 
 use super::common::{
-    allow, check_version, expected_version, read, resource_version, submit, tenant_namespaces,
-    ReadParams, P, Q,
+    allow, check_version, decision_for, expected_version, read, resource_version, submit,
+    tenant_namespaces, ReadParams, P, Q,
 };
 use crate::auth::{Access, Principal, Role};
 use crate::body::decode_body;
@@ -76,9 +77,10 @@ pub async fn get_one(
     valid_subdomain(&name, "name")?;
     allow(&app, &p, Access::ReadNamespace(&ns))?;
     let (n, m) = (ns.clone(), name.clone());
+    let role = p.role.clone();
     read(&app, q.stale, move |s| {
         let o = s.object(&n, &m)?;
-        let decision = s.explain(&n, &m);
+        let decision = s.explain(&n, &m).map(|d| decision_for(s, &role, d));
         let mut doc = object_json(o, decision.as_ref());
         if let Some(d) = s.discovery(&n, &m) {
             doc["discovery"] = serde_json::to_value(d).unwrap_or(Value::Null);

@@ -4,7 +4,12 @@
 //! It applies the object's PutObject to a private copy of the (linearizably read) state and
 //! returns the decision that produced, so the answer uses exactly the code path a real write
 //! would, quota and tenant slices included. The copy costs O(state) per call; this endpoint is for
-//! people, not for load.
+//! people, not for load. A tenant member's answer names only the clusters its tenant may use
+//! (`common::decision_for`).
+//!
+//! The namespace is in the body, so authorisation happens twice: before the body is read, a
+//! principal that may read no namespace at all (a tenant owning none) is refused on its headers
+//! alone; after decoding, the namespace named is checked.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -14,7 +19,7 @@ use fedraft_core::command::{Command, LogEntry};
 use fedraft_core::state::Outcome;
 use serde_json::{json, Value};
 
-use super::common::{allow, read};
+use super::common::{allow, decision_for, read};
 use super::objects::{check_envelope, spec_from};
 use crate::auth::{Access, Principal};
 use crate::body::decode_body;
@@ -28,6 +33,7 @@ pub async fn dry_run(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
+    allow(&app, &p, Access::ReadSomeNamespace)?;
     let doc = decode_body::<ObjectIn>(&headers, body, app.cfg.body_limit_bytes).await?;
     let meta = doc.metadata.clone().unwrap_or_default();
     let ns = doc
@@ -50,6 +56,7 @@ pub async fn dry_run(
     check_envelope(&doc, &ns, &name)?;
     let spec = spec_from(doc)?;
     let actor = p.name.clone();
+    let role = p.role.clone();
     let result = read(&app, false, move |s| {
         let basis = s.applied_index();
         let mut scratch = s.clone();
@@ -70,7 +77,8 @@ pub async fn dry_run(
             .rev()
             .find(|(k, _)| k.namespace == ns && k.name == name)
             .map(|(_, d)| d.clone())
-            .or_else(|| scratch.explain(&ns, &name));
+            .or_else(|| scratch.explain(&ns, &name))
+            .map(|d| decision_for(&scratch, &role, d));
         Ok(json!({
             "kind": "ScheduleDecision",
             "namespace": ns,

@@ -8,6 +8,7 @@ mod common;
 
 mod abuse_state;
 mod admission;
+mod abuse;
 mod api;
 mod audit_api;
 mod endpoints;

@@ -41,7 +41,7 @@ pub use handlers::outcome::{
 pub use handlers::placement::{DesiredObject, RESCHEDULE_OBJECTS_PER_ENTRY};
 pub use handlers::services::ObservedEndpoints;
 pub use handlers::validate;
-pub use store::dedupe::{DEDUPE_MAX_ENTRIES, DEDUPE_RETENTION_MS};
+pub use store::dedupe::{DEDUPE_MAX_ENTRIES, DEDUPE_MAX_PER_ACTOR, DEDUPE_RETENTION_MS};
 
 use crate::admission::{Actor, AdmissionPolicy};
 use crate::command::{decode_exact, Command, LogEntry};
@@ -49,7 +49,7 @@ use crate::error::CodecError;
 use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
 use crate::scheduler::Decision;
 use handlers::services::Services;
-use store::dedupe::{Dedupe, Memo};
+use store::dedupe::{Dedupe, Memo, Seen};
 use store::index::Index;
 use store::table::{Keyed, ObjectTable};
 
@@ -238,14 +238,44 @@ impl State {
         }
         self.applied_index = index;
         let now_ms = self.d.log_time_ms.max(entry.timestamp_ms);
-        if let Some(memo) = self.d.dedupe.lookup(&entry.request_id, now_ms) {
-            return Applied {
-                index,
-                outcome: memo.outcome.clone(),
-                changes: Vec::new(),
-                decisions: Vec::new(),
-                duplicate_of: Some(memo.index),
-            };
+        let fingerprint = if entry.request_id.is_empty() {
+            0
+        } else {
+            store::dedupe::fingerprint(&entry.command)
+        };
+        match self
+            .d
+            .dedupe
+            .lookup(&entry.actor, &entry.request_id, fingerprint, now_ms)
+        {
+            Seen::New => {}
+            Seen::Retry(memo) => {
+                return Applied {
+                    index,
+                    outcome: memo.outcome.clone(),
+                    changes: Vec::new(),
+                    decisions: Vec::new(),
+                    duplicate_of: Some(memo.index),
+                }
+            }
+            // Answering with the first command's outcome would drop this one silently.
+            Seen::Reused(memo) => {
+                let rejection = Rejection::new(
+                    RejectCode::FailedPrecondition,
+                    None,
+                    format!(
+                        "request id {:?} was already used by {} for a different request (entry {})",
+                        entry.request_id, entry.actor, memo.index
+                    ),
+                );
+                return Applied {
+                    index,
+                    outcome: Outcome::Rejected(rejection),
+                    changes: Vec::new(),
+                    decisions: Vec::new(),
+                    duplicate_of: None,
+                };
+            }
         }
         let mut ctx = Ctx {
             index,
@@ -266,7 +296,9 @@ impl State {
             Err(rejection) => Outcome::Rejected(rejection),
         };
         self.d.dedupe.remember(
+            &entry.actor,
             &entry.request_id,
+            fingerprint,
             Memo {
                 index,
                 time_ms: now_ms,

@@ -294,6 +294,56 @@ fn retried_request_id_returns_first_outcome_and_changes_nothing() {
 }
 
 #[test]
+fn request_ids_are_scoped_by_actor_and_by_command() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1"]);
+    let put = |name: &str, replicas: u32| Command::PutObject {
+        namespace: "ns".into(),
+        name: name.into(),
+        spec: spec(deployment(name, replicas, 100), divided(None)),
+        expected_version: None,
+    };
+    let as_actor = |h: &mut Harness, actor: &str, command: Command| {
+        h.index += 1;
+        let entry = fedraft_core::command::LogEntry::new("key:k", actor, h.now_ms, command);
+        h.state.apply(h.index, &entry)
+    };
+    let alice = as_actor(&mut h, "alice", put("a", 1));
+    assert!(alice.outcome.is_accepted());
+    // Another actor's write under the same id is its own, and is applied.
+    let mallory = as_actor(&mut h, "mallory", put("m", 1));
+    assert_eq!(mallory.duplicate_of, None);
+    assert!(mallory.outcome.is_accepted());
+    assert!(
+        h.state.object("ns", "m").is_some(),
+        "the second write was dropped"
+    );
+    // The same actor, id and command: a retry, answered with the first outcome.
+    let hash = h.state.state_hash();
+    let retry = as_actor(&mut h, "alice", put("a", 1));
+    assert_eq!(retry.duplicate_of, Some(alice.index));
+    // The same actor and id for another command: refused, nothing changes.
+    let reused = as_actor(&mut h, "alice", put("a", 3));
+    assert_eq!(reused.duplicate_of, None);
+    assert_eq!(
+        reused.outcome.rejection().map(|r| r.code),
+        Some(RejectCode::FailedPrecondition)
+    );
+    assert!(reused.changes.is_empty());
+    assert_eq!(h.state.state_hash(), hash);
+    // A snapshot remembers all of it.
+    let back = fedraft_core::state::State::from_snapshot(&h.state.to_snapshot()).unwrap();
+    assert_eq!(back.state_hash(), hash);
+    let mut h2 = Harness {
+        state: back,
+        index: h.index,
+        now_ms: h.now_ms,
+    };
+    let again = as_actor(&mut h2, "alice", put("a", 3));
+    assert_eq!(again.outcome, reused.outcome);
+}
+
+#[test]
 fn changes_and_decisions_are_reported() {
     let mut h = Harness::new();
     let a = h.ok(Command::RegisterCluster(cluster_spec("dc1", &[])));

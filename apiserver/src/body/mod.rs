@@ -4,9 +4,16 @@
 //! Bodies are read whole (they are bounded by [`crate::ApiConfig::body_limit_bytes`]). JSON is
 //! decoded straight into the typed document, with no intermediate tree: every write pays for this
 //! step, and a `serde_json::Value` of the whole body (plus a copy of it) cost as much as the
-//! decoding itself. YAML goes through a `Value` first (it is rare on the hot path). Either way
-//! the errors are the same: a document that is not valid JSON/YAML is `MalformedBody`, a wrong
-//! field is named in `field`.
+//! decoding itself. YAML goes through a `Value` first (it is rare on the hot path), built by
+//! `yaml` against a budget: aliases may not expand a document past what the largest accepted
+//! JSON body could hold (413 otherwise). JSON nesting is bounded by serde_json's own recursion
+//! limit (128 levels), YAML's by [`yaml::MAX_DEPTH`]; deeper is `MalformedBody`. Either way the
+//! errors are the same: a document that is not valid JSON/YAML is `MalformedBody`, a wrong field
+//! is named in `field`.
+//!
+//! Must not: read a body before the handler has authorised the request on its headers and path.
+
+pub mod yaml;
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap};
@@ -49,16 +56,30 @@ pub fn is_yaml(headers: &HeaderMap) -> bool {
         .unwrap_or(false)
 }
 
-/// Parses bytes as JSON, or YAML when `yaml`, into a generic document.
-pub fn parse_document(bytes: &[u8], yaml: bool) -> Result<serde_json::Value, ApiError> {
+/// Parses bytes as JSON, or YAML when `yaml`, into a generic document. A YAML document may
+/// expand no further than a JSON body of `limit_bytes` could ([`yaml::Budget::for_body_limit`]).
+pub fn parse_document(
+    bytes: &[u8],
+    yaml: bool,
+    limit_bytes: usize,
+) -> Result<serde_json::Value, ApiError> {
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(ApiError::Malformed {
             message: "empty body".into(),
         });
     }
     if yaml {
-        serde_yaml::from_slice::<serde_json::Value>(bytes).map_err(|e| ApiError::Malformed {
-            message: format!("invalid YAML: {e}"),
+        yaml::parse(bytes, yaml::Budget::for_body_limit(limit_bytes)).map_err(|e| match e {
+            yaml::YamlError::TooLarge(message) => ApiError::TooLarge { message },
+            yaml::YamlError::TooDeep => ApiError::Malformed {
+                message: format!(
+                    "invalid YAML: nested deeper than {} levels",
+                    yaml::MAX_DEPTH
+                ),
+            },
+            yaml::YamlError::Invalid(e) => ApiError::Malformed {
+                message: format!("invalid YAML: {e}"),
+            },
         })
     } else {
         serde_json::from_slice::<serde_json::Value>(bytes).map_err(|e| ApiError::Malformed {
@@ -133,19 +154,24 @@ pub async fn decode_body<T: DeserializeOwned>(
     limit_bytes: usize,
 ) -> Result<T, ApiError> {
     let bytes = read_limited(headers, body, limit_bytes).await?;
-    decode_bytes(&bytes, is_yaml(headers))
+    decode_bytes(&bytes, is_yaml(headers), limit_bytes)
 }
 
-/// Decodes a whole body into `T`: JSON directly, YAML through a generic document.
-pub fn decode_bytes<T: DeserializeOwned>(bytes: &[u8], yaml: bool) -> Result<T, ApiError> {
+/// Decodes a whole body into `T`: JSON directly, YAML through a generic document built within
+/// the expansion budget of a `limit_bytes` body.
+pub fn decode_bytes<T: DeserializeOwned>(
+    bytes: &[u8],
+    yaml: bool,
+    limit_bytes: usize,
+) -> Result<T, ApiError> {
     if yaml {
-        return decode_value(parse_document(bytes, true)?);
+        return decode_value(parse_document(bytes, true, limit_bytes)?);
     }
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => {}
         // Empty, not JSON, or JSON that is not an object: the same answers as a parsed document
         // gets (a struct would otherwise accept an array of its fields).
-        _ => return decode_value(parse_document(bytes, false)?),
+        _ => return decode_value(parse_document(bytes, false, limit_bytes)?),
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let typed = serde_path_to_error::deserialize::<_, T>(&mut de)
@@ -189,6 +215,8 @@ fn json_error(bytes: &[u8], e: serde_path_to_error::Error<serde_json::Error>) ->
 mod tests {
     use super::*;
 
+    const LIMIT: usize = DEFAULT_BODY_LIMIT_BYTES;
+
     #[derive(Debug, serde::Deserialize)]
     #[serde(rename_all = "camelCase", deny_unknown_fields)]
     struct Inner {
@@ -204,7 +232,7 @@ mod tests {
     }
 
     fn err(doc: &str) -> ApiError {
-        decode_value::<Outer>(parse_document(doc.as_bytes(), false).unwrap()).unwrap_err()
+        decode_value::<Outer>(parse_document(doc.as_bytes(), false, LIMIT).unwrap()).unwrap_err()
     }
 
     #[test]
@@ -232,7 +260,7 @@ mod tests {
     }
 
     fn direct(doc: &str) -> Result<Outer, ApiError> {
-        decode_bytes::<Outer>(doc.as_bytes(), false)
+        decode_bytes::<Outer>(doc.as_bytes(), false, LIMIT)
     }
 
     #[test]
@@ -282,16 +310,45 @@ mod tests {
 
     #[test]
     fn yaml_and_json_decode_the_same() {
-        let y = parse_document(b"apiEndpoint: https://x\n", true).unwrap();
-        let j = parse_document(br#"{"apiEndpoint":"https://x"}"#, false).unwrap();
+        let y = parse_document(b"apiEndpoint: https://x\n", true, LIMIT).unwrap();
+        let j = parse_document(br#"{"apiEndpoint":"https://x"}"#, false, LIMIT).unwrap();
         assert_eq!(y, j);
         assert!(matches!(
-            parse_document(b"{", false),
+            parse_document(b"{", false, LIMIT),
             Err(ApiError::Malformed { .. })
         ));
         assert!(matches!(
-            parse_document(b"a: [", true),
+            parse_document(b"a: [", true, LIMIT),
             Err(ApiError::Malformed { .. })
         ));
+    }
+
+    #[test]
+    fn deep_json_is_malformed_not_a_crash() {
+        let deep = format!(
+            "{{\"apiEndpoint\":{}1{}}}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert!(matches!(
+            decode_bytes::<serde_json::Value>(deep.as_bytes(), false, LIMIT),
+            Err(ApiError::Malformed { .. })
+        ));
+        assert!(matches!(
+            parse_document(deep.as_bytes(), false, LIMIT),
+            Err(ApiError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn yaml_expansion_past_the_body_budget_is_too_large() {
+        for doc in [
+            yaml::tests::flat_bomb(2000, 2000),
+            yaml::tests::nested_bomb(8),
+        ] {
+            let err = decode_bytes::<Outer>(doc.as_bytes(), true, LIMIT).unwrap_err();
+            assert_eq!(err.status().as_u16(), 413, "{err:?}");
+            assert!(err.to_string().contains("aliases"), "{err}");
+        }
     }
 }
