@@ -6,9 +6,9 @@
 
 mod common;
 
+mod abuse;
 mod abuse_state;
 mod admission;
-mod abuse;
 mod api;
 mod audit_api;
 mod endpoints;

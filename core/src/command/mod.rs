@@ -20,9 +20,13 @@ use crate::service::{DiscoverySpec, EndpointsReport};
 /// The envelope format this binary writes; it reads this and every older one.
 ///
 /// Versions: 1, the first; 2, the same layout, whose object writes are admitted at apply
-/// (`crate::admission`: the actor's rights, kinds, rendered identity, tenant limits). A version-1
-/// entry replays without those rules, exactly as it applied when written.
+/// (`crate::admission`: the actor's rights, kinds, rendered identity, tenant limits) and whose
+/// request ids are scoped by actor and command. A version-1 entry replays without either, exactly
+/// as it applied when written.
 pub const LOG_ENTRY_VERSION: u16 = 2;
+
+/// The first envelope version whose request ids are scoped by actor and command.
+pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;
 
 /// One replicated log entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -238,15 +238,22 @@ impl State {
         }
         self.applied_index = index;
         let now_ms = self.d.log_time_ms.max(entry.timestamp_ms);
-        let fingerprint = if entry.request_id.is_empty() {
-            0
+        // Request ids are scoped by actor and command from envelope version 2 on; a version-1
+        // entry keeps the one scope all ids shared when it was written, so it replays as it
+        // applied then.
+        let unscoped = entry.version < crate::command::SCOPED_REQUEST_IDS_SINCE;
+        let (scope, fingerprint) = if entry.request_id.is_empty() || unscoped {
+            ("", 0)
         } else {
-            store::dedupe::fingerprint(&entry.command)
+            (
+                entry.actor.as_str(),
+                store::dedupe::fingerprint(&entry.command),
+            )
         };
         match self
             .d
             .dedupe
-            .lookup(&entry.actor, &entry.request_id, fingerprint, now_ms)
+            .lookup(scope, &entry.request_id, fingerprint, now_ms)
         {
             Seen::New => {}
             Seen::Retry(memo) => {
@@ -296,7 +303,7 @@ impl State {
             Err(rejection) => Outcome::Rejected(rejection),
         };
         self.d.dedupe.remember(
-            &entry.actor,
+            scope,
             &entry.request_id,
             fingerprint,
             Memo {

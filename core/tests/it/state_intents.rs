@@ -344,6 +344,30 @@ fn request_ids_are_scoped_by_actor_and_by_command() {
 }
 
 #[test]
+fn version_one_request_ids_keep_their_single_scope() {
+    // Entries written before ids were scoped replay as they applied: one id, one memo.
+    let mut h = Harness::new();
+    h.fleet(&["dc1"]);
+    let put = |name: &str| Command::PutObject {
+        namespace: "ns".into(),
+        name: name.into(),
+        spec: spec(deployment(name, 1, 100), divided(None)),
+        expected_version: None,
+    };
+    let mut old = |h: &mut Harness, actor: &str, command: Command| {
+        h.index += 1;
+        let mut entry = fedraft_core::command::LogEntry::new("key:k", actor, h.now_ms, command);
+        entry.version = 1;
+        h.state.apply(h.index, &entry)
+    };
+    let first = old(&mut h, "alice", put("a"));
+    assert!(first.outcome.is_accepted());
+    let second = old(&mut h, "bob", put("b"));
+    assert_eq!(second.duplicate_of, Some(first.index));
+    assert!(h.state.object("ns", "b").is_none());
+}
+
+#[test]
 fn changes_and_decisions_are_reported() {
     let mut h = Harness::new();
     let a = h.ok(Command::RegisterCluster(cluster_spec("dc1", &[])));
