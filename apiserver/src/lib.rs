@@ -53,6 +53,9 @@ pub struct ApiConfig {
     pub kubeconfig_exec_allow: Vec<String>,
     /// Audit queries that may run at once (each on a thread of its own; 429 beyond). Default 2.
     pub audit_threads: usize,
+    /// Archive records one `GET /v1/audit` request reads at most; a partial page with a
+    /// `continue` token answers beyond it. Default 50,000.
+    pub audit_scan_budget_records: usize,
 }
 
 impl Default for ApiConfig {
@@ -65,6 +68,7 @@ impl Default for ApiConfig {
             credentials: CredentialsAtRest::default(),
             kubeconfig_exec_allow: Vec::new(),
             audit_threads: routes::audit_pool::DEFAULT_AUDIT_THREADS,
+            audit_scan_budget_records: 50_000,
         }
     }
 }

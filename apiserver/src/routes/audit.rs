@@ -2,7 +2,9 @@
 //!
 //! - `GET /v1/audit?from=&to=&since=&until=&actor=&object=&cluster=&order=&limit=&continue=`:
 //!   records, oldest first (or `order=newest`), at most `limit` (1..=1000, default 100) per page,
-//!   `continue` resumes after the previous page;
+//!   `continue` resumes after the previous page; one request reads at most
+//!   `ApiConfig::audit_scan_budget_records` records, so a page may be partial (even empty) and
+//!   still carry `continue`;
 //! - `GET /v1/audit/state?at=INDEX|RFC3339`: clusters, objects and placements as they were;
 //! - `GET /v1/audit/diff?from=&to=`: what changed between two points;
 //! - `GET /v1/audit/explain/{ns}/{name}?from=&to=`: every placement change with its cause.
@@ -177,9 +179,11 @@ pub async fn list(
         )));
     }
     let after = index(&q.cont, "continue")?;
+    let budget = app.cfg.audit_scan_budget_records;
     let log = app.node.audit().await;
     let page = blocking(&app, move || {
-        log.query(&filter, order, limit, after).map_err(internal)
+        log.query_within(&filter, order, limit, after, budget)
+            .map_err(internal)
     })
     .await?;
     let items: Vec<Value> = page

@@ -173,7 +173,22 @@ impl AuditLog {
         limit: usize,
         after: Option<u64>,
     ) -> Result<Page, RaftError> {
+        self.query_within(filter, order, limit, after, usize::MAX)
+    }
+
+    /// [`AuditLog::query`] that reads at most `scan_budget` records (at least one): a filter
+    /// that rarely matches then answers a partial page, possibly empty, whose `next` resumes
+    /// after the last record read, instead of reading the whole archive in one request.
+    pub fn query_within(
+        &self,
+        filter: &Filter,
+        order: Order,
+        limit: usize,
+        after: Option<u64>,
+        scan_budget: usize,
+    ) -> Result<Page, RaftError> {
         let limit = limit.clamp(1, MAX_PAGE_RECORDS);
+        let mut budget = scan_budget.max(1);
         let (mut lo, mut hi) = filter.index_range();
         match (order, after) {
             (Order::OldestFirst, Some(a)) => lo = lo.max(a.saturating_add(1)),
@@ -182,7 +197,14 @@ impl AuditLog {
         }
         let mut records = Vec::new();
         let mut more = false;
+        let mut last_read = None;
+        let mut spent = false;
         let mut visit = |rec: AuditRecord| -> Result<bool, RaftError> {
+            if budget == 0 {
+                spent = true;
+                return Ok(false);
+            }
+            budget -= 1;
             let r = decode_record(&rec)?;
             if filter.matches(&r) {
                 if records.len() == limit {
@@ -191,6 +213,7 @@ impl AuditLog {
                 }
                 records.push(r);
             }
+            last_read = Some(rec.index);
             Ok(true)
         };
         match order {
@@ -199,6 +222,8 @@ impl AuditLog {
         }
         let next = if more {
             records.last().map(|r| r.index)
+        } else if spent {
+            last_read
         } else {
             None
         };
