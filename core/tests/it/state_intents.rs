@@ -354,7 +354,7 @@ fn version_one_request_ids_keep_their_single_scope() {
         spec: spec(deployment(name, 1, 100), divided(None)),
         expected_version: None,
     };
-    let mut old = |h: &mut Harness, actor: &str, command: Command| {
+    let old = |h: &mut Harness, actor: &str, command: Command| {
         h.index += 1;
         let mut entry = fedraft_core::command::LogEntry::new("key:k", actor, h.now_ms, command);
         entry.version = 1;
