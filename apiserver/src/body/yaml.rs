@@ -329,4 +329,74 @@ pub(crate) mod tests {
         let ok = format!("{}1{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
         assert!(parse(ok.as_bytes(), ROOMY).is_ok());
     }
+    /// Values in a decoded document, keys included, as the budget counts them.
+    fn count_values(v: &Value) -> usize {
+        match v {
+            Value::Array(items) => 1 + items.iter().map(count_values).sum::<usize>(),
+            Value::Object(m) => 1 + m.values().map(|v| 1 + count_values(v)).sum::<usize>(),
+            _ => 1,
+        }
+    }
+
+    /// A YAML document of `keys` top-level entries, each anchored; later entries are flow lists
+    /// mixing scalars, nested lists and aliases of earlier anchors, so the expansion can grow
+    /// geometrically with the number of entries.
+    fn arb_document() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let item = prop_oneof![
+            Just("lol".to_string()),
+            (0u32..1000).prop_map(|n| n.to_string()),
+            Just("[x, [y, [z]]]".to_string()),
+            Just("{k: v}".to_string()),
+            (0usize..8).prop_map(|i| format!("*ALIAS{i}")),
+        ];
+        proptest::collection::vec(proptest::collection::vec(item, 0..12), 1..8).prop_map(
+            |entries| {
+                let mut doc = String::new();
+                for (i, items) in entries.iter().enumerate() {
+                    // An alias may only name an anchor defined above it.
+                    let items: Vec<String> = items
+                        .iter()
+                        .map(|it| match it.strip_prefix("*ALIAS") {
+                            Some(n) if i > 0 => {
+                                format!("*a{}", n.parse::<usize>().unwrap_or(0) % i)
+                            }
+                            Some(_) => "lol".to_string(),
+                            None => it.clone(),
+                        })
+                        .collect();
+                    doc.push_str(&format!("k{i}: &a{i} [{}]\n", items.join(", ")));
+                }
+                doc
+            },
+        )
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Whatever the aliases, a decoded document fits the budget, or decoding says it
+        /// does not; within a roomy budget it is what the YAML library itself decodes.
+        #[test]
+        fn decoded_documents_fit_their_budget(doc in arb_document(), nodes in 1usize..400) {
+            let budget = Budget { nodes, string_bytes: 4 * nodes };
+            match parse(doc.as_bytes(), budget) {
+                Ok(v) => proptest::prop_assert!(count_values(&v) <= budget.nodes),
+                Err(YamlError::TooLarge(_)) => {}
+                Err(e) => proptest::prop_assert!(false, "{doc}: {e:?}"),
+            }
+            // The library refuses some alias-heavy documents on its own; compare where both read.
+            if let (Ok(ours), Ok(theirs)) =
+                (parse(doc.as_bytes(), ROOMY), serde_yaml::from_str::<Value>(&doc))
+            {
+                proptest::prop_assert_eq!(ours, theirs);
+            }
+        }
+
+        /// Arbitrary bytes are a value or an error, never a panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let _ = parse(&bytes, ROOMY);
+        }
+    }
 }

@@ -7,7 +7,9 @@
 //!   still carry `continue`;
 //! - `GET /v1/audit/state?at=INDEX|RFC3339`: clusters, objects and placements as they were;
 //! - `GET /v1/audit/diff?from=&to=`: what changed between two points;
-//! - `GET /v1/audit/explain/{ns}/{name}?from=&to=`: every placement change with its cause.
+//! - `GET /v1/audit/explain/{ns}/{name}?from=&to=`: every placement change with its cause; one
+//!   request replays at most `audit_scan_budget_records` entries of the range (beyond a
+//!   checkpoint), so a long range is answered in pages: `continue` is the `from` of the next.
 //!
 //! Authorisation as for objects: tenants see only records, objects and changes of their
 //! namespaces (no clusters); explain needs read access to the namespace. Every malformed
@@ -259,20 +261,47 @@ pub async fn explain(
     let log = app.node.audit().await;
     let key = ObjectKey::new(ns, name);
     let k = key.clone();
-    let changes = blocking(&app, move || {
+    let budget = app.cfg.audit_scan_budget_records.max(1) as u64;
+    let (changes, next) = blocking(&app, move || {
+        let Some((first, last)) = log.bounds().map_err(internal)? else {
+            return Ok((Vec::new(), None));
+        };
         let from = q
             .from
             .as_deref()
             .map(|f| point(&log, f, "from"))
-            .transpose()?;
-        let to = q.to.as_deref().map(|t| point(&log, t, "to")).transpose()?;
-        log.explain(&k, from, to, &mut |_| {})
-            .map_err(replay_err("from"))
+            .transpose()?
+            .unwrap_or(first)
+            .max(first);
+        let to =
+            q.to.as_deref()
+                .map(|t| point(&log, t, "to"))
+                .transpose()?
+                .unwrap_or(last);
+        if from > to {
+            return Err(ApiError::invalid(
+                "from",
+                format!("{from} is after to ({to})"),
+            ));
+        }
+        // A whole archive is not replayed for one request: the range is cut at the budget
+        // (replay starts from the checkpoint below `from`, so the cost stays bounded), and the
+        // caller continues from where this page stopped.
+        let page_to = to.min(from.saturating_add(budget - 1));
+        let next = (page_to < to).then_some(page_to + 1);
+        let changes = log
+            .explain(&k, Some(from), Some(page_to), &mut |_| {})
+            .map_err(replay_err("from"))?;
+        Ok((changes, next))
     })
     .await?;
-    Ok(Json(json!({
+    let mut body = json!({
         "kind": "PlacementHistory",
         "object": key.to_string(),
         "changes": changes.iter().map(ChangeJson::of).collect::<Vec<_>>(),
-    })))
+    });
+    if let (Some(next), Some(m)) = (next, body.as_object_mut()) {
+        m.insert("continue".into(), json!(next.to_string()));
+    }
+    Ok(Json(body))
 }
