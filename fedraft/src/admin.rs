@@ -38,6 +38,18 @@ pub enum CredentialsCmd {
     Rotate,
 }
 
+#[derive(Debug, clap::Subcommand)]
+pub enum AdmissionCmd {
+    /// The policy every object write is admitted by (any principal may read it).
+    Get,
+    /// Replace the policy from a JSON or YAML file, as `get` prints it (admin; one log entry).
+    Set {
+        /// The policy document; `-` reads standard input.
+        #[arg(short = 'f', long = "filename")]
+        file: String,
+    },
+}
+
 fn print(v: &serde_json::Value) {
     println!(
         "{}",
@@ -85,6 +97,33 @@ pub async fn credentials(c: &Client, cmd: CredentialsCmd) -> anyhow::Result<Exit
                 reqwest::Method::POST,
                 "/v1/admin/credentials/rotate",
                 None,
+                None,
+            )
+            .await?
+        }
+    };
+    print(&v);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn admission(c: &Client, cmd: AdmissionCmd) -> anyhow::Result<ExitCode> {
+    let v = match cmd {
+        AdmissionCmd::Get => c.get_json("/v1/admin/admission").await?,
+        AdmissionCmd::Set { file } => {
+            let text = if file == "-" {
+                std::io::read_to_string(std::io::stdin())
+                    .map_err(|e| anyhow::anyhow!("cannot read standard input: {e}"))?
+            } else {
+                std::fs::read_to_string(&file)
+                    .map_err(|e| anyhow::anyhow!("cannot read {file}: {e}"))?
+            };
+            // YAML is a superset of JSON: one parser reads both forms of the document.
+            let body: serde_json::Value = serde_yaml::from_str(&text)
+                .map_err(|e| anyhow::anyhow!("{file}: not a JSON or YAML document: {e}"))?;
+            c.write(
+                reqwest::Method::PUT,
+                "/v1/admin/admission",
+                Some(&body),
                 None,
             )
             .await?

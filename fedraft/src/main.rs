@@ -181,6 +181,12 @@ pub enum Verb {
         #[command(subcommand)]
         cmd: admin::CredentialsCmd,
     },
+    /// The admission policy: which cluster-scoped kinds admins may federate, the ClusterRoles
+    /// tenants may bind, tenant object and byte limits (set: admin).
+    Admission {
+        #[command(subcommand)]
+        cmd: admin::AdmissionCmd,
+    },
 }
 
 /// The client settings typed on the command line itself, for `config set-context` (which
@@ -293,6 +299,7 @@ async fn run(cli: Cli, given: context::GivenFlags) -> anyhow::Result<ExitCode> {
         Verb::Status { stale } => admin::status(&Client::new(&opts)?, stale).await,
         Verb::Members { cmd } => admin::members(&Client::new(&opts)?, cmd).await,
         Verb::Credentials { cmd } => admin::credentials(&Client::new(&opts)?, cmd).await,
+        Verb::Admission { cmd } => admin::admission(&Client::new(&opts)?, cmd).await,
     }
 }
 

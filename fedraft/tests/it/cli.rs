@@ -219,6 +219,55 @@ fn verbs_against_a_dev_server() {
         Some(0)
     );
 
+    // The admission policy: read, replaced from YAML, read back; a malformed one is refused.
+    let policy = |s: &Server| -> serde_json::Value {
+        let o = fedraft(s, &["admission", "get"]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    assert_eq!(policy(&s)["clusterScopedKinds"], serde_json::json!([]));
+    let policy_file = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy_file,
+        "clusterScopedKinds: [Namespace]
+",
+    )
+    .unwrap();
+    let o = fedraft(
+        &s,
+        &["admission", "set", "-f", policy_file.to_str().unwrap()],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        policy(&s)["clusterScopedKinds"],
+        serde_json::json!(["Namespace"])
+    );
+    std::fs::write(
+        &policy_file,
+        "clusterScopedKinds: 5
+",
+    )
+    .unwrap();
+    let o = fedraft(
+        &s,
+        &["admission", "set", "-f", policy_file.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        policy(&s)["clusterScopedKinds"],
+        serde_json::json!(["Namespace"])
+    );
+
     // Refusals exit 1 with the server's message; an unreachable server exits 3.
     let o = fedraft(&s, &["describe", "object", "blue/web"]);
     assert_eq!(o.status.code(), Some(1));
