@@ -86,7 +86,13 @@ pub fn target(c: &Command) -> String {
 
 /// One record as JSON. `namespaces` (a tenant's) hides changes, decisions and targets outside
 /// them.
-pub fn record_json(r: &Record, namespaces: Option<&[String]>) -> Value {
+/// `namespaces` and `slices` are set for a tenant member: the namespaces it may see and the
+/// clusters of its tenant's slices (decisions name no other cluster, as on the object's own view).
+pub fn record_json(
+    r: &Record,
+    namespaces: Option<&[String]>,
+    slices: Option<&std::collections::BTreeSet<String>>,
+) -> Value {
     let visible = |key: &str| {
         namespaces.is_none_or(|a| {
             key.split_once('/')
@@ -122,6 +128,8 @@ pub fn record_json(r: &Record, namespaces: Option<&[String]>) -> Value {
         .iter()
         .filter(|(k, _)| visible(&k.to_string()))
         .map(|(k, d)| {
+            let redacted = slices.map(|v| crate::wire::redact_for_tenant(v, d));
+            let d = redacted.as_ref().unwrap_or(d);
             json!({
                 "object": k.to_string(),
                 "summary": d.summary(),

@@ -330,6 +330,15 @@ pub fn redact_decision(d: &Decision, visible: &std::collections::BTreeSet<String
     }
 }
 
+/// `d` as a member of a tenant whose slices are `slices` may see it: those clusters and the
+/// ones the decision places on or moves replicas from.
+pub fn redact_for_tenant(slices: &std::collections::BTreeSet<String>, d: &Decision) -> Decision {
+    let mut visible = slices.clone();
+    visible.extend(d.placement.keys().cloned());
+    visible.extend(d.moved.iter().map(|m| m.cluster.clone()));
+    redact_decision(d, &visible)
+}
+
 /// A tenant as the API shows it.
 pub fn tenant_json(t: &Tenant) -> Value {
     json!({

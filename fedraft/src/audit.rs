@@ -206,7 +206,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             log.reader().audit_scan(lo, hi, |rec| {
                 let r = decode_record(&rec)?;
-                let line = serde_json::to_string(&record_json(&r, None))?;
+                let line = serde_json::to_string(&record_json(&r, None, None))?;
                 writeln!(out, "{line}")?;
                 Ok::<bool, anyhow::Error>(true)
             })?;

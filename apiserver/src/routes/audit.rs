@@ -25,7 +25,7 @@ use fedraft_raft::RaftError;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::common::{allow, tenant_namespaces, P, Q};
+use super::common::{allow, slice_clusters, tenant_namespaces, P, Q};
 use crate::audit_wire::{parse_rfc3339, record_json, ChangeJson, DiffJson, StateJson};
 use crate::auth::{Access, Principal, Role};
 use crate::error::ApiError;
@@ -188,10 +188,17 @@ pub async fn list(
             .map_err(internal)
     })
     .await?;
+    let slices = match &p.role {
+        Role::Tenant(t) => {
+            let t = t.clone();
+            Some(app.node.read_stale(move |s| slice_clusters(s, &t)))
+        }
+        _ => None,
+    };
     let items: Vec<Value> = page
         .records
         .iter()
-        .map(|r| record_json(r, namespaces.as_deref()))
+        .map(|r| record_json(r, namespaces.as_deref(), slices.as_ref()))
         .collect();
     Ok(Json(json!({
         "kind": "AuditRecordList",

@@ -96,13 +96,15 @@ pub fn decision_for(
     let Role::Tenant(t) = role else {
         return d;
     };
-    let mut visible: std::collections::BTreeSet<String> = s
-        .tenant(t)
+    let slices = slice_clusters(s, t);
+    crate::wire::redact_for_tenant(&slices, &d)
+}
+
+/// The clusters of tenant `t`'s slices: the ones its members may learn about.
+pub fn slice_clusters(s: &State, t: &str) -> std::collections::BTreeSet<String> {
+    s.tenant(t)
         .map(|ten| ten.status.slices.keys().cloned().collect())
-        .unwrap_or_default();
-    visible.extend(d.placement.keys().cloned());
-    visible.extend(d.moved.iter().map(|m| m.cluster.clone()));
-    crate::wire::redact_decision(&d, &visible)
+        .unwrap_or_default()
 }
 
 /// Authorises `access` for `p` (403 otherwise).

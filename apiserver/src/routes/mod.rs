@@ -89,5 +89,6 @@ pub(crate) fn router(app: App) -> Router {
         // Bodies are read by `crate::body` with the configured limit and a JSON 413; axum's
         // own default limit (2 MB, plain-text error) must not cut in first.
         .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(middleware::from_fn(layers::close_after_refused_body))
         .with_state(app)
 }
