@@ -110,16 +110,10 @@ pub async fn admission(c: &Client, cmd: AdmissionCmd) -> anyhow::Result<ExitCode
     let v = match cmd {
         AdmissionCmd::Get => c.get_json("/v1/admin/admission").await?,
         AdmissionCmd::Set { file } => {
-            let text = if file == "-" {
-                std::io::read_to_string(std::io::stdin())
-                    .map_err(|e| anyhow::anyhow!("cannot read standard input: {e}"))?
-            } else {
-                std::fs::read_to_string(&file)
-                    .map_err(|e| anyhow::anyhow!("cannot read {file}: {e}"))?
+            let mut docs = crate::apply::read_docs(std::path::Path::new(&file))?;
+            let (Some(body), None) = (docs.pop(), docs.pop()) else {
+                anyhow::bail!("{file}: expected exactly one admission policy document");
             };
-            // YAML is a superset of JSON: one parser reads both forms of the document.
-            let body: serde_json::Value = serde_yaml::from_str(&text)
-                .map_err(|e| anyhow::anyhow!("{file}: not a JSON or YAML document: {e}"))?;
             c.write(
                 reqwest::Method::PUT,
                 "/v1/admin/admission",

@@ -99,6 +99,11 @@ async fn blocking<T: Send + 'static>(
 /// Resolves INDEX or RFC 3339 to an index within the archive.
 fn point(log: &AuditLog, text: &str, field: &str) -> Result<u64, ApiError> {
     let last = log.bounds().map_err(internal)?.map_or(0, |b| b.1);
+    point_within(log, last, text, field)
+}
+
+/// [`point`] when the archive's last index is already known.
+fn point_within(log: &AuditLog, last: u64, text: &str, field: &str) -> Result<u64, ApiError> {
     let i = match text.parse::<u64>() {
         Ok(i) => i,
         Err(_) => {
@@ -276,7 +281,7 @@ pub async fn explain(
         let from = q
             .from
             .as_deref()
-            .map(|f| point(&log, f, "from"))
+            .map(|f| point_within(&log, last, f, "from"))
             .transpose()?
             .unwrap_or(first)
             .max(first);
