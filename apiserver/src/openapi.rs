@@ -207,7 +207,7 @@ fn schemas() -> Value {
             "tolerations": {"type": "array", "items": {"type": "object"}},
             "spreadConstraints": {"type": "array", "items": {"type": "object", "properties": {
                 "labelKey": {"type": "string"}, "minGroups": {"type": "integer"}, "maxGroups": {"type": "integer"}}}},
-            "replicas": {"type": "object", "properties": {"mode": {"type": "string", "enum": ["Duplicated", "Divided"]}, "division": {"type": "object"}}},
+            "replicas": {"type": "object", "properties": {"mode": {"type": "string", "enum": ["Duplicated", "Divided", "ByKind"], "default": "ByKind"}, "division": {"type": "object"}}},
             "failover": {"type": "object", "properties": {"enabled": {"type": "boolean"}, "gracePeriodSeconds": {"type": "integer"}}}}},
         "ClusterInput": cluster_in,
         "Cluster": {"type": "object", "properties": {

@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use fedraft_core::admission;
 use fedraft_core::model::ObjectKey;
-use fedraft_core::policy::ReplicaMode;
 use fedraft_core::state::{DesiredObject, State};
 use serde_json::Value;
 
@@ -91,7 +90,7 @@ impl DesiredCache {
                 .is_some_and(|i| i.version == obj.resource_version);
             if !cached {
                 let replicas = obj.replicas_on(cluster);
-                let divided = obj.spec.placement.replicas.mode == ReplicaMode::Divided;
+                let divided = obj.spec.placement.replicas.mode.divides();
                 // The same rendering as `desired_for_cluster`: checked against the identity
                 // the object was admitted with.
                 let (manifest, admitted) = admission::render_admitted(

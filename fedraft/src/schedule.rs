@@ -158,9 +158,17 @@ pub fn evaluate(docs: &[Value]) -> anyhow::Result<Value> {
         obj.namespace.as_deref().unwrap_or("default"),
         obj.name.as_deref().unwrap_or("")
     );
+    // As a put would store it: an omitted replica mode decided by the template's kind.
+    let placement = fedraft_core::policy::Placement {
+        replicas: obj
+            .placement
+            .replicas
+            .resolved(render::carries_replicas(&obj.template)),
+        ..obj.placement.clone()
+    };
     let req = ScheduleRequest {
         object_key: &object_key,
-        placement: &obj.placement,
+        placement: &placement,
         total_replicas: render::template_replicas(&obj.template),
         per_replica,
         clusters: &views,

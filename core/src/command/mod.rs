@@ -22,8 +22,11 @@ use crate::service::{DiscoverySpec, EndpointsReport};
 /// Versions: 1, the first; 2, the same layout, whose object writes are admitted at apply
 /// (`crate::admission`: the actor's rights, kinds, rendered identity, tenant limits) and whose
 /// request ids are scoped by actor and command. A version-1 entry replays without either, exactly
-/// as it applied when written.
-pub const LOG_ENTRY_VERSION: u16 = 2;
+/// as it applied when written. 3, the same layout, whose placements may carry the replica mode
+/// `ByKind` (what an omitted mode now means: kinds without replicas go to every selected
+/// cluster); a version-2 entry always carries `Duplicated` or `Divided`, so it replays as it did,
+/// and a binary that knows only version 2 declines a version-3 entry instead of misreading it.
+pub const LOG_ENTRY_VERSION: u16 = 3;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;

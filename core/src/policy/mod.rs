@@ -259,13 +259,24 @@ fn one() -> u32 {
     1
 }
 
+/// How an object's replicas are shared among the selected clusters.
+///
+/// `ByKind` is what a placement without a mode means since log entry version 3: core resolves
+/// it when the object is put (`ReplicaPolicy::resolved`), so a stored object, the scheduler and
+/// the executors only ever see `Duplicated` or `Divided`. Entries of version 2 and older carry
+/// `Divided` where the user wrote nothing, and keep replaying as they did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum ReplicaMode {
     /// Every selected cluster runs the template's full replica count.
     Duplicated,
     /// The template's replica count is divided among the selected clusters.
-    #[default]
     Divided,
+    /// `Divided` for kinds that carry replicas (Deployment, StatefulSet, ReplicaSet,
+    /// ReplicationController, or any template with `spec.replicas`) or when a division is
+    /// given; `Duplicated` for the others (ConfigMap, Service, DaemonSet, Job...), which would
+    /// otherwise land on one cluster only.
+    #[default]
+    ByKind,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -296,6 +307,33 @@ pub enum Division {
         #[serde(default)]
         rebalance: bool,
     },
+}
+
+impl ReplicaMode {
+    /// Whether replicas are divided. An unresolved `ByKind` counts as divided: every stored
+    /// object is resolved at put, so only a dry run of a hand-written placement gets here, and
+    /// dividing is what `ByKind` means for the replica-bearing kinds a scheduler is asked about.
+    pub fn divides(self) -> bool {
+        !matches!(self, ReplicaMode::Duplicated)
+    }
+}
+
+impl ReplicaPolicy {
+    /// The policy with `ByKind` decided for a template that does (`carries_replicas`) or does
+    /// not carry a replica count.
+    pub fn resolved(&self, carries_replicas: bool) -> ReplicaPolicy {
+        let mode = match self.mode {
+            ReplicaMode::ByKind if carries_replicas || self.division.is_some() => {
+                ReplicaMode::Divided
+            }
+            ReplicaMode::ByKind => ReplicaMode::Duplicated,
+            mode => mode,
+        };
+        ReplicaPolicy {
+            mode,
+            division: self.division.clone(),
+        }
+    }
 }
 
 impl Division {
@@ -388,7 +426,7 @@ impl Placement {
         }
         if let Some(division) = &self.replicas.division {
             let rp = format!("{field_prefix}.replicas");
-            if self.replicas.mode == ReplicaMode::Duplicated {
+            if !self.replicas.mode.divides() {
                 return Err(FieldError::new(
                     format!("{rp}.division"),
                     "only valid with mode Divided",

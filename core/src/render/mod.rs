@@ -335,12 +335,18 @@ fn apply_image(doc: &mut Value, ov: &ImageOverride) -> Result<usize, String> {
 
 /// Kinds whose `spec.replicas` the scheduler owns; any other kind that already has a
 /// `spec.replicas` is treated the same.
-fn carries_replicas(doc: &Value) -> bool {
+pub fn carries_replicas(doc: &Value) -> bool {
     let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
+    kind_carries_replicas(kind) || doc.pointer("/spec/replicas").is_some()
+}
+
+/// The built-in kinds whose replica count is the scheduler's even when `spec.replicas` is
+/// absent (Kubernetes then defaults it to 1).
+pub(crate) fn kind_carries_replicas(kind: &str) -> bool {
     matches!(
         kind,
         "Deployment" | "StatefulSet" | "ReplicaSet" | "ReplicationController"
-    ) || doc.pointer("/spec/replicas").is_some()
+    )
 }
 
 fn pod_spec(doc: &Value) -> Option<&Value> {

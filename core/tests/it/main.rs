@@ -18,3 +18,4 @@ mod state_health;
 mod state_intents;
 mod state_props;
 mod state_reject;
+mod state_replica_modes;

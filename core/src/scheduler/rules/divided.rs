@@ -27,11 +27,14 @@ pub(crate) fn candidate_weight(req: &ScheduleRequest<'_>, name: &str, cap: Optio
         &req.placement.replicas.mode,
         &req.placement.replicas.division,
     ) {
-        (ReplicaMode::Duplicated, _) | (ReplicaMode::Divided, None) => 1,
-        (ReplicaMode::Divided, Some(Division::StaticWeights { weights, .. })) => {
-            preference_for(weights, name).map_or(0, |p| p.weight)
+        (ReplicaMode::Duplicated, _) | (ReplicaMode::Divided | ReplicaMode::ByKind, None) => 1,
+        (
+            ReplicaMode::Divided | ReplicaMode::ByKind,
+            Some(Division::StaticWeights { weights, .. }),
+        ) => preference_for(weights, name).map_or(0, |p| p.weight),
+        (ReplicaMode::Divided | ReplicaMode::ByKind, Some(Division::DynamicByCapacity { .. })) => {
+            dynamic::weight(cap)
         }
-        (ReplicaMode::Divided, Some(Division::DynamicByCapacity { .. })) => dynamic::weight(cap),
     }
 }
 
@@ -72,7 +75,7 @@ pub(crate) fn decide(
         if *class == Class::Frozen {
             let keep = cur[i].min(budget);
             counts[i] = keep;
-            if req.placement.replicas.mode == ReplicaMode::Divided {
+            if req.placement.replicas.mode.divides() {
                 budget -= keep;
             }
         }
@@ -92,7 +95,7 @@ pub(crate) fn decide(
                 });
             }
         }
-        ReplicaMode::Divided => {
+        ReplicaMode::Divided | ReplicaMode::ByKind => {
             let prefs = candidate_prefs(req, clusters, &cand);
             let cand_weights: Vec<u64> = cand
                 .iter()
@@ -201,11 +204,13 @@ fn weight_with(
         &req.placement.replicas.mode,
         &req.placement.replicas.division,
     ) {
-        (ReplicaMode::Duplicated, _) | (ReplicaMode::Divided, None) => 1,
-        (ReplicaMode::Divided, Some(Division::StaticWeights { .. })) => {
+        (ReplicaMode::Duplicated, _) | (ReplicaMode::Divided | ReplicaMode::ByKind, None) => 1,
+        (ReplicaMode::Divided | ReplicaMode::ByKind, Some(Division::StaticWeights { .. })) => {
             pref.map_or(0, |p| p.weight)
         }
-        (ReplicaMode::Divided, Some(Division::DynamicByCapacity { .. })) => dynamic::weight(cap),
+        (ReplicaMode::Divided | ReplicaMode::ByKind, Some(Division::DynamicByCapacity { .. })) => {
+            dynamic::weight(cap)
+        }
     }
 }
 

@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use super::decision::DropReason;
 use super::divided::candidate_weight;
 use super::filter::{Class, Classes};
-use crate::policy::ReplicaMode;
 use crate::scheduler::{ClusterView, ScheduleRequest};
 
 #[derive(Default)]
@@ -37,7 +36,7 @@ pub(crate) fn apply(
         .division
         .as_ref()
         .is_some_and(|d| d.rebalance());
-    let divided = req.placement.replicas.mode == ReplicaMode::Divided;
+    let divided = req.placement.replicas.mode.divides();
     for sc in &req.placement.spread_constraints {
         let mut groups: BTreeMap<&str, Group> = BTreeMap::new();
         for (i, c) in clusters.iter().enumerate() {

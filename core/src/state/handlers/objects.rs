@@ -9,8 +9,11 @@
 //! spec or the template's replicas/requests changed; a template-only edit keeps the placement
 //! and just re-renders. Revoke forgets the placement and schedules from scratch.
 
-use super::validate;
-use crate::model::{FederatedObject, ObjectKey, ObjectSpec, ObjectStatus, TemplateInfo};
+use std::borrow::Cow;
+
+use super::validate::{self, TemplateFacts};
+use crate::model::{FederatedObject, ObjectKey, ObjectSpec, ObjectStatus};
+use crate::policy::ReplicaMode;
 use crate::state::store::index;
 use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
 
@@ -20,13 +23,27 @@ fn validate_names(namespace: &str, name: &str) -> Result<(), Rejection> {
     Ok(())
 }
 
-fn validate_spec(spec: &ObjectSpec) -> Result<TemplateInfo, Rejection> {
-    let info = validate::template(&spec.template, "spec.template")?;
+fn validate_spec(spec: &ObjectSpec) -> Result<TemplateFacts, Rejection> {
+    let facts = validate::template(&spec.template, "spec.template")?;
     spec.placement.validate("spec.placement")?;
     for (i, o) in spec.overrides.iter().enumerate() {
         o.validate(&format!("spec.overrides[{i}]"))?;
     }
-    Ok(info)
+    Ok(facts)
+}
+
+/// The spec as it is stored: a `ByKind` replica mode decided by the template, so everything
+/// after the put (scheduler, executors, a later compare) sees `Duplicated` or `Divided` only.
+pub(crate) fn resolve_replica_mode(
+    spec: &ObjectSpec,
+    carries_replicas: bool,
+) -> Cow<'_, ObjectSpec> {
+    if spec.placement.replicas.mode != ReplicaMode::ByKind {
+        return Cow::Borrowed(spec);
+    }
+    let mut resolved = spec.clone();
+    resolved.placement.replicas = spec.placement.replicas.resolved(carries_replicas);
+    Cow::Owned(resolved)
 }
 
 impl State {
@@ -40,7 +57,9 @@ impl State {
     ) -> HandlerResult {
         validate_names(namespace, name)?;
         self.check_rights(namespace, &ctx.actor)?;
-        let info = validate_spec(spec)?;
+        let facts = validate_spec(spec)?;
+        let info = facts.info;
+        let spec = &*resolve_replica_mode(spec, facts.carries_replicas);
         let existing = self.object(namespace, name);
         super::clusters::check_version(expected, existing.map(|o| o.resource_version))?;
         if existing.is_some_and(|o| o.spec == *spec) {

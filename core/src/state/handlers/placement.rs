@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::model::{
     Cluster, FederatedObject, Health, ObjectKey, PlacedCluster, ShortfallStatus, Tenant,
 };
-use crate::policy::{ReplicaMode, Resources};
+use crate::policy::Resources;
 use crate::render;
 use crate::scheduler::{self, ClusterView, Decision, HealthView, ScheduleRequest};
 use crate::state::store::index;
@@ -351,7 +351,7 @@ impl State {
             .filter_map(|k| self.object(&k.namespace, &k.name))
             .map(|obj| {
                 let replicas = obj.replicas_on(cluster);
-                let divided = obj.spec.placement.replicas.mode == ReplicaMode::Divided;
+                let divided = obj.spec.placement.replicas.mode.divides();
                 let (manifest, admitted) = crate::admission::render_admitted(
                     obj,
                     cluster,

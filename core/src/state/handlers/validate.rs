@@ -70,9 +70,17 @@ pub fn taints(taints: &[Taint], field: &str) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// What a put learns from its template: the sizing the object keeps, and whether the kind carries
+/// a replica count (which decides what a `ByKind` replica mode means).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TemplateFacts {
+    pub info: TemplateInfo,
+    pub carries_replicas: bool,
+}
+
 /// Parses and checks a template: a JSON object of at most `MAX_TEMPLATE_BYTES` with non-empty
 /// string `apiVersion`, `kind` and `metadata.name`. Returns the fields scheduling needs.
-pub fn template(text: &str, field: &str) -> Result<TemplateInfo, FieldError> {
+pub fn template(text: &str, field: &str) -> Result<TemplateFacts, FieldError> {
     if text.len() > MAX_TEMPLATE_BYTES {
         return Err(FieldError::new(
             field,
@@ -90,7 +98,7 @@ pub fn template(text: &str, field: &str) -> Result<TemplateInfo, FieldError> {
 
 /// [`template`] through a full `serde_json::Value`: the authority for every case the fast read
 /// declines, and the reference it is tested against.
-pub(crate) fn template_by_value(text: &str, field: &str) -> Result<TemplateInfo, FieldError> {
+pub(crate) fn template_by_value(text: &str, field: &str) -> Result<TemplateFacts, FieldError> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| FieldError::new(field, format!("not valid JSON: {e}")))?;
     let Some(obj) = value.as_object() else {
@@ -125,9 +133,19 @@ pub(crate) fn template_by_value(text: &str, field: &str) -> Result<TemplateInfo,
     }
     let per_replica = render::try_template_requests(&value)
         .map_err(|e| FieldError::new(field, format!("resource requests: {e}")))?;
-    Ok(TemplateInfo {
-        replicas: render::template_replicas(&value),
-        per_replica,
+    Ok(TemplateFacts {
+        info: TemplateInfo {
+            replicas: render::template_replicas(&value),
+            per_replica,
+        },
+        // A `null` count is no count (as the fast read sees it).
+        carries_replicas: value
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(render::kind_carries_replicas)
+            || value
+                .pointer("/spec/replicas")
+                .is_some_and(|r| !r.is_null()),
     })
 }
 

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::table::Keyed;
 use crate::model::{Cluster, FederatedObject, Health, ObjectKey};
-use crate::policy::{ReplicaMode, Resources};
+use crate::policy::Resources;
 use crate::state::Data;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -355,7 +355,7 @@ pub(crate) fn flags(obj: &FederatedObject) -> (bool, bool) {
 /// Whether a newly usable cluster can change this object's placement without a revoke.
 pub(crate) fn is_hungry(obj: &FederatedObject) -> bool {
     let r = &obj.spec.placement.replicas;
-    r.mode == ReplicaMode::Duplicated
+    !r.mode.divides()
         || r.division.as_ref().is_some_and(|d| d.rebalance())
         || obj.status.shortfall.is_some()
 }

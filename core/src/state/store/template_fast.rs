@@ -20,10 +20,11 @@ use serde::Deserialize;
 
 use crate::model::TemplateInfo;
 use crate::policy::Resources;
-use crate::render::{parse_quantity, PodRequests};
+use crate::render::{kind_carries_replicas, parse_quantity, PodRequests};
+use crate::state::validate::TemplateFacts;
 
 /// The fields of one template that validation and scheduling read, if the fast read applies.
-pub(crate) fn template_info(text: &str) -> Option<TemplateInfo> {
+pub(crate) fn template_info(text: &str) -> Option<TemplateFacts> {
     if !plain_json(text) {
         return None;
     }
@@ -46,9 +47,14 @@ pub(crate) fn template_info(text: &str) -> Option<TemplateInfo> {
         None => 1,
     };
     let per_replica = requests(pod_lists(top.kind.as_deref(), spec))?;
-    Some(TemplateInfo {
-        replicas,
-        per_replica,
+    let carries_replicas = spec.is_some_and(|s| s.replicas.is_some())
+        || top.kind.as_deref().is_some_and(kind_carries_replicas);
+    Some(TemplateFacts {
+        info: TemplateInfo {
+            replicas,
+            per_replica,
+        },
+        carries_replicas,
     })
 }
 
@@ -480,7 +486,7 @@ mod tests {
             assert!(fast.is_some(), "{text}");
             assert_eq!(fast, template_by_value(text, "t").ok(), "{text}");
         }
-        let info = template_info(deployment).unwrap_or_default();
+        let info = template_info(deployment).unwrap_or_default().info;
         assert_eq!(info.replicas, 4);
         // Containers add up; an init container counts only where it is the largest.
         assert_eq!(info.per_replica.cpu_millis, 1100);

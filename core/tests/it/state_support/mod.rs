@@ -196,6 +196,10 @@ pub fn deployment(name: &str, replicas: u32, cpu_millis: u64) -> String {
 pub fn divided(clusters: Option<&[&str]>) -> Placement {
     Placement {
         clusters: clusters.map(|c| c.iter().map(|s| s.to_string()).collect()),
+        replicas: ReplicaPolicy {
+            mode: ReplicaMode::Divided,
+            division: None,
+        },
         ..Placement::default()
     }
 }
