@@ -13,6 +13,7 @@ pub mod audit;
 pub mod command;
 pub mod discovery;
 pub mod error;
+pub mod karmada;
 pub mod model;
 pub mod policy;
 pub mod render;

@@ -1,0 +1,146 @@
+//! Karmada's policy API (`policy.karmada.io/v1alpha1`) read into fedraft's own placement and
+//! overrides: the language the Kubernetes-compatible door speaks for placement, since it is what
+//! users of multi-cluster Kubernetes already write.
+//!
+//! Owns: the four policy kinds' documents (`PropagationPolicy`, `ClusterPropagationPolicy`,
+//! `OverridePolicy`, `ClusterOverridePolicy`), their validation with errors naming the field,
+//! which policy a resource template falls under (`select`), and the translation onto
+//! [`Placement`](crate::policy::Placement) and [`Override`](crate::policy::Override)
+//! (`propagation`, `overrides`). A field of Karmada's API that fedraft cannot honour exactly is
+//! refused with a message saying so, never silently ignored: a policy that is accepted places
+//! what its document says.
+//!
+//! Must not: keep state or decide placement itself. The documents travel in the log as JSON
+//! text; the state machine parses them here at apply, and the scheduler decides.
+
+mod overrides;
+mod propagation;
+mod select;
+
+#[cfg(test)]
+mod tests;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::FieldError;
+
+pub use overrides::OverrideSpec;
+pub use propagation::PropagationSpec;
+pub use select::{best_match, MatchRank, Precedence, ResourceSelector, TemplateIdentity};
+
+/// The API group of the policy kinds.
+pub const GROUP: &str = "policy.karmada.io";
+/// The one version of it fedraft reads.
+pub const VERSION: &str = "v1alpha1";
+
+/// The cluster labels that Karmada's cluster fields (`provider`, `region`, `zone`) are read
+/// from, in field selectors and `spreadByField`: a fedraft cluster carries them as labels.
+pub const PROVIDER_LABEL: &str = "provider";
+pub const REGION_LABEL: &str = "region";
+pub const ZONE_LABEL: &str = "zone";
+
+/// Which of the four policy kinds a document is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PolicyKind {
+    Propagation,
+    ClusterPropagation,
+    Override,
+    ClusterOverride,
+}
+
+impl PolicyKind {
+    /// The kind of a document of `apiVersion`, or None if it is not one of the policy kinds.
+    pub fn of(api_version: &str, kind: &str) -> Option<PolicyKind> {
+        if api_version != format!("{GROUP}/{VERSION}") {
+            return None;
+        }
+        match kind {
+            "PropagationPolicy" => Some(PolicyKind::Propagation),
+            "ClusterPropagationPolicy" => Some(PolicyKind::ClusterPropagation),
+            "OverridePolicy" => Some(PolicyKind::Override),
+            "ClusterOverridePolicy" => Some(PolicyKind::ClusterOverride),
+            _ => None,
+        }
+    }
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            PolicyKind::Propagation => "PropagationPolicy",
+            PolicyKind::ClusterPropagation => "ClusterPropagationPolicy",
+            PolicyKind::Override => "OverridePolicy",
+            PolicyKind::ClusterOverride => "ClusterOverridePolicy",
+        }
+    }
+
+    /// Namespaced kinds select only templates of their own namespace, and win over the
+    /// cluster-wide kinds at equal explicit priority.
+    pub fn namespaced(self) -> bool {
+        matches!(self, PolicyKind::Propagation | PolicyKind::Override)
+    }
+
+    pub fn propagates(self) -> bool {
+        matches!(
+            self,
+            PolicyKind::Propagation | PolicyKind::ClusterPropagation
+        )
+    }
+}
+
+/// A policy document's spec, read and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicySpec {
+    Propagation(PropagationSpec),
+    Override(OverrideSpec),
+}
+
+impl PolicySpec {
+    pub fn resource_selectors(&self) -> &[ResourceSelector] {
+        match self {
+            PolicySpec::Propagation(p) => &p.resource_selectors,
+            PolicySpec::Override(o) => &o.resource_selectors,
+        }
+    }
+}
+
+/// Reads the `spec` of a policy document of `kind` (the whole manifest as a JSON value). Every
+/// error names its field from the document's root (`spec.placement.clusterAffinity.exclude`).
+pub fn parse_spec(kind: PolicyKind, manifest: &Value) -> Result<PolicySpec, FieldError> {
+    let Some(spec) = manifest.get("spec") else {
+        return Err(FieldError::new("spec", "required"));
+    };
+    let spec = match kind {
+        PolicyKind::Propagation | PolicyKind::ClusterPropagation => {
+            let raw: propagation::RawPropagationSpec = typed(spec, "spec")?;
+            PolicySpec::Propagation(raw.check()?)
+        }
+        PolicyKind::Override | PolicyKind::ClusterOverride => {
+            let raw: overrides::RawOverrideSpec = typed(spec, "spec")?;
+            PolicySpec::Override(raw.check()?)
+        }
+    };
+    for (i, s) in spec.resource_selectors().iter().enumerate() {
+        s.validate(kind, &format!("spec.resourceSelectors[{i}]"))?;
+    }
+    Ok(spec)
+}
+
+/// Deserializes `value` into `T`, naming the offending field (from `prefix`) on error: an
+/// unknown field, a wrong type or a value outside an enum's variants.
+fn typed<T: DeserializeOwned>(value: &Value, prefix: &str) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." {
+            prefix.to_string()
+        } else {
+            format!("{prefix}.{path}")
+        };
+        FieldError::new(field, e.into_inner().to_string())
+    })
+}
+
+/// A field fedraft reads but cannot honour as Karmada would: refused, so that nobody relies on
+/// a placement the document does not get.
+fn unsupported(field: impl Into<String>, what: &str) -> FieldError {
+    FieldError::new(field, format!("not supported by fedraft: {what}"))
+}
