@@ -81,6 +81,25 @@ pub fn target(c: &Command) -> String {
             .join(","),
         Command::Tick => String::new(),
         Command::SetAdmissionPolicy(_) => "admission policy".to_string(),
+        Command::PutResource { manifest, .. } => manifest_target(manifest),
+        Command::DeleteResource { key, .. } => key.to_string(),
+    }
+}
+
+/// `Kind namespace/name` of a manifest written through the Kubernetes-compatible door, read
+/// leniently: a record of a refused write may hold anything.
+fn manifest_target(manifest: &str) -> String {
+    let Ok(doc) = serde_json::from_str::<Value>(manifest) else {
+        return "(unreadable manifest)".to_string();
+    };
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_string();
+    let kind = text(doc.get("kind"));
+    let ns = text(doc.pointer("/metadata/namespace"));
+    let name = text(doc.pointer("/metadata/name"));
+    if ns.is_empty() {
+        format!("{kind} {name}")
+    } else {
+        format!("{kind} {ns}/{name}")
     }
 }
 

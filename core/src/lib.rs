@@ -12,6 +12,7 @@ pub mod admission;
 pub mod audit;
 pub mod command;
 pub mod discovery;
+pub mod door;
 pub mod error;
 pub mod karmada;
 pub mod model;

@@ -13,6 +13,7 @@ pub use fast::EntryDecoder;
 use serde::{Deserialize, Serialize};
 
 use crate::admission::AdmissionPolicy;
+use crate::door::ResourceKey;
 use crate::error::CodecError;
 use crate::model::{Capacity, ClusterSpec, ObjectSpec, SealedCredentials, TenantSpec};
 use crate::service::{DiscoverySpec, EndpointsReport};
@@ -22,10 +23,11 @@ use crate::service::{DiscoverySpec, EndpointsReport};
 /// Versions: 1, the first; 2, the same layout, whose object writes are admitted at apply
 /// (`crate::admission`: the actor's rights, kinds, rendered identity, tenant limits) and whose
 /// request ids are scoped by actor and command. A version-1 entry replays without either, exactly
-/// as it applied when written. 3, the same layout, whose placements may carry the replica mode
+/// as it applied when written. 3, the same envelope, whose placements may carry the replica mode
 /// `ByKind` (what an omitted mode now means: kinds without replicas go to every selected
-/// cluster); a version-2 entry always carries `Duplicated` or `Divided`, so it replays as it did,
-/// and a binary that knows only version 2 declines a version-3 entry instead of misreading it.
+/// cluster) and whose commands include the door's `PutResource` and `DeleteResource`; a
+/// version-2 entry always carries `Duplicated` or `Divided`, so it replays as it did, and a
+/// binary that knows only version 2 declines a version-3 entry instead of misreading it.
 pub const LOG_ENTRY_VERSION: u16 = 3;
 
 /// The first envelope version whose request ids are scoped by actor and command.
@@ -201,6 +203,17 @@ pub enum Command {
     RewrapCredentials(Vec<CredentialsRewrap>),
     /// Replace the admission policy (admins only; `crate::admission`).
     SetAdmissionPolicy(AdmissionPolicy),
+    /// Create or replace an object through the Kubernetes-compatible door: a resource template,
+    /// or a `policy.karmada.io` policy. The manifest is JSON text; core reads its identity.
+    PutResource {
+        manifest: String,
+        expected_version: Option<u64>,
+    },
+    /// Delete an object written through the door.
+    DeleteResource {
+        key: ResourceKey,
+        expected_version: Option<u64>,
+    },
 }
 
 impl Command {
@@ -226,6 +239,8 @@ impl Command {
             Command::ServiceEndpoints(_) => "ServiceEndpoints",
             Command::RewrapCredentials(_) => "RewrapCredentials",
             Command::SetAdmissionPolicy(_) => "SetAdmissionPolicy",
+            Command::PutResource { .. } => "PutResource",
+            Command::DeleteResource { .. } => "DeleteResource",
         }
     }
 }

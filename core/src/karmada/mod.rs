@@ -11,7 +11,11 @@
 //! what its document says.
 //!
 //! Must not: keep state or decide placement itself. The documents travel in the log as JSON
-//! text; the state machine parses them here at apply, and the scheduler decides.
+//! text; the state machine parses them here at apply, and the scheduler decides. What this
+//! module accepts and how it maps it is therefore replicated semantics, like any validation in
+//! core: widen or change it only together with a new log entry version under which older
+//! entries keep their meaning, and never refuse a document it once accepted (a restored state
+//! parses its stored policies again).
 
 mod overrides;
 mod propagation;

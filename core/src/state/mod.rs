@@ -45,7 +45,9 @@ pub use store::dedupe::{DEDUPE_MAX_ENTRIES, DEDUPE_MAX_PER_ACTOR, DEDUPE_RETENTI
 
 use crate::admission::{Actor, AdmissionPolicy};
 use crate::command::{decode_exact, Command, LogEntry};
+use crate::door::{DoorTables, PolicyRef};
 use crate::error::CodecError;
+use crate::karmada::PolicySpec;
 use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
 use crate::scheduler::Decision;
 use handlers::services::Services;
@@ -53,9 +55,9 @@ use store::dedupe::{Dedupe, Memo, Seen};
 use store::index::Index;
 use store::table::{Keyed, ObjectTable};
 
-/// Snapshot format this binary writes; it reads this, 2 (before the admission policy) and 1
-/// (before service discovery).
-pub const SNAPSHOT_VERSION: u16 = 3;
+/// Snapshot format this binary writes; it reads this, 3 (before the door's tables), 2 (before
+/// the admission policy) and 1 (before service discovery).
+pub const SNAPSHOT_VERSION: u16 = 4;
 /// Most items in one heartbeat or status batch; executors split larger batches.
 pub const MAX_BATCH_ITEMS: usize = 10_000;
 
@@ -129,6 +131,11 @@ pub struct State {
     pub(crate) svc: Services,
     /// The admission policy (`handlers/admission.rs`); replicated, encoded after `svc`.
     pub(crate) adm: AdmissionPolicy,
+    /// The Kubernetes-compatible door's templates and policies (`handlers/door.rs`);
+    /// replicated, encoded after `adm`.
+    pub(crate) door: DoorTables,
+    /// The door's policies parsed (derived from `door.policies`, rebuilt on restore).
+    pub(crate) door_ix: BTreeMap<PolicyRef, PolicySpec>,
 }
 
 #[derive(Serialize)]
@@ -138,11 +145,23 @@ struct SnapshotRef<'a> {
     data: &'a Data,
     services: &'a Services,
     admission: &'a AdmissionPolicy,
+    door: &'a DoorTables,
 }
 
 #[derive(Deserialize)]
 struct SnapshotOwned {
     /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+    door: DoorTables,
+}
+
+/// Version 3 snapshots: no door tables yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV3 {
     _version: u16,
     applied_index: u64,
     data: Data,
@@ -164,6 +183,7 @@ fn encode_snapshot(
     data: &Data,
     services: &Services,
     admission: &AdmissionPolicy,
+    door: &DoorTables,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -171,6 +191,7 @@ fn encode_snapshot(
         data,
         services,
         admission,
+        door,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -185,6 +206,7 @@ pub struct StateImage {
     d: Data,
     svc: Services,
     adm: AdmissionPolicy,
+    door: DoorTables,
 }
 
 impl StateImage {
@@ -198,7 +220,13 @@ impl StateImage {
 
     /// The same bytes as [`State::to_snapshot`] at that index.
     pub fn to_snapshot(&self) -> Vec<u8> {
-        encode_snapshot(self.applied_index, &self.d, &self.svc, &self.adm)
+        encode_snapshot(
+            self.applied_index,
+            &self.d,
+            &self.svc,
+            &self.adm,
+            &self.door,
+        )
     }
 }
 
@@ -376,6 +404,14 @@ impl State {
             Command::ServiceEndpoints(batch) => self.on_service_endpoints(batch, ctx),
             Command::RewrapCredentials(batch) => self.on_rewrap_credentials(batch, ctx),
             Command::SetAdmissionPolicy(policy) => self.on_set_admission_policy(policy, ctx),
+            Command::PutResource {
+                manifest,
+                expected_version,
+            } => self.on_put_resource(manifest, *expected_version, ctx),
+            Command::DeleteResource {
+                key,
+                expected_version,
+            } => self.on_delete_resource(key, *expected_version, ctx),
         }
     }
 
@@ -383,7 +419,13 @@ impl State {
 
     /// The whole replicated state, bincode-encoded (derived indexes are rebuilt on restore).
     pub fn to_snapshot(&self) -> Vec<u8> {
-        encode_snapshot(self.applied_index, &self.d, &self.svc, &self.adm)
+        encode_snapshot(
+            self.applied_index,
+            &self.d,
+            &self.svc,
+            &self.adm,
+            &self.door,
+        )
     }
 
     /// A frozen copy of the replicated state, to encode elsewhere while this one moves on.
@@ -400,6 +442,7 @@ impl State {
             d: self.d.clone(),
             svc: self.svc.clone(),
             adm: self.adm.clone(),
+            door: self.door.clone(),
         }
     }
 
@@ -413,7 +456,7 @@ impl State {
                 supported: SNAPSHOT_VERSION,
             });
         }
-        let (applied_index, data, svc, adm) = match version {
+        let (applied_index, data, svc, adm, door) = match version {
             1 => {
                 let snap: SnapshotOwnedV1 = decode_exact(bytes)?;
                 let svc = Services::default();
@@ -422,25 +465,47 @@ impl State {
                     snap.data,
                     svc,
                     AdmissionPolicy::default(),
+                    DoorTables::default(),
                 )
             }
             2 => {
                 let snap: SnapshotOwnedV2 = decode_exact(bytes)?;
                 let adm = AdmissionPolicy::default();
-                (snap.applied_index, snap.data, snap.services, adm)
+                let door = DoorTables::default();
+                (snap.applied_index, snap.data, snap.services, adm, door)
+            }
+            3 => {
+                let snap: SnapshotOwnedV3 = decode_exact(bytes)?;
+                let door = DoorTables::default();
+                (
+                    snap.applied_index,
+                    snap.data,
+                    snap.services,
+                    snap.admission,
+                    door,
+                )
             }
             _ => {
                 let snap: SnapshotOwned = decode_exact(bytes)?;
-                (snap.applied_index, snap.data, snap.services, snap.admission)
+                (
+                    snap.applied_index,
+                    snap.data,
+                    snap.services,
+                    snap.admission,
+                    snap.door,
+                )
             }
         };
         let ix = Index::rebuild(&data);
+        let door_ix = handlers::door::parse_policies(&door)?;
         Ok(State {
             applied_index,
             d: data,
             ix,
             svc,
             adm,
+            door,
+            door_ix,
         })
     }
 
@@ -463,6 +528,12 @@ impl State {
             let adm = bincode::serde::encode_to_vec(&self.adm, bincode::config::standard())
                 .unwrap_or_else(|e| unreachable!("policy encoding failed: {e}"));
             h.update(&adm);
+        }
+        // And for the door's tables while they are empty.
+        if !self.door.is_empty() {
+            let door = bincode::serde::encode_to_vec(&self.door, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("door encoding failed: {e}"));
+            h.update(&door);
         }
         h.finalize().into()
     }
@@ -531,6 +602,11 @@ impl State {
 
     pub fn tenants(&self) -> impl Iterator<Item = &Tenant> {
         self.d.tenants.values()
+    }
+
+    /// The Kubernetes-compatible door's templates and policies.
+    pub fn door(&self) -> &DoorTables {
+        &self.door
     }
 
     pub fn tenant(&self, name: &str) -> Option<&Tenant> {

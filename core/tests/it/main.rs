@@ -8,6 +8,7 @@ mod state_support;
 
 mod admission;
 mod discovery;
+mod door;
 mod render_golden;
 mod scheduler_kubefed;
 mod scheduler_props;

@@ -37,6 +37,13 @@ enum Op {
     Report(usize, usize, usize, u32),
     Unreachable(usize),
     Tenant(Option<u64>, u64),
+    /// A template through the Kubernetes-compatible door: (name, namespace, replicas,
+    /// Deployment or ConfigMap).
+    DoorPut(usize, usize, u32, bool),
+    /// A propagation policy (namespaced in one of the namespaces, or cluster-wide) with one of
+    /// a few placements; or its deletion.
+    DoorPolicy(Option<usize>, usize),
+    DoorDeletePolicy(Option<usize>),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -56,6 +63,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..6usize, 0..2usize, c.clone(), 0..5u32).prop_map(|(o, n, c, r)| Op::Report(o, n, c, r)),
         1 => c.prop_map(Op::Unreachable),
         1 => (proptest::option::of(200u64..2000), 0u64..6000).prop_map(|(slice, q)| Op::Tenant(slice, q)),
+        2 => (0..3usize, 0..2usize, 0..7u32, any::<bool>()).prop_map(|(o, n, r, d)| Op::DoorPut(o, n, r, d)),
+        1 => (proptest::option::of(0..2usize), 0..4usize).prop_map(|(n, v)| Op::DoorPolicy(n, v)),
+        1 => proptest::option::of(0..2usize).prop_map(Op::DoorDeletePolicy),
     ]
 }
 
@@ -162,6 +172,66 @@ fn to_command(op: &Op) -> (u64, Command) {
             }),
             members: vec![],
         }),
+        Op::DoorPut(o, n, replicas, deploy) => {
+            let manifest = if *deploy {
+                serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": format!("t{o}"), "namespace": ns(*n)},
+                    "spec": {"replicas": replicas, "template": {"spec": {"containers": [
+                        {"name": "c", "image": "c:1",
+                         "resources": {"requests": {"cpu": "100m"}}}]}}}})
+            } else {
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("t{o}"), "namespace": ns(*n)},
+                    "data": {"v": replicas.to_string()}})
+            };
+            Command::PutResource {
+                manifest: manifest.to_string(),
+                expected_version: None,
+            }
+        }
+        Op::DoorPolicy(n, variant) => {
+            let placement = match variant {
+                0 => serde_json::json!({}),
+                1 => serde_json::json!({"clusterAffinity": {"clusterNames": ["dc1", "dc2"]}}),
+                2 => serde_json::json!({"replicaScheduling": {"replicaSchedulingType": "Divided",
+                    "replicaDivisionPreference": "Weighted",
+                    "weightPreference": {"dynamicWeight": "AvailableReplicas"}}}),
+                _ => serde_json::json!({"clusterAffinity": {"labelSelector":
+                    {"matchLabels": {"zone": "a"}}},
+                    "replicaScheduling": {"replicaSchedulingType": "Divided"}}),
+            };
+            let (kind, meta) = match n {
+                Some(n) => (
+                    "PropagationPolicy",
+                    serde_json::json!({"name": "p", "namespace": ns(*n)}),
+                ),
+                None => ("ClusterPropagationPolicy", serde_json::json!({"name": "p"})),
+            };
+            Command::PutResource {
+                manifest: serde_json::json!({"apiVersion": "policy.karmada.io/v1alpha1",
+                    "kind": kind, "metadata": meta,
+                    "spec": {"resourceSelectors": [
+                        {"apiVersion": "apps/v1", "kind": "Deployment"},
+                        {"apiVersion": "v1", "kind": "ConfigMap"}],
+                        "placement": placement}})
+                .to_string(),
+                expected_version: None,
+            }
+        }
+        Op::DoorDeletePolicy(n) => Command::DeleteResource {
+            key: fedraft_core::door::ResourceKey {
+                group: "policy.karmada.io".into(),
+                kind: if n.is_some() {
+                    "PropagationPolicy"
+                } else {
+                    "ClusterPropagationPolicy"
+                }
+                .into(),
+                namespace: n.map(ns).unwrap_or_default(),
+                name: "p".into(),
+            },
+            expected_version: None,
+        },
     };
     (0, cmd)
 }

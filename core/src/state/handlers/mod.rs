@@ -10,6 +10,7 @@
 mod admission;
 mod clusters;
 mod credentials;
+pub(crate) mod door;
 mod health;
 mod objects;
 pub mod outcome;

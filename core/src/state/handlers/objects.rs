@@ -56,6 +56,19 @@ impl State {
         ctx: &mut Ctx,
     ) -> HandlerResult {
         validate_names(namespace, name)?;
+        self.put_object(namespace, name, spec, expected, ctx)
+    }
+
+    /// A put whose names are already checked: rights, spec, admission, quota, then the change.
+    /// The door puts its templates through here under names of its own.
+    pub(crate) fn put_object(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        spec: &ObjectSpec,
+        expected: Option<u64>,
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
         self.check_rights(namespace, &ctx.actor)?;
         let facts = validate_spec(spec)?;
         let info = facts.info;
@@ -144,6 +157,17 @@ impl State {
         ctx: &mut Ctx,
     ) -> HandlerResult {
         validate_names(namespace, name)?;
+        self.delete_object(namespace, name, expected, ctx)
+    }
+
+    /// A delete whose names are already checked.
+    pub(crate) fn delete_object(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        expected: Option<u64>,
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
         self.check_rights(namespace, &ctx.actor)?;
         let Some(existing) = self.object(namespace, name) else {
             return Err(Rejection::not_found(

@@ -1,0 +1,518 @@
+//! Writes through the Kubernetes-compatible door: resource templates and Karmada-style policies.
+//!
+//! A template becomes the federated object `ResourceKey::object_name` in its namespace, with a
+//! spec derived here: the manifest (server-populated metadata and status removed), the placement
+//! of the propagation policy it is bound to, and the overrides of every override policy that
+//! selects it. Without a policy it is stored and served but placed nowhere, as in Karmada. The
+//! object then goes through the same put as a native one (rights, admission, quota).
+//!
+//! Binding follows Karmada: among the selecting propagation policies the best by
+//! `karmada::Precedence` wins, but a bound template stays with its policy while that policy
+//! still selects it, unless a better one has `preemption: Always`. A policy write re-derives the
+//! templates it may concern; every derived spec is checked before anything changes, so a policy
+//! that would give one template an inadmissible spec is refused as a whole, naming it. Deleting
+//! the policy a template is bound to keeps the template's last placement (nothing is removed
+//! from members because a policy went away) until another policy selects it.
+
+use serde_json::{Map, Value};
+
+use super::validate;
+use super::validate::MAX_TEMPLATE_BYTES;
+use crate::admission::Actor;
+use crate::door::{
+    DoorTables, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord,
+};
+use crate::error::CodecError;
+use crate::error::FieldError;
+use crate::karmada::{self, best_match, PolicyKind, PolicySpec, Precedence, TemplateIdentity};
+use crate::model::ObjectSpec;
+use crate::policy::{Override, Placement};
+use crate::state::{Ctx, HandlerResult, RejectCode, Rejection, State};
+
+/// Metadata a server populates; a written manifest's values are dropped, never stored.
+const SERVER_FIELDS: [&str; 7] = [
+    "resourceVersion",
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "managedFields",
+    "selfLink",
+    "deletionTimestamp",
+];
+
+/// A manifest's identity, read once.
+struct Identity {
+    api_version: String,
+    kind: String,
+    group: String,
+    namespace: String,
+    name: String,
+}
+
+fn read_manifest(text: &str) -> Result<(Value, Identity), Rejection> {
+    if text.len() > MAX_TEMPLATE_BYTES {
+        return Err(FieldError::new(
+            "manifest",
+            format!(
+                "{} bytes exceeds the limit of {MAX_TEMPLATE_BYTES} bytes",
+                text.len()
+            ),
+        )
+        .into());
+    }
+    let mut doc: Value = serde_json::from_str(text)
+        .map_err(|e| FieldError::new("manifest", format!("not valid JSON: {e}")))?;
+    let Some(obj) = doc.as_object_mut() else {
+        return Err(FieldError::new("manifest", "must be a JSON object").into());
+    };
+    let text_of = |obj: &Map<String, Value>, key: &str| -> Result<String, Rejection> {
+        match obj.get(key) {
+            Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+            _ => Err(FieldError::new(key, "required: a non-empty string").into()),
+        }
+    };
+    let api_version = text_of(obj, "apiVersion")?;
+    let kind = text_of(obj, "kind")?;
+    obj.remove("status");
+    let Some(Value::Object(meta)) = obj.get_mut("metadata") else {
+        return Err(FieldError::new("metadata", "required: an object").into());
+    };
+    for f in SERVER_FIELDS {
+        meta.remove(f);
+    }
+    let name = text_of(meta, "name").map_err(|_| {
+        Rejection::from(FieldError::new(
+            "metadata.name",
+            "required: a non-empty string",
+        ))
+    })?;
+    let namespace = match meta.get("namespace") {
+        None => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => {
+            return Err(FieldError::new("metadata.namespace", "must be a string").into());
+        }
+    };
+    let group = match api_version.split_once('/') {
+        Some((g, _)) => g.to_string(),
+        None => String::new(),
+    };
+    Ok((
+        doc,
+        Identity {
+            api_version,
+            kind,
+            group,
+            namespace,
+            name,
+        },
+    ))
+}
+
+fn labels_of(doc: &Value) -> std::collections::BTreeMap<String, String> {
+    doc.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The manifest without metadata and status: what a change of generation compares.
+fn spec_part(doc: &Value) -> Value {
+    let mut d = doc.clone();
+    if let Some(o) = d.as_object_mut() {
+        o.remove("metadata");
+        o.remove("status");
+    }
+    d
+}
+
+impl State {
+    pub(crate) fn on_put_resource(
+        &mut self,
+        manifest: &str,
+        expected: Option<u64>,
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
+        let (doc, id) = read_manifest(manifest)?;
+        match PolicyKind::of(&id.api_version, &id.kind) {
+            Some(kind) => self.put_policy(kind, doc, id, expected, ctx),
+            None => self.put_template(doc, id, expected, ctx),
+        }
+    }
+
+    pub(crate) fn on_delete_resource(
+        &mut self,
+        key: &ResourceKey,
+        expected: Option<u64>,
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
+        if key.group == karmada::GROUP {
+            let kind = PolicyKind::of(
+                &format!("{}/{}", karmada::GROUP, karmada::VERSION),
+                &key.kind,
+            )
+            .ok_or_else(|| FieldError::new("kind", format!("no policy kind {:?}", key.kind)))?;
+            return self.delete_policy(kind, &key.namespace, &key.name, expected, ctx);
+        }
+        let Some(record) = self.door.templates.get(key) else {
+            return Err(Rejection::not_found("metadata.name", key));
+        };
+        let _ = record;
+        let name = key.object_name();
+        let result = self.delete_object(&key.namespace, &name, expected, ctx)?;
+        self.door.templates.remove(key);
+        Ok(result)
+    }
+
+    fn put_template(
+        &mut self,
+        doc: Value,
+        id: Identity,
+        expected: Option<u64>,
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
+        if id.namespace.is_empty() {
+            return Err(Rejection::new(
+                RejectCode::Invalid,
+                Some("metadata.namespace"),
+                "cluster-scoped resource templates are not supported yet; give a namespace",
+            ));
+        }
+        validate::dns_label(&id.namespace, "metadata.namespace")?;
+        validate::dns_subdomain(&id.name, "metadata.name")?;
+        let key = ResourceKey {
+            group: id.group,
+            kind: id.kind,
+            namespace: id.namespace,
+            name: id.name,
+        };
+        let labels = labels_of(&doc);
+        let template = doc.to_string();
+        let previous = self.door.templates.get(&key).cloned();
+        let ident = TemplateIdentity {
+            api_version: &id.api_version,
+            kind: &key.kind,
+            namespace: &key.namespace,
+            name: &key.name,
+            labels: &labels,
+        };
+        let bound_to =
+            self.binding_for(&ident, previous.as_ref().and_then(|r| r.bound_to.as_ref()));
+        let object_name = key.object_name();
+        let existing_spec = self
+            .object(&key.namespace, &object_name)
+            .map(|o| o.spec.clone());
+        let placement = match (&bound_to, &existing_spec) {
+            (Some(p), _) => self.policy_placement(p),
+            // Unbound: kept where it was, or nowhere for a new template.
+            (None, Some(spec)) => spec.placement.clone(),
+            (None, None) => nowhere(),
+        };
+        let spec = ObjectSpec {
+            template,
+            placement,
+            overrides: self.overrides_for(&ident),
+        };
+        let generation = match (&previous, &existing_spec) {
+            (Some(r), Some(old)) => {
+                let old_doc: Value = serde_json::from_str(&old.template).unwrap_or(Value::Null);
+                if spec_part(&old_doc) == spec_part(&doc) {
+                    r.generation
+                } else {
+                    r.generation + 1
+                }
+            }
+            _ => 1,
+        };
+        let version = self.put_object(&key.namespace, &object_name, &spec, expected, ctx)?;
+        let record = TemplateRecord {
+            api_version: id.api_version,
+            labels,
+            generation,
+            created_ms: previous.as_ref().map_or(ctx.now_ms, |r| r.created_ms),
+            created_index: previous.as_ref().map_or(ctx.index, |r| r.created_index),
+            bound_to,
+        };
+        self.door.templates.insert(key, record);
+        Ok(version)
+    }
+
+    fn put_policy(
+        &mut self,
+        kind: PolicyKind,
+        doc: Value,
+        id: Identity,
+        expected: Option<u64>,
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
+        if kind.namespaced() {
+            if id.namespace.is_empty() {
+                return Err(FieldError::new("metadata.namespace", "required").into());
+            }
+            validate::dns_label(&id.namespace, "metadata.namespace")?;
+            self.check_rights(&id.namespace, &ctx.actor)?;
+        } else {
+            if !id.namespace.is_empty() {
+                return Err(FieldError::new(
+                    "metadata.namespace",
+                    format!("a {} is cluster-wide; leave namespace out", kind.kind()),
+                )
+                .into());
+            }
+            if matches!(ctx.actor, Actor::Tenant { .. }) {
+                return Err(Rejection::new(
+                    RejectCode::Forbidden,
+                    Some("kind"),
+                    format!("a tenant member may not write a {}", kind.kind()),
+                ));
+            }
+        }
+        validate::dns_subdomain(&id.name, "metadata.name")?;
+        let spec = karmada::parse_spec(kind, &doc)?;
+        let key = PolicyRef {
+            kind: PolicyKindTag::from(kind),
+            namespace: id.namespace,
+            name: id.name,
+        };
+        let previous = self.door.policies.get(&key).cloned();
+        super::clusters::check_version(expected, previous.as_ref().map(|p| p.resource_version))?;
+        let manifest = doc.to_string();
+        if previous.as_ref().is_some_and(|p| p.manifest == manifest) {
+            return Ok(previous.map(|p| p.resource_version));
+        }
+        let generation = match &previous {
+            Some(p) => {
+                let old: Value = serde_json::from_str(&p.manifest).unwrap_or(Value::Null);
+                p.generation + u64::from(spec_part(&old) != spec_part(&doc))
+            }
+            None => 1,
+        };
+        let record = PolicyRecord {
+            manifest,
+            generation,
+            created_ms: previous.as_ref().map_or(ctx.now_ms, |p| p.created_ms),
+            created_index: previous.as_ref().map_or(ctx.index, |p| p.created_index),
+            resource_version: ctx.index,
+        };
+        let old_record = self.door.policies.insert(key.clone(), record);
+        self.door_ix.insert(key.clone(), spec);
+        if let Err(r) = self.rederive_templates(ctx) {
+            // Put everything back as it was: the entry changes nothing.
+            match old_record {
+                Some(old) => {
+                    let old_spec = self.parse_stored(&key, &old);
+                    self.door.policies.insert(key.clone(), old);
+                    if let Some(s) = old_spec {
+                        self.door_ix.insert(key, s);
+                    }
+                }
+                None => {
+                    self.door.policies.remove(&key);
+                    self.door_ix.remove(&key);
+                }
+            }
+            return Err(r);
+        }
+        Ok(Some(ctx.index))
+    }
+
+    fn delete_policy(
+        &mut self,
+        kind: PolicyKind,
+        namespace: &str,
+        name: &str,
+        expected: Option<u64>,
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
+        if kind.namespaced() {
+            self.check_rights(namespace, &ctx.actor)?;
+        } else if matches!(ctx.actor, Actor::Tenant { .. }) {
+            return Err(Rejection::new(
+                RejectCode::Forbidden,
+                Some("kind"),
+                format!("a tenant member may not delete a {}", kind.kind()),
+            ));
+        }
+        let key = PolicyRef {
+            kind: PolicyKindTag::from(kind),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        let Some(record) = self.door.policies.get(&key) else {
+            return Err(Rejection::not_found(
+                "metadata.name",
+                format!("{} {namespace}/{name}", kind.kind()),
+            ));
+        };
+        super::clusters::check_version(expected, Some(record.resource_version))?;
+        let old = self.door.policies.remove(&key);
+        let old_spec = self.door_ix.remove(&key);
+        if let Err(r) = self.rederive_templates(ctx) {
+            if let Some(old) = old {
+                self.door.policies.insert(key.clone(), old);
+            }
+            if let Some(s) = old_spec {
+                self.door_ix.insert(key, s);
+            }
+            return Err(r);
+        }
+        Ok(Some(ctx.index))
+    }
+
+    fn parse_stored(&self, key: &PolicyRef, record: &PolicyRecord) -> Option<PolicySpec> {
+        let doc: Value = serde_json::from_str(&record.manifest).ok()?;
+        karmada::parse_spec(PolicyKind::from(key.kind), &doc).ok()
+    }
+
+    /// The propagation policy a template is bound to: its current one while that still selects
+    /// it and nothing that may preempt outranks it, else the best selecting one.
+    fn binding_for(
+        &self,
+        t: &TemplateIdentity<'_>,
+        current: Option<&PolicyRef>,
+    ) -> Option<PolicyRef> {
+        let mut best: Option<(Precedence<'_>, &PolicyRef, bool)> = None;
+        let mut kept: Option<Precedence<'_>> = None;
+        for (key, spec) in self.door_ix.iter() {
+            let PolicySpec::Propagation(p) = spec else {
+                continue;
+            };
+            let ns = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
+            let Some(rank) = best_match(&p.resource_selectors, t, ns) else {
+                continue;
+            };
+            let prec = Precedence {
+                priority: p.priority,
+                namespaced: ns.is_some(),
+                rank,
+                name: std::cmp::Reverse(key.name.as_str()),
+            };
+            if current == Some(key) {
+                kept = Some(prec.clone());
+            }
+            if best.as_ref().is_none_or(|(b, _, _)| prec > *b) {
+                best = Some((prec, key, p.preempts));
+            }
+        }
+        match (kept, best) {
+            (Some(kept), Some((prec, key, preempts))) if preempts && prec > kept => {
+                Some(key.clone())
+            }
+            (Some(_), _) => current.cloned(),
+            (None, best) => best.map(|(_, k, _)| k.clone()),
+        }
+    }
+
+    fn policy_placement(&self, key: &PolicyRef) -> Placement {
+        match self.door_ix.get(key) {
+            Some(PolicySpec::Propagation(p)) => p.placement.clone(),
+            _ => nowhere(),
+        }
+    }
+
+    /// The overrides of every override policy that selects `t`: cluster-wide ones first, then
+    /// namespaced ones, each from the lowest precedence to the highest, so the strongest is
+    /// applied last and wins where two set the same field.
+    fn overrides_for(&self, t: &TemplateIdentity<'_>) -> Vec<Override> {
+        let mut selected: Vec<(Precedence<'_>, &Vec<Override>)> = Vec::new();
+        for (key, spec) in self.door_ix.iter() {
+            let PolicySpec::Override(o) = spec else {
+                continue;
+            };
+            let ns = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
+            if let Some(rank) = best_match(&o.resource_selectors, t, ns) {
+                selected.push((
+                    Precedence {
+                        priority: 0,
+                        namespaced: ns.is_some(),
+                        rank,
+                        name: std::cmp::Reverse(key.name.as_str()),
+                    },
+                    &o.overrides,
+                ));
+            }
+        }
+        selected.sort_by(|a, b| a.0.cmp(&b.0));
+        selected
+            .into_iter()
+            .flat_map(|(_, o)| o.iter().cloned())
+            .collect()
+    }
+
+    /// Re-derives every template's binding and spec after a policy changed: first every new
+    /// spec is computed and checked, then, only if all pass, they are put.
+    fn rederive_templates(&mut self, ctx: &mut Ctx) -> Result<(), Rejection> {
+        let mut changes = Vec::new();
+        for (key, record) in &self.door.templates {
+            let object_name = key.object_name();
+            let Some(obj) = self.object(&key.namespace, &object_name) else {
+                continue;
+            };
+            let ident = TemplateIdentity {
+                api_version: &record.api_version,
+                kind: &key.kind,
+                namespace: &key.namespace,
+                name: &key.name,
+                labels: &record.labels,
+            };
+            let bound_to = self.binding_for(&ident, record.bound_to.as_ref());
+            let placement = match &bound_to {
+                Some(p) => self.policy_placement(p),
+                None => obj.spec.placement.clone(),
+            };
+            let spec = ObjectSpec {
+                template: obj.spec.template.clone(),
+                placement,
+                overrides: self.overrides_for(&ident),
+            };
+            if spec == obj.spec && bound_to == record.bound_to {
+                continue;
+            }
+            self.admit_object(&key.namespace, &spec, Some(obj), &ctx.actor)
+                .map_err(|r| {
+                    Rejection::new(
+                        r.code,
+                        r.field.as_deref(),
+                        format!("would make {key} inadmissible: {}", r.message),
+                    )
+                })?;
+            changes.push((key.clone(), object_name, spec, bound_to));
+        }
+        for (key, object_name, spec, bound_to) in changes {
+            self.put_object(&key.namespace, &object_name, &spec, None, ctx)?;
+            if let Some(r) = self.door.templates.get_mut(&key) {
+                r.bound_to = bound_to;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The stored policies parsed, for a state restored from a snapshot. A stored policy was
+/// accepted by this same parser when it was written, so one that no longer parses means the
+/// snapshot is not one this binary wrote: refused like any undecodable snapshot.
+pub(crate) fn parse_policies(
+    door: &DoorTables,
+) -> Result<std::collections::BTreeMap<PolicyRef, PolicySpec>, CodecError> {
+    let mut out = std::collections::BTreeMap::new();
+    for (key, record) in &door.policies {
+        let doc: Value = serde_json::from_str(&record.manifest)
+            .map_err(|e| CodecError::Decode(format!("policy {}: {e}", key.name)))?;
+        let spec = karmada::parse_spec(PolicyKind::from(key.kind), &doc)
+            .map_err(|e| CodecError::Decode(format!("policy {}: {e}", key.name)))?;
+        out.insert(key.clone(), spec);
+    }
+    Ok(out)
+}
+
+/// A placement that selects no cluster: a template no policy has placed yet.
+fn nowhere() -> Placement {
+    Placement {
+        clusters: Some(Vec::new()),
+        ..Placement::default()
+    }
+}
