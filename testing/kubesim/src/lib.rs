@@ -37,20 +37,21 @@
 //! Start reading at [`Simulator::start`], then `routes` (HTTP surface), `writes` and `apply`
 //! (write semantics), `store` (versions and history), `controller` (status).
 //!
-//! Must not: depend on other fedraft crates, persist anything, or contact the addresses it
-//! hands out (they are only strings in status).
+//! The Kubernetes semantics themselves (apply and managed fields, patches, selectors, Status,
+//! discovery documents) are `fedraft_kubeapi`'s; this crate is the server, the store, the
+//! controllers and the faults around them.
+//!
+//! Must not: depend on fedraft crates other than `fedraft-kubeapi`, persist anything, or
+//! contact the addresses it hands out (they are only strings in status).
 
 pub mod admin;
-mod apply;
 mod call;
 pub mod controller;
 pub mod discovery;
 pub mod endpoints;
 pub mod faults;
-mod fields;
 mod meta;
 mod routes;
-mod selector;
 mod server;
 pub mod stats;
 pub mod status;
@@ -58,6 +59,9 @@ mod store;
 mod validate;
 mod watch;
 mod writes;
+
+// Kubernetes semantics shared with fedraft's door; the modules here use them by these names.
+use fedraft_kubeapi::{apply, fields, patch, selector};
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

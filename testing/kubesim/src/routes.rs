@@ -22,7 +22,7 @@ use crate::call::{parse_target, Call, Params, Reply};
 use crate::discovery;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::stats::Verb;
-use crate::status::{ApiError, Subject};
+use crate::status::{self, ApiError, Subject};
 use crate::{admin, faults, meta, watch, writes, Shared};
 
 /// kube-apiserver's own request body limit is 3 MiB.
@@ -80,7 +80,7 @@ async fn auth(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Re
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         if !public && given != Some(token.as_str()) {
-            return ApiError::Unauthorized.into_response();
+            return status::respond(ApiError::Unauthorized);
         }
     }
     next.run(req).await
@@ -127,11 +127,10 @@ async fn not_found(uri: Uri) -> Response {
 }
 
 fn not_found_path(path: &str) -> Response {
-    ApiError::NotFound {
+    status::respond(ApiError::NotFound {
         subject: Subject::default(),
         message: format!("the server could not find the requested resource ({path})"),
-    }
-    .into_response()
+    })
 }
 
 async fn core_resource(
@@ -175,7 +174,7 @@ async fn dispatch(
             headers,
             body,
         },
-        (Err(e), _) | (_, Err(e)) => return e.into_response(),
+        (Err(e), _) | (_, Err(e)) => return status::respond(e),
     };
     let named = call.target.name.is_some();
     let verb = match (&method, named) {
@@ -189,10 +188,9 @@ async fn dispatch(
         (&Method::DELETE, true) => Verb::Delete,
         (&Method::DELETE, false) => Verb::DeleteCollection,
         _ => {
-            return ApiError::MethodNotAllowed(format!(
+            return status::respond(ApiError::MethodNotAllowed(format!(
                 "the server does not allow this method on the requested resource ({method})"
-            ))
-            .into_response()
+            )))
         }
     };
     call.shared.stats.request(verb);
@@ -213,7 +211,7 @@ async fn dispatch(
             }
             (code, Json(v)).into_response()
         }
-        Err(e) => e.into_response(),
+        Err(e) => status::respond(e),
     }
 }
 
@@ -342,7 +340,7 @@ fn watch(call: &Call) -> Response {
                 .body(Body::from(frame))
                 .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
         }
-        Err(e) => e.into_response(),
+        Err(e) => status::respond(e),
     }
 }
 
