@@ -8,7 +8,8 @@
 //!   asks for ([`negotiate`]).
 //! - Writes: server-side apply with managed fields ([`apply`], [`fields`]), JSON, merge and
 //!   strategic merge patches ([`patch`], [`strategic`], [`strategy`]).
-//! - Reads: label and field selectors ([`selector`]).
+//! - Reads: label and field selectors ([`selector`]) and server-side printing as a `Table`
+//!   ([`table`], with the built-in kinds' columns in `printers`).
 //! - Refusals: the `Status` body ([`status::ApiError`]); object metadata helpers ([`meta`]).
 //!
 //! Must not: do I/O, read a clock or randomness (callers pass `now` and stamp uids), depend on
@@ -20,11 +21,13 @@ pub mod fields;
 pub mod meta;
 pub mod negotiate;
 pub mod patch;
+mod printers;
 pub mod resource;
 pub mod selector;
 pub mod status;
 pub mod strategic;
 pub mod strategy;
+pub mod table;
 
 pub use patch::{PatchError, PatchType};
 pub use resource::ResourceDef;

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::meta;
 use crate::resource::ResourceDef;
 use crate::status::{ApiError, Subject};
-use crate::strategic;
+use crate::{strategic, strategy};
 
 /// A PATCH body's media type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +96,32 @@ pub fn merge_patch(current: &Value, patch: &Value) -> Value {
     out
 }
 
+/// The JSON merge patch that turns `from` into `to` (removed keys become `null`). Exact when
+/// `to` holds no `null` values, which a merge patch cannot express.
+pub fn merge_diff(from: &Value, to: &Value) -> Value {
+    match (from, to) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut out = serde_json::Map::new();
+            for k in a.keys().filter(|k| !b.contains_key(*k)) {
+                out.insert(k.clone(), Value::Null);
+            }
+            for (k, v) in b {
+                match a.get(k) {
+                    Some(old) if old == v => {}
+                    Some(old) => {
+                        out.insert(k.clone(), merge_diff(old, v));
+                    }
+                    None => {
+                        out.insert(k.clone(), merge_diff(&Value::Null, v));
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        _ => to.clone(),
+    }
+}
+
 /// Applies a JSON patch (RFC 6902) atomically: on failure nothing is applied and the error
 /// names the operation's path.
 pub fn json_patch(current: &Value, patch: &Value) -> Result<Value, PatchError> {
@@ -113,7 +139,8 @@ pub fn json_patch(current: &Value, patch: &Value) -> Result<Value, PatchError> {
 }
 
 /// Applies a PATCH of `kind` (not Apply, which needs a manager: see `apply::apply`) to
-/// `current`, the object of type `res`, and says any refusal as kube-apiserver would.
+/// `current`, the object of type `res`, and says any refusal as kube-apiserver would: a
+/// strategic merge patch of a kind without a patch schema (a custom resource) is 415.
 pub fn patch(
     res: &ResourceDef,
     kind: PatchType,
@@ -124,6 +151,9 @@ pub fn patch(
     match kind {
         PatchType::Json => json_patch(current, body).map_err(|e| e.into_api_error(res, name)),
         PatchType::Merge => Ok(merge_patch(current, body)),
+        PatchType::StrategicMerge if !strategy::supports_strategic(&res.group, &res.kind) => {
+            Err(PatchError::StrategicUnsupported.into_api_error(res, name))
+        }
         PatchType::StrategicMerge => {
             strategic::strategic_merge_patch(&res.group, &res.kind, current, body)
                 .map_err(|e| e.into_api_error(res, name))

@@ -16,6 +16,19 @@ enum Req {
     NotIn(String, Vec<String>),
 }
 
+impl Req {
+    fn key(&self) -> &str {
+        match self {
+            Req::Exists(k)
+            | Req::NotExists(k)
+            | Req::Eq(k, _)
+            | Req::NotEq(k, _)
+            | Req::In(k, _)
+            | Req::NotIn(k, _) => k,
+        }
+    }
+}
+
 /// A parsed `labelSelector`; empty matches everything.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LabelSelector(Vec<Req>);
@@ -79,6 +92,12 @@ impl LabelSelector {
             });
         }
         Ok(LabelSelector(reqs))
+    }
+
+    /// The same requirements ordered by key, as Kubernetes prints selectors.
+    pub fn sorted(mut self) -> Self {
+        self.0.sort_by(|a, b| a.key().cmp(b.key()));
+        self
     }
 
     /// Whether the selector has no requirement (matches everything).
