@@ -354,6 +354,26 @@ mod tests {
     }
 
     #[test]
+    fn kubectl_1_32_client_side_apply_body() {
+        // The body kubectl 1.32.4 sent to drop env B and the sidecar (captured from -v=8).
+        let body: Value = serde_json::from_str(
+            r#"{"metadata":{"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{}\n"}},"spec":{"template":{"spec":{"$setElementOrder/containers":[{"name":"web"}],"containers":[{"$setElementOrder/env":[{"name":"A"}],"env":[{"$patch":"delete","name":"B"}],"image":"nginx:1.28","name":"web"},{"$patch":"delete","name":"sidecar"}]}}}}"#,
+        )
+        .unwrap();
+        let out = smp(&deploy(), body);
+        assert_eq!(
+            containers(&out),
+            &vec![json!({"name": "web", "image": "nginx:1.28",
+                         "env": [{"name": "A", "value": "1"}], "ports": [{"containerPort": 80}]})]
+        );
+        assert_eq!(
+            out["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"],
+            "{}\n"
+        );
+        assert_eq!(out["metadata"]["labels"], json!({"app": "web"}));
+    }
+
+    #[test]
     fn delete_directives_in_lists() {
         let out = smp(
             &deploy(),

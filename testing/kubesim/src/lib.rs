@@ -24,8 +24,9 @@
 //!   that the server validates fields); anything else, `/openapi/v2` included, is a 404 Status.
 //! - get, list (label/field selectors, `limit` + `continue`), watch (from a resourceVersion,
 //!   bookmarks, 410 ERROR event when too old), create, update, patch (server-side apply with
-//!   managedFields and conflicts, merge, strategic merge served as merge, JSON patch), delete,
-//!   deletecollection; `status` subresource for kinds that have one; `dryRun=All`.
+//!   managedFields and conflicts, merge, strategic merge with list merge keys and directives,
+//!   JSON patch), delete, deletecollection; `status` subresource for kinds that have one;
+//!   `dryRun=All`.
 //! - One global resourceVersion counter; writes that change nothing are not stored
 //!   (no resourceVersion or generation bump), which is what makes repeated applies free.
 //! - Nodes generated at start; deployment/statefulset status converging after `status_delay`,
@@ -61,7 +62,7 @@ mod watch;
 mod writes;
 
 // Kubernetes semantics shared with fedraft's door; the modules here use them by these names.
-use fedraft_kubeapi::{apply, fields, patch, selector};
+use fedraft_kubeapi::{apply, fields, patch, selector, strategic};
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

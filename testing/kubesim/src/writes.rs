@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use crate::call::{Call, Reply, Target};
 use crate::status::ApiError;
 use crate::store::{Change, Outcome};
-use crate::{apply, controller, fields, meta, patch, validate};
+use crate::{apply, controller, fields, meta, patch, strategic, validate};
 
 fn content_type(call: &Call) -> &str {
     call.headers
@@ -313,6 +313,13 @@ pub fn patch(call: &Call) -> Reply {
             };
             let patched = if ct.starts_with("application/json-patch") {
                 patch::json_patch(cur, &patch)
+                    .map_err(|e| e.into_api_error(t.res, meta::name(cur)))?
+            } else if ct.starts_with("application/strategic-merge-patch") {
+                check_precondition(t, &patch, cur)?;
+                // Lists merge by their patch keys, which kubectl's client-side apply relies on
+                // (it deletes a container with a `$patch: delete` item); kinds without a patch
+                // schema are merged as by a merge patch.
+                strategic::strategic_merge_patch(&t.res.group, &t.res.kind, cur, &patch)
                     .map_err(|e| e.into_api_error(t.res, meta::name(cur)))?
             } else {
                 check_precondition(t, &patch, cur)?;

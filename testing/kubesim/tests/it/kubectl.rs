@@ -211,6 +211,57 @@ async fn kubectl_get_apply_converge_delete() {
     sim.shutdown().await;
 }
 
+/// Client-side `kubectl apply` sends strategic merge patches: dropping a container and an env
+/// var from the file must drop them from the object, not replace the list with directives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_client_side_apply_removes_list_items() {
+    assert!(have_kubectl(), "these tests need kubectl");
+    let sim = Simulator::start(SimConfig {
+        name: "dc1".into(),
+        nodes: 1,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let two = DEPLOYMENT
+        .replace(
+            "        image: nginx:1.27\n",
+            "        image: nginx:1.27\n        env: [{name: A, value: \"1\"}, {name: B, value: \"2\"}]\n",
+        )
+        .replace(
+            "requests: {cpu: 250m, memory: 128Mi}\n",
+            "requests: {cpu: 250m, memory: 128Mi}\n      - name: sidecar\n        image: envoy:1\n",
+        );
+    assert!(two.contains("sidecar"), "the fixture changed shape");
+    let one = DEPLOYMENT.replace(
+        "        image: nginx:1.27\n",
+        "        image: nginx:1.28\n        env: [{name: A, value: \"1\"}]\n",
+    );
+    let url = sim.url();
+    let containers = tokio::task::spawn_blocking(move || {
+        let k = Kubectl::new(&url);
+        let first = k.file("two.yaml", &two);
+        k.ok(&["apply", "-f", first.to_str().unwrap()]);
+        let second = k.file("one.yaml", &one);
+        k.ok(&["apply", "-f", second.to_str().unwrap()]);
+        let out = k.ok(&["get", "deploy", "web", "-n", "default", "-o", "json"]);
+        let d: Value = serde_json::from_str(&out).unwrap();
+        d["spec"]["template"]["spec"]["containers"].clone()
+    })
+    .await
+    .unwrap();
+    let cs = containers.as_array().unwrap();
+    assert_eq!(cs.len(), 1, "{containers}");
+    assert_eq!(cs[0]["name"], "web");
+    assert_eq!(cs[0]["image"], "nginx:1.28");
+    assert_eq!(
+        cs[0]["env"],
+        serde_json::json!([{"name": "A", "value": "1"}])
+    );
+    assert_eq!(cs[0]["resources"]["requests"]["cpu"], "250m");
+    sim.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_serves_kubectl() {
     assert!(have_kubectl(), "these tests need kubectl");
