@@ -22,6 +22,8 @@
 //!   `/apis/{group}`, `/apis/{group}/{version}` (see [`discovery::CATALOG`]); a minimal
 //!   `/openapi/v3` (PATCH parameters only: kubectl's apply refuses to run when it cannot learn
 //!   that the server validates fields); anything else, `/openapi/v2` included, is a 404 Status.
+//! - get and list answer as a `Table` (kube-apiserver's columns, so `kubectl get` prints what it
+//!   prints against a real cluster) or as partial metadata when `Accept` asks.
 //! - get, list (label/field selectors, `limit` + `continue`), watch (from a resourceVersion,
 //!   bookmarks, 410 ERROR event when too old), create, update, patch (server-side apply with
 //!   managedFields and conflicts, merge, strategic merge with list merge keys and directives,

@@ -10,6 +10,11 @@ pub fn now_rfc3339() -> String {
     ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// Now in Unix seconds, the `now` of table ages.
+pub fn now_unix() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
 /// A random version-4 UUID in its usual text form.
 pub fn new_uid() -> String {
     let b: [u8; 16] = rand::random();

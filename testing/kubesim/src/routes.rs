@@ -4,7 +4,8 @@
 //! Every Kubernetes resource path (`/api/v1/...`, `/apis/{group}/{version}/...`) lands in one
 //! handler that parses it into a [`Call`] and dispatches on the verb. Unknown paths (including
 //! `/openapi/v2`) get a 404 Status. `/openapi/v3` serves only what kubectl's `apply` needs to see
-//! that the server does field validation itself; without it kubectl refuses to apply.
+//! that the server does field validation itself; without it kubectl refuses to apply. Reads
+//! answer as a `Table` or partial metadata when `Accept` asks (`fedraft_kubeapi::negotiate`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +25,8 @@ use crate::selector::{FieldSelector, LabelSelector};
 use crate::stats::Verb;
 use crate::status::{self, ApiError, Subject};
 use crate::{admin, faults, meta, watch, writes, Shared};
+use fedraft_kubeapi::negotiate::{self, ObjectForm};
+use fedraft_kubeapi::table::{self, IncludeObject};
 
 /// kube-apiserver's own request body limit is 3 MiB.
 const BODY_LIMIT_BYTES: usize = 3 * 1024 * 1024;
@@ -209,7 +212,11 @@ async fn dispatch(
             if outcome_changed && !call.params.dry_run() {
                 call.shared.stats.changed(verb);
             }
-            (code, Json(v)).into_response()
+            match verb {
+                Verb::Get => read_reply(&call, code, v, false),
+                Verb::List => read_reply(&call, code, v, true),
+                _ => (code, Json(v)).into_response(),
+            }
         }
         Err(e) => status::respond(e),
     }
@@ -220,6 +227,51 @@ fn is_apply(headers: &HeaderMap) -> bool {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("application/apply-patch"))
+}
+
+/// A get or list answered in the form `Accept` asks for: the objects, a `Table` (what
+/// `kubectl get` prints, with kube-apiserver's columns) or partial object metadata. An Accept
+/// nothing matches still gets the objects, as before content negotiation was served.
+fn read_reply(call: &Call, code: StatusCode, v: Value, list: bool) -> Response {
+    let accept = call
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok());
+    let form = negotiate::object_form(accept).unwrap_or(ObjectForm::Object);
+    let objects = || -> Vec<Value> {
+        if list {
+            v["items"].as_array().cloned().unwrap_or_default()
+        } else {
+            vec![v.clone()]
+        }
+    };
+    let body = match form {
+        ObjectForm::Object => return (code, Json(v)).into_response(),
+        ObjectForm::Table(version) => {
+            let include = match IncludeObject::from_query(call.params.get("includeObject")) {
+                Ok(i) => i,
+                Err(e) => return status::respond(e),
+            };
+            let mut t = table::table(call.target.res, &objects(), meta::now_unix(), include);
+            t["apiVersion"] = json!(format!("meta.k8s.io/{version}"));
+            if list {
+                t["metadata"] = v["metadata"].clone();
+            }
+            t
+        }
+        ObjectForm::Metadata if list => json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": v["metadata"].clone(),
+            "items": objects().iter().map(table::partial_metadata).collect::<Vec<_>>(),
+        }),
+        ObjectForm::Metadata => table::partial_metadata(&v),
+    };
+    let mut reply = (code, Json(body)).into_response();
+    if let Ok(ct) = header::HeaderValue::from_str(&form.content_type(list)) {
+        reply.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    reply
 }
 
 fn get_one(call: &Call) -> Reply {

@@ -145,6 +145,14 @@ async fn kubectl_get_apply_converge_delete() {
     assert_eq!(items[0]["status"]["allocatable"]["cpu"], "8");
     let plain = k.ok(&["get", "nodes"]);
     assert!(plain.contains("dc1-node-0"), "{plain}");
+    // Server-side printing: kubectl shows the columns of the Table the server sends.
+    let header = plain.lines().next().unwrap_or("");
+    let header: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+        "{plain}"
+    );
 
     let file = k.file("deploy.yaml", DEPLOYMENT);
     let file = file.to_str().unwrap();
@@ -202,6 +210,27 @@ async fn kubectl_get_apply_converge_delete() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("conflict"), "{err}");
+
+    let out = k.ok(&["get", "deploy", "-n", "default", "-o", "wide"]);
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ],
+        "{out}"
+    );
+    let row: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(row[..4], ["web", "3/3", "3", "3"], "{out}");
+    assert_eq!(row[5..], ["web", "nginx:1.27", "app=web"], "{out}");
 
     let out = k.ok(&["delete", "deploy", "web", "-n", "default"]);
     assert!(out.contains("deleted"), "{out}");
