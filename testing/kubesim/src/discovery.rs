@@ -84,6 +84,11 @@ pub fn group(group: &str) -> Option<Value> {
     docs::group(&CATALOG, group)
 }
 
+/// Aggregated discovery: the core group (`GET /api`) or the others (`GET /apis`).
+pub fn aggregated(core: bool, version: docs::AggregatedVersion) -> Value {
+    docs::aggregated(&CATALOG, core, version)
+}
+
 /// `GET /api/v1` and `GET /apis/{group}/{version}`: an APIResourceList, or None if not served.
 pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     docs::resource_list(&CATALOG, group, version)

@@ -25,7 +25,8 @@ use crate::selector::{FieldSelector, LabelSelector};
 use crate::stats::Verb;
 use crate::status::{self, ApiError, Subject};
 use crate::{admin, faults, meta, watch, writes, Shared};
-use fedraft_kubeapi::negotiate::{self, ObjectForm};
+use fedraft_kubeapi::discovery::AggregatedVersion;
+use fedraft_kubeapi::negotiate::{self, DiscoveryForm, ObjectForm};
 use fedraft_kubeapi::table::{self, IncludeObject};
 
 /// kube-apiserver's own request body limit is 3 MiB.
@@ -40,7 +41,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/livez", get(ok))
         .route("/readyz", get(ok))
         .route("/api", get(api_versions))
-        .route("/apis", get(|| async { Json(discovery::group_list()) }))
+        .route("/apis", get(api_groups))
         .route("/api/v1", get(|| async { resource_list("", "v1") }))
         .route("/apis/{group}", get(api_group))
         .route(
@@ -100,8 +101,38 @@ async fn version(State(shared): State<Arc<Shared>>) -> Json<Value> {
     )))
 }
 
-async fn api_versions(State(shared): State<Arc<Shared>>) -> Json<Value> {
-    Json(discovery::core_versions(&shared.addr_string()))
+/// `GET /api`: aggregated discovery of the core group when `Accept` asks (kubectl does), else
+/// the legacy `APIVersions`.
+async fn api_versions(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    discovery_reply(&headers, true, || {
+        discovery::core_versions(&shared.addr_string())
+    })
+}
+
+/// `GET /apis`: aggregated discovery of every other group, or the legacy `APIGroupList`.
+async fn api_groups(headers: HeaderMap) -> Response {
+    discovery_reply(&headers, false, discovery::group_list)
+}
+
+fn discovery_reply(headers: &HeaderMap, core: bool, legacy: impl FnOnce() -> Value) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|a| a.to_str().ok());
+    let (form, body) = match negotiate::discovery_form(accept) {
+        Some(DiscoveryForm::AggregatedV2) => (
+            DiscoveryForm::AggregatedV2,
+            discovery::aggregated(core, AggregatedVersion::V2),
+        ),
+        Some(DiscoveryForm::AggregatedV2Beta1) => (
+            DiscoveryForm::AggregatedV2Beta1,
+            discovery::aggregated(core, AggregatedVersion::V2Beta1),
+        ),
+        Some(DiscoveryForm::Legacy) | None => (DiscoveryForm::Legacy, legacy()),
+    };
+    let mut reply = Json(body).into_response();
+    reply.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(form.content_type()),
+    );
+    reply
 }
 
 async fn api_group(Path(group): Path<String>) -> Response {

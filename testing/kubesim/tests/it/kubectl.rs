@@ -145,6 +145,24 @@ async fn kubectl_get_apply_converge_delete() {
     assert_eq!(items[0]["status"]["allocatable"]["cpu"], "8");
     let plain = k.ok(&["get", "nodes"]);
     assert!(plain.contains("dc1-node-0"), "{plain}");
+    // Aggregated discovery: a kubectl with an empty cache learns every resource from /api and
+    // /apis alone, without asking any group version for its legacy resource list.
+    let fresh = Kubectl::new(&sim.url());
+    let run = fresh.run(&["api-resources", "-v=6"], None);
+    let out = String::from_utf8_lossy(&run.stdout).to_string();
+    let log = String::from_utf8_lossy(&run.stderr).to_string();
+    assert!(run.status.success(), "{log}");
+    assert!(log.contains("/apis?"), "{log}");
+    assert!(
+        !log.contains("/apis/apps/v1?"),
+        "fell back to legacy discovery: {log}"
+    );
+    assert!(
+        out.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
+            == ["deployments", "deploy", "apps/v1", "true", "Deployment"]),
+        "{out}"
+    );
+    assert!(out.contains("horizontalpodautoscalers"), "{out}");
     // Server-side printing: kubectl shows the columns of the Table the server sends.
     let header = plain.lines().next().unwrap_or("");
     let header: Vec<&str> = header.split_whitespace().collect();
