@@ -8,7 +8,8 @@
 //!   asks for ([`negotiate`]).
 //! - Writes: server-side apply with managed fields ([`apply`], [`fields`]), JSON, merge and
 //!   strategic merge patches ([`patch`], [`strategic`], [`strategy`]).
-//! - Reads: label and field selectors ([`selector`]) and server-side printing as a `Table`
+//! - Reads: label and field selectors ([`selector`]), `limit`/`continue` ([`paging`]) and
+//!   server-side printing as a `Table`
 //!   ([`table`], with the built-in kinds' columns in `printers`).
 //! - Refusals: the `Status` body ([`status::ApiError`]); object metadata helpers ([`meta`]).
 //!
@@ -20,6 +21,7 @@ pub mod discovery;
 pub mod fields;
 pub mod meta;
 pub mod negotiate;
+pub mod paging;
 pub mod patch;
 mod printers;
 pub mod resource;

@@ -27,6 +27,7 @@ use crate::status::{self, ApiError, Subject};
 use crate::{admin, faults, meta, watch, writes, Shared};
 use fedraft_kubeapi::discovery::AggregatedVersion;
 use fedraft_kubeapi::negotiate::{self, DiscoveryForm, ObjectForm};
+use fedraft_kubeapi::paging::{self, ContinueToken};
 use fedraft_kubeapi::table::{self, IncludeObject};
 
 /// kube-apiserver's own request body limit is 3 MiB.
@@ -324,16 +325,6 @@ fn selectors(params: &Params) -> Result<(LabelSelector, FieldSelector), ApiError
     ))
 }
 
-/// A continue token is `{list rv}/{namespace}/{name}` of the last item served.
-fn parse_continue(tok: &str) -> Result<(u64, String, String), ApiError> {
-    let bad = || ApiError::BadRequest(format!("invalid continue token {tok:?}"));
-    let mut parts = tok.splitn(3, '/');
-    let rv = parts.next().and_then(|r| r.parse().ok()).ok_or_else(bad)?;
-    let ns = parts.next().ok_or_else(bad)?.to_string();
-    let name = parts.next().ok_or_else(bad)?.to_string();
-    Ok((rv, ns, name))
-}
-
 fn list(call: &Call) -> Reply {
     let t = &call.target;
     let p = &call.params;
@@ -342,7 +333,8 @@ fn list(call: &Call) -> Reply {
     let (items, current_rv) = store.list(t.res, t.ns.as_deref());
     let (list_rv, after) = match p.get("continue") {
         Some(tok) => {
-            let (rv, ns, name) = parse_continue(tok)?;
+            let tok = ContinueToken::parse(tok)?;
+            let rv = tok.resource_version;
             // Pages are served from current state; a token from before the retained history
             // is refused exactly as kube-apiserver refuses a compacted one.
             if rv < store.floor_rv() {
@@ -352,7 +344,7 @@ fn list(call: &Call) -> Reply {
                         .into(),
                 ));
             }
-            (rv, Some((ns, name)))
+            (rv, Some(tok))
         }
         None => {
             let asked = p.u64("resourceVersion")?;
@@ -368,31 +360,14 @@ fn list(call: &Call) -> Reply {
         }
     };
     let limit = p.u64("limit")?.filter(|l| *l > 0).map(|l| l as usize);
-    let mut matching = items
+    let matching = items
         .into_iter()
         .filter(|o| labels.matches(o) && fields.matches(o));
-    let mut page: Vec<Value> = Vec::new();
-    let key = |o: &Value| {
-        (
-            meta::meta_str(o, "namespace").unwrap_or("").to_string(),
-            meta::name(o).to_string(),
-        )
-    };
-    for o in matching.by_ref() {
-        if after.as_ref().is_some_and(|a| key(&o) <= *a) {
-            continue;
-        }
-        page.push(o);
-        if limit.is_some_and(|l| page.len() >= l) {
-            break;
-        }
-    }
-    let remaining = matching.count();
+    let (page, remaining) = paging::page(matching, after.as_ref(), limit);
     let mut metadata = json!({ "resourceVersion": list_rv.to_string() });
     if remaining > 0 {
         if let Some(last) = page.last() {
-            let (ns, name) = key(last);
-            metadata["continue"] = json!(format!("{list_rv}/{ns}/{name}"));
+            metadata["continue"] = json!(ContinueToken::after(list_rv, last).encode());
             metadata["remainingItemCount"] = json!(remaining);
         }
     }
@@ -452,19 +427,4 @@ fn start_watch(call: &Call) -> Result<Body, ApiError> {
         .store
         .subscribe(call.target.res, call.target.ns.as_deref(), from_rv)?;
     Ok(Body::from_stream(watch::start(spec, sub)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn continue_tokens() {
-        assert_eq!(
-            parse_continue("7/ns/n").unwrap(),
-            (7, "ns".into(), "n".into())
-        );
-        assert_eq!(parse_continue("7//n").unwrap(), (7, "".into(), "n".into()));
-        assert!(parse_continue("x/ns/n").is_err());
-    }
 }
