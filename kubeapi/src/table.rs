@@ -380,7 +380,7 @@ pub fn jsonpath<'a>(obj: &'a Value, path: &str) -> Vec<&'a Value> {
     cur
 }
 
-/// Reads a string-keyed map (`labels`, `nodeSelector`) at `ptr` as `k=v,k2=v2` sorted by key,
+/// Formats a string-keyed map (`labels`, `nodeSelector`) as `k=v,k2=v2` sorted by key,
 /// or `<none>`, as kubectl formats label sets.
 pub fn format_labels(m: Option<&Map<String, Value>>) -> String {
     let mut pairs: Vec<String> = m
