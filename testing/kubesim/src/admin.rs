@@ -31,9 +31,9 @@ use crate::controller::CapacityReport;
 use crate::discovery::{self, ResourceDef};
 use crate::faults::{DarkMode, FaultSettings};
 use crate::stats::StatsSnapshot;
-use crate::status::{ApiError, Subject};
+use crate::status::{self, ApiError, Subject};
 use crate::store::Change;
-use crate::{apply, fields, meta, Shared, SimError};
+use crate::{fields, meta, patch, Shared, SimError};
 
 /// The manager name out-of-band edits are recorded under in managedFields.
 pub const DRIFT_MANAGER: &str = "kubesim-drift";
@@ -123,18 +123,19 @@ impl Admin {
         let out = self.shared.store.write(res, ns, name, false, |cur| {
             let Some(cur) = cur else {
                 return Err(ApiError::not_found(Subject {
-                    group: res.group.into(),
-                    kind: res.plural.into(),
+                    group: res.group.clone(),
+                    kind: res.plural.clone(),
                     name: name.into(),
                 }));
             };
-            let mut next = apply::merge_patch(cur, patch);
+            let mut next = patch::merge_patch(cur, patch);
             fields::record_update(
                 Some(cur),
                 &mut next,
                 DRIFT_MANAGER,
                 &res.api_version(),
-                res.has_status,
+                res.has_status(),
+                &meta::now_rfc3339(),
             );
             Ok(Change::Replace(next))
         })?;
@@ -174,8 +175,8 @@ impl Admin {
 impl IntoResponse for SimError {
     fn into_response(self) -> Response {
         match self {
-            SimError::Api(e) => (*e).into_response(),
-            other => ApiError::BadRequest(other.to_string()).into_response(),
+            SimError::Api(e) => status::respond(*e),
+            other => status::respond(ApiError::BadRequest(other.to_string())),
         }
     }
 }

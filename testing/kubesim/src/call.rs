@@ -78,7 +78,8 @@ pub fn parse_target(group: &str, version: &str, rest: &str) -> Result<Target, Ap
         }
         (res, None, segs.get(1).map(owned), segs.get(2).map(owned))
     };
-    if segs.len() > 5 || (sub.is_some() && (sub.as_deref() != Some("status") || !res.has_status)) {
+    if segs.len() > 5 || (sub.is_some() && (sub.as_deref() != Some("status") || !res.has_status()))
+    {
         return Err(unknown_resource(group, version, rest));
     }
     Ok(Target { res, ns, name, sub })
@@ -135,22 +136,25 @@ mod tests {
     #[test]
     fn targets() {
         let t = parse_target("", "v1", "namespaces").unwrap();
-        assert_eq!((t.res.plural, t.name), ("namespaces", None));
+        assert_eq!((t.res.plural.as_str(), t.name), ("namespaces", None));
         let t = parse_target("", "v1", "namespaces/a").unwrap();
-        assert_eq!((t.res.plural, t.name.as_deref()), ("namespaces", Some("a")));
+        assert_eq!(
+            (t.res.plural.as_str(), t.name.as_deref()),
+            ("namespaces", Some("a"))
+        );
         let t = parse_target("", "v1", "namespaces/a/status").unwrap();
         assert_eq!(
-            (t.res.plural, t.sub.as_deref()),
+            (t.res.plural.as_str(), t.sub.as_deref()),
             ("namespaces", Some("status"))
         );
         let t = parse_target("", "v1", "namespaces/a/configmaps/c").unwrap();
         assert_eq!(
-            (t.res.plural, t.ns.as_deref(), t.name.as_deref()),
+            (t.res.plural.as_str(), t.ns.as_deref(), t.name.as_deref()),
             ("configmaps", Some("a"), Some("c"))
         );
         let t = parse_target("apps", "v1", "namespaces/a/deployments/d/status").unwrap();
         assert_eq!(
-            (t.res.plural, t.sub.as_deref()),
+            (t.res.plural.as_str(), t.sub.as_deref()),
             ("deployments", Some("status"))
         );
         let t = parse_target("apps", "v1", "deployments").unwrap();

@@ -143,7 +143,7 @@ pub fn node_object(cluster: &str, index: u32, cpu: &str, memory: &str, pods: u32
 /// Server-side defaults filled in on create, as kube-apiserver's defaulting and the service
 /// IP allocator would.
 pub(crate) fn defaults_on_create(shared: &Shared, res: &ResourceDef, obj: &mut Value) {
-    match (res.group, res.plural) {
+    match (res.group.as_str(), res.plural.as_str()) {
         ("apps", "deployments" | "statefulsets") => {
             if let Some(o) = obj.as_object_mut() {
                 let spec = meta::ensure_object(o.entry("spec").or_insert(Value::Null));
@@ -250,7 +250,7 @@ pub fn pack(nodes: &[Value], workloads: &[(&'static ResourceDef, Value)]) -> Cap
                 .to_string(),
             meta::meta_str(w, "namespace").unwrap_or("").to_string(),
             meta::name(w).to_string(),
-            r.plural,
+            r.plural.clone(),
         )
     });
     let mut report = Vec::new();

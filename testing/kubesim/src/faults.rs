@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::status::ApiError;
+use crate::status::{self, ApiError};
 use crate::Shared;
 
 /// How the simulator is unreachable while dark.
@@ -135,11 +135,10 @@ pub(crate) async fn middleware(
                 break;
             }
         }
-        return ApiError::Internal {
+        return status::respond(ApiError::Internal {
             code: 503,
             message: "simulated outage ended".into(),
-        }
-        .into_response();
+        });
     }
     let s = shared.faults.settings();
     if s.latency_ms > 0 {
@@ -147,11 +146,10 @@ pub(crate) async fn middleware(
     }
     if shared.faults.roll(s.error_rate) {
         shared.stats.injected_error();
-        return ApiError::Internal {
+        return status::respond(ApiError::Internal {
             code: s.error_code,
             message: "injected fault: simulated server error".into(),
-        }
-        .into_response();
+        });
     }
     next.run(req).await
 }

@@ -22,10 +22,13 @@
 //!   `/apis/{group}`, `/apis/{group}/{version}` (see [`discovery::CATALOG`]); a minimal
 //!   `/openapi/v3` (PATCH parameters only: kubectl's apply refuses to run when it cannot learn
 //!   that the server validates fields); anything else, `/openapi/v2` included, is a 404 Status.
+//! - get and list answer as a `Table` (kube-apiserver's columns, so `kubectl get` prints what it
+//!   prints against a real cluster) or as partial metadata when `Accept` asks.
 //! - get, list (label/field selectors, `limit` + `continue`), watch (from a resourceVersion,
 //!   bookmarks, 410 ERROR event when too old), create, update, patch (server-side apply with
-//!   managedFields and conflicts, merge, strategic merge served as merge, JSON patch), delete,
-//!   deletecollection; `status` subresource for kinds that have one; `dryRun=All`.
+//!   managedFields and conflicts, merge, strategic merge with list merge keys and directives,
+//!   JSON patch), delete, deletecollection; `status` subresource for kinds that have one;
+//!   `dryRun=All`.
 //! - One global resourceVersion counter; writes that change nothing are not stored
 //!   (no resourceVersion or generation bump), which is what makes repeated applies free.
 //! - Nodes generated at start; deployment/statefulset status converging after `status_delay`,
@@ -37,20 +40,21 @@
 //! Start reading at [`Simulator::start`], then `routes` (HTTP surface), `writes` and `apply`
 //! (write semantics), `store` (versions and history), `controller` (status).
 //!
-//! Must not: depend on other fedraft crates, persist anything, or contact the addresses it
-//! hands out (they are only strings in status).
+//! The Kubernetes semantics themselves (apply and managed fields, patches, selectors, Status,
+//! discovery documents) are `fedraft_kubeapi`'s; this crate is the server, the store, the
+//! controllers and the faults around them.
+//!
+//! Must not: depend on fedraft crates other than `fedraft-kubeapi`, persist anything, or
+//! contact the addresses it hands out (they are only strings in status).
 
 pub mod admin;
-mod apply;
 mod call;
 pub mod controller;
 pub mod discovery;
 pub mod endpoints;
 pub mod faults;
-mod fields;
 mod meta;
 mod routes;
-mod selector;
 mod server;
 pub mod stats;
 pub mod status;
@@ -58,6 +62,9 @@ mod store;
 mod validate;
 mod watch;
 mod writes;
+
+// Kubernetes semantics shared with fedraft's door; the modules here use them by these names.
+use fedraft_kubeapi::{apply, fields, patch, selector, strategic};
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

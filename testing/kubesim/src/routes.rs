@@ -4,7 +4,8 @@
 //! Every Kubernetes resource path (`/api/v1/...`, `/apis/{group}/{version}/...`) lands in one
 //! handler that parses it into a [`Call`] and dispatches on the verb. Unknown paths (including
 //! `/openapi/v2`) get a 404 Status. `/openapi/v3` serves only what kubectl's `apply` needs to see
-//! that the server does field validation itself; without it kubectl refuses to apply.
+//! that the server does field validation itself; without it kubectl refuses to apply. Reads
+//! answer as a `Table` or partial metadata when `Accept` asks (`fedraft_kubeapi::negotiate`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,8 +23,12 @@ use crate::call::{parse_target, Call, Params, Reply};
 use crate::discovery;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::stats::Verb;
-use crate::status::{ApiError, Subject};
+use crate::status::{self, ApiError, Subject};
 use crate::{admin, faults, meta, watch, writes, Shared};
+use fedraft_kubeapi::discovery::AggregatedVersion;
+use fedraft_kubeapi::negotiate::{self, DiscoveryForm, ObjectForm};
+use fedraft_kubeapi::paging::{self, ContinueToken};
+use fedraft_kubeapi::table::{self, IncludeObject};
 
 /// kube-apiserver's own request body limit is 3 MiB.
 const BODY_LIMIT_BYTES: usize = 3 * 1024 * 1024;
@@ -37,7 +42,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/livez", get(ok))
         .route("/readyz", get(ok))
         .route("/api", get(api_versions))
-        .route("/apis", get(|| async { Json(discovery::group_list()) }))
+        .route("/apis", get(api_groups))
         .route("/api/v1", get(|| async { resource_list("", "v1") }))
         .route("/apis/{group}", get(api_group))
         .route(
@@ -80,7 +85,7 @@ async fn auth(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Re
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         if !public && given != Some(token.as_str()) {
-            return ApiError::Unauthorized.into_response();
+            return status::respond(ApiError::Unauthorized);
         }
     }
     next.run(req).await
@@ -97,8 +102,38 @@ async fn version(State(shared): State<Arc<Shared>>) -> Json<Value> {
     )))
 }
 
-async fn api_versions(State(shared): State<Arc<Shared>>) -> Json<Value> {
-    Json(discovery::core_versions(&shared.addr_string()))
+/// `GET /api`: aggregated discovery of the core group when `Accept` asks (kubectl does), else
+/// the legacy `APIVersions`.
+async fn api_versions(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    discovery_reply(&headers, true, || {
+        discovery::core_versions(&shared.addr_string())
+    })
+}
+
+/// `GET /apis`: aggregated discovery of every other group, or the legacy `APIGroupList`.
+async fn api_groups(headers: HeaderMap) -> Response {
+    discovery_reply(&headers, false, discovery::group_list)
+}
+
+fn discovery_reply(headers: &HeaderMap, core: bool, legacy: impl FnOnce() -> Value) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|a| a.to_str().ok());
+    let (form, body) = match negotiate::discovery_form(accept) {
+        Some(DiscoveryForm::AggregatedV2) => (
+            DiscoveryForm::AggregatedV2,
+            discovery::aggregated(core, AggregatedVersion::V2),
+        ),
+        Some(DiscoveryForm::AggregatedV2Beta1) => (
+            DiscoveryForm::AggregatedV2Beta1,
+            discovery::aggregated(core, AggregatedVersion::V2Beta1),
+        ),
+        Some(DiscoveryForm::Legacy) | None => (DiscoveryForm::Legacy, legacy()),
+    };
+    let mut reply = Json(body).into_response();
+    reply.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(form.content_type()),
+    );
+    reply
 }
 
 async fn api_group(Path(group): Path<String>) -> Response {
@@ -127,11 +162,10 @@ async fn not_found(uri: Uri) -> Response {
 }
 
 fn not_found_path(path: &str) -> Response {
-    ApiError::NotFound {
+    status::respond(ApiError::NotFound {
         subject: Subject::default(),
         message: format!("the server could not find the requested resource ({path})"),
-    }
-    .into_response()
+    })
 }
 
 async fn core_resource(
@@ -175,7 +209,7 @@ async fn dispatch(
             headers,
             body,
         },
-        (Err(e), _) | (_, Err(e)) => return e.into_response(),
+        (Err(e), _) | (_, Err(e)) => return status::respond(e),
     };
     let named = call.target.name.is_some();
     let verb = match (&method, named) {
@@ -189,10 +223,9 @@ async fn dispatch(
         (&Method::DELETE, true) => Verb::Delete,
         (&Method::DELETE, false) => Verb::DeleteCollection,
         _ => {
-            return ApiError::MethodNotAllowed(format!(
+            return status::respond(ApiError::MethodNotAllowed(format!(
                 "the server does not allow this method on the requested resource ({method})"
-            ))
-            .into_response()
+            )))
         }
     };
     call.shared.stats.request(verb);
@@ -211,9 +244,13 @@ async fn dispatch(
             if outcome_changed && !call.params.dry_run() {
                 call.shared.stats.changed(verb);
             }
-            (code, Json(v)).into_response()
+            match verb {
+                Verb::Get => read_reply(&call, code, v, false),
+                Verb::List => read_reply(&call, code, v, true),
+                _ => (code, Json(v)).into_response(),
+            }
         }
-        Err(e) => e.into_response(),
+        Err(e) => status::respond(e),
     }
 }
 
@@ -222,6 +259,51 @@ fn is_apply(headers: &HeaderMap) -> bool {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("application/apply-patch"))
+}
+
+/// A get or list answered in the form `Accept` asks for: the objects, a `Table` (what
+/// `kubectl get` prints, with kube-apiserver's columns) or partial object metadata. An Accept
+/// nothing matches still gets the objects, as before content negotiation was served.
+fn read_reply(call: &Call, code: StatusCode, v: Value, list: bool) -> Response {
+    let accept = call
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok());
+    let form = negotiate::object_form(accept).unwrap_or(ObjectForm::Object);
+    let objects = || -> Vec<Value> {
+        if list {
+            v["items"].as_array().cloned().unwrap_or_default()
+        } else {
+            vec![v.clone()]
+        }
+    };
+    let body = match form {
+        ObjectForm::Object => return (code, Json(v)).into_response(),
+        ObjectForm::Table(version) => {
+            let include = match IncludeObject::from_query(call.params.get("includeObject")) {
+                Ok(i) => i,
+                Err(e) => return status::respond(e),
+            };
+            let mut t = table::table(call.target.res, &objects(), meta::now_unix(), include);
+            t["apiVersion"] = json!(format!("meta.k8s.io/{version}"));
+            if list {
+                t["metadata"] = v["metadata"].clone();
+            }
+            t
+        }
+        ObjectForm::Metadata if list => json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": v["metadata"].clone(),
+            "items": objects().iter().map(table::partial_metadata).collect::<Vec<_>>(),
+        }),
+        ObjectForm::Metadata => table::partial_metadata(&v),
+    };
+    let mut reply = (code, Json(body)).into_response();
+    if let Ok(ct) = header::HeaderValue::from_str(&form.content_type(list)) {
+        reply.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    reply
 }
 
 fn get_one(call: &Call) -> Reply {
@@ -243,16 +325,6 @@ fn selectors(params: &Params) -> Result<(LabelSelector, FieldSelector), ApiError
     ))
 }
 
-/// A continue token is `{list rv}/{namespace}/{name}` of the last item served.
-fn parse_continue(tok: &str) -> Result<(u64, String, String), ApiError> {
-    let bad = || ApiError::BadRequest(format!("invalid continue token {tok:?}"));
-    let mut parts = tok.splitn(3, '/');
-    let rv = parts.next().and_then(|r| r.parse().ok()).ok_or_else(bad)?;
-    let ns = parts.next().ok_or_else(bad)?.to_string();
-    let name = parts.next().ok_or_else(bad)?.to_string();
-    Ok((rv, ns, name))
-}
-
 fn list(call: &Call) -> Reply {
     let t = &call.target;
     let p = &call.params;
@@ -261,7 +333,8 @@ fn list(call: &Call) -> Reply {
     let (items, current_rv) = store.list(t.res, t.ns.as_deref());
     let (list_rv, after) = match p.get("continue") {
         Some(tok) => {
-            let (rv, ns, name) = parse_continue(tok)?;
+            let tok = ContinueToken::parse(tok)?;
+            let rv = tok.resource_version;
             // Pages are served from current state; a token from before the retained history
             // is refused exactly as kube-apiserver refuses a compacted one.
             if rv < store.floor_rv() {
@@ -271,7 +344,7 @@ fn list(call: &Call) -> Reply {
                         .into(),
                 ));
             }
-            (rv, Some((ns, name)))
+            (rv, Some(tok))
         }
         None => {
             let asked = p.u64("resourceVersion")?;
@@ -287,31 +360,14 @@ fn list(call: &Call) -> Reply {
         }
     };
     let limit = p.u64("limit")?.filter(|l| *l > 0).map(|l| l as usize);
-    let mut matching = items
+    let matching = items
         .into_iter()
         .filter(|o| labels.matches(o) && fields.matches(o));
-    let mut page: Vec<Value> = Vec::new();
-    let key = |o: &Value| {
-        (
-            meta::meta_str(o, "namespace").unwrap_or("").to_string(),
-            meta::name(o).to_string(),
-        )
-    };
-    for o in matching.by_ref() {
-        if after.as_ref().is_some_and(|a| key(&o) <= *a) {
-            continue;
-        }
-        page.push(o);
-        if limit.is_some_and(|l| page.len() >= l) {
-            break;
-        }
-    }
-    let remaining = matching.count();
+    let (page, remaining) = paging::page(matching, after.as_ref(), limit);
     let mut metadata = json!({ "resourceVersion": list_rv.to_string() });
     if remaining > 0 {
         if let Some(last) = page.last() {
-            let (ns, name) = key(last);
-            metadata["continue"] = json!(format!("{list_rv}/{ns}/{name}"));
+            metadata["continue"] = json!(ContinueToken::after(list_rv, last).encode());
             metadata["remainingItemCount"] = json!(remaining);
         }
     }
@@ -342,7 +398,7 @@ fn watch(call: &Call) -> Response {
                 .body(Body::from(frame))
                 .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
         }
-        Err(e) => e.into_response(),
+        Err(e) => status::respond(e),
     }
 }
 
@@ -371,19 +427,4 @@ fn start_watch(call: &Call) -> Result<Body, ApiError> {
         .store
         .subscribe(call.target.res, call.target.ns.as_deref(), from_rv)?;
     Ok(Body::from_stream(watch::start(spec, sub)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn continue_tokens() {
-        assert_eq!(
-            parse_continue("7/ns/n").unwrap(),
-            (7, "ns".into(), "n".into())
-        );
-        assert_eq!(parse_continue("7//n").unwrap(), (7, "".into(), "n".into()));
-        assert!(parse_continue("x/ns/n").is_err());
-    }
 }

@@ -37,7 +37,7 @@ pub fn validate(res: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
             return invalid("metadata.labels", format!("Invalid value: {v}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'"));
         }
     }
-    match (res.group, res.plural) {
+    match (res.group.as_str(), res.plural.as_str()) {
         ("apps", "deployments" | "statefulsets" | "replicasets" | "daemonsets") => {
             if let Some(r) = obj.pointer("/spec/replicas") {
                 if r.as_i64().is_none_or(|n| n < 0) {

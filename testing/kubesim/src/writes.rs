@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use crate::call::{Call, Reply, Target};
 use crate::status::ApiError;
 use crate::store::{Change, Outcome};
-use crate::{apply, controller, fields, meta, validate};
+use crate::{apply, controller, fields, meta, patch, strategic, validate};
 
 fn content_type(call: &Call) -> &str {
     call.headers
@@ -118,7 +118,7 @@ fn stale(t: &Target, name: &str) -> ApiError {
             "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
             if t.res.group.is_empty() { t.res.plural.to_string() } else { format!("{}.{}", t.res.plural, t.res.group) }
         ),
-        causes: Vec::new(),
+        causes: Box::default(),
     }
 }
 
@@ -145,7 +145,7 @@ fn scope(t: &Target, cur: &Value, mut proposed: Value) -> Value {
         }
         return out;
     }
-    if t.res.has_status {
+    if t.res.has_status() {
         match cur.get("status") {
             Some(s) => proposed["status"] = s.clone(),
             None => {
@@ -189,7 +189,7 @@ pub fn create(call: &Call) -> Reply {
         }
     }
     validate::validate(t.res, &obj)?;
-    if t.res.has_status {
+    if t.res.has_status() {
         meta::ensure_object(&mut obj).remove("status");
     }
     meta::metadata_mut(&mut obj).remove("managedFields");
@@ -199,7 +199,8 @@ pub fn create(call: &Call) -> Reply {
         &mut obj,
         &manager(call),
         &t.res.api_version(),
-        t.res.has_status,
+        t.res.has_status(),
+        &meta::now_rfc3339(),
     );
     let out = call
         .shared
@@ -232,7 +233,8 @@ pub fn update(call: &Call) -> Reply {
                     &mut next,
                     &mgr,
                     &t.res.api_version(),
-                    t.res.has_status,
+                    t.res.has_status(),
+                    &meta::now_rfc3339(),
                 );
             }
             Ok(Change::Replace(next))
@@ -289,11 +291,12 @@ pub fn patch(call: &Call) -> Reply {
                     // Status apply: merge the applied status in; status ownership is not tracked.
                     let mut next = cur.clone();
                     if let Some(s) = applied.get("status") {
-                        json_patch::merge(&mut next["status"], s);
+                        next["status"] = patch::merge_patch(&next["status"], s);
                     }
                     return Ok(Change::Replace(next));
                 }
-                let mut next = apply::apply(t.res, cur, &applied, &mgr, force)?;
+                let mut next =
+                    apply::apply(t.res, cur, &applied, &mgr, force, &meta::now_rfc3339())?;
                 // Identity is stamped by the store; validation needs the name now.
                 meta::metadata_mut(&mut next).insert("name".into(), json!(name));
                 validate::validate(t.res, &next)?;
@@ -309,10 +312,18 @@ pub fn patch(call: &Call) -> Reply {
                 return Err(ApiError::not_found(t.subject(&name)));
             };
             let patched = if ct.starts_with("application/json-patch") {
-                apply::json_patch(t.res, cur, &patch)?
+                patch::json_patch(cur, &patch)
+                    .map_err(|e| e.into_api_error(t.res, meta::name(cur)))?
+            } else if ct.starts_with("application/strategic-merge-patch") {
+                check_precondition(t, &patch, cur)?;
+                // Lists merge by their patch keys, which kubectl's client-side apply relies on
+                // (it deletes a container with a `$patch: delete` item); kinds without a patch
+                // schema are merged as by a merge patch.
+                strategic::strategic_merge_patch(&t.res.group, &t.res.kind, cur, &patch)
+                    .map_err(|e| e.into_api_error(t.res, meta::name(cur)))?
             } else {
                 check_precondition(t, &patch, cur)?;
-                apply::merge_patch(cur, &patch)
+                patch::merge_patch(cur, &patch)
             };
             if meta::name(&patched) != name {
                 return Err(ApiError::BadRequest(
@@ -327,7 +338,8 @@ pub fn patch(call: &Call) -> Reply {
                     &mut next,
                     &mgr,
                     &t.res.api_version(),
-                    t.res.has_status,
+                    t.res.has_status(),
+                    &meta::now_rfc3339(),
                 );
             }
             Ok(Change::Replace(next))

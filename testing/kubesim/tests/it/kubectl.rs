@@ -145,6 +145,32 @@ async fn kubectl_get_apply_converge_delete() {
     assert_eq!(items[0]["status"]["allocatable"]["cpu"], "8");
     let plain = k.ok(&["get", "nodes"]);
     assert!(plain.contains("dc1-node-0"), "{plain}");
+    // Aggregated discovery: a kubectl with an empty cache learns every resource from /api and
+    // /apis alone, without asking any group version for its legacy resource list.
+    let fresh = Kubectl::new(&sim.url());
+    let run = fresh.run(&["api-resources", "-v=6"], None);
+    let out = String::from_utf8_lossy(&run.stdout).to_string();
+    let log = String::from_utf8_lossy(&run.stderr).to_string();
+    assert!(run.status.success(), "{log}");
+    assert!(log.contains("/apis?"), "{log}");
+    assert!(
+        !log.contains("/apis/apps/v1?"),
+        "fell back to legacy discovery: {log}"
+    );
+    assert!(
+        out.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
+            == ["deployments", "deploy", "apps/v1", "true", "Deployment"]),
+        "{out}"
+    );
+    assert!(out.contains("horizontalpodautoscalers"), "{out}");
+    // Server-side printing: kubectl shows the columns of the Table the server sends.
+    let header = plain.lines().next().unwrap_or("");
+    let header: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+        "{plain}"
+    );
 
     let file = k.file("deploy.yaml", DEPLOYMENT);
     let file = file.to_str().unwrap();
@@ -203,11 +229,83 @@ async fn kubectl_get_apply_converge_delete() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("conflict"), "{err}");
 
+    let out = k.ok(&["get", "deploy", "-n", "default", "-o", "wide"]);
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ],
+        "{out}"
+    );
+    let row: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(row[..4], ["web", "3/3", "3", "3"], "{out}");
+    assert_eq!(row[5..], ["web", "nginx:1.27", "app=web"], "{out}");
+
     let out = k.ok(&["delete", "deploy", "web", "-n", "default"]);
     assert!(out.contains("deleted"), "{out}");
     let out = k.run(&["get", "deploy", "web", "-n", "default"], None);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
+    sim.shutdown().await;
+}
+
+/// Client-side `kubectl apply` sends strategic merge patches: dropping a container and an env
+/// var from the file must drop them from the object, not replace the list with directives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_client_side_apply_removes_list_items() {
+    assert!(have_kubectl(), "these tests need kubectl");
+    let sim = Simulator::start(SimConfig {
+        name: "dc1".into(),
+        nodes: 1,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let two = DEPLOYMENT
+        .replace(
+            "        image: nginx:1.27\n",
+            "        image: nginx:1.27\n        env: [{name: A, value: \"1\"}, {name: B, value: \"2\"}]\n",
+        )
+        .replace(
+            "requests: {cpu: 250m, memory: 128Mi}\n",
+            "requests: {cpu: 250m, memory: 128Mi}\n      - name: sidecar\n        image: envoy:1\n",
+        );
+    assert!(two.contains("sidecar"), "the fixture changed shape");
+    let one = DEPLOYMENT.replace(
+        "        image: nginx:1.27\n",
+        "        image: nginx:1.28\n        env: [{name: A, value: \"1\"}]\n",
+    );
+    let url = sim.url();
+    let containers = tokio::task::spawn_blocking(move || {
+        let k = Kubectl::new(&url);
+        let first = k.file("two.yaml", &two);
+        k.ok(&["apply", "-f", first.to_str().unwrap()]);
+        let second = k.file("one.yaml", &one);
+        k.ok(&["apply", "-f", second.to_str().unwrap()]);
+        let out = k.ok(&["get", "deploy", "web", "-n", "default", "-o", "json"]);
+        let d: Value = serde_json::from_str(&out).unwrap();
+        d["spec"]["template"]["spec"]["containers"].clone()
+    })
+    .await
+    .unwrap();
+    let cs = containers.as_array().unwrap();
+    assert_eq!(cs.len(), 1, "{containers}");
+    assert_eq!(cs[0]["name"], "web");
+    assert_eq!(cs[0]["image"], "nginx:1.28");
+    assert_eq!(
+        cs[0]["env"],
+        serde_json::json!([{"name": "A", "value": "1"}])
+    );
+    assert_eq!(cs[0]["resources"]["requests"]["cpu"], "250m");
     sim.shutdown().await;
 }
 

@@ -4,7 +4,7 @@
 //! list), which is coarser than Kubernetes' per-key list ownership but exact for every field a
 //! federation writes as a whole. The set is stored in the object in the real `FieldsV1` shape
 //! (`{"f:spec":{"f:replicas":{}}}`), so kubectl and kube-rs read it as from a real server. This
-//! module must not decide conflicts; `apply` does.
+//! module must not decide conflicts (`apply` does) or read a clock (callers pass `now`).
 
 use std::collections::BTreeSet;
 
@@ -129,7 +129,7 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
     root
 }
 
-/// Reads a `FieldsV1` tree back. Keys this simulator never writes (`k:`/`v:` list items, `.`)
+/// Reads a `FieldsV1` tree back. Keys this module never writes (`k:`/`v:` list items, `.`)
 /// end the path there, which treats the enclosing value as atomic.
 pub fn from_fields_v1(v: &Value) -> FieldSet {
     fn go(v: &Value, prefix: &mut Path, out: &mut FieldSet) {
@@ -235,6 +235,7 @@ pub fn record_update(
     manager: &str,
     api_version: &str,
     has_status: bool,
+    now: &str,
 ) {
     let null = Value::Null;
     let old_obj = old.unwrap_or(&null);
@@ -264,13 +265,13 @@ pub fn record_update(
     match entries.iter_mut().find(|e| e.is(manager, "Update", None)) {
         Some(e) => {
             e.fields.extend(mine);
-            e.time = meta::now_rfc3339();
+            e.time = now.to_string();
         }
         None => entries.push(Entry {
             manager: manager.to_string(),
             operation: "Update".into(),
             api_version: api_version.to_string(),
-            time: meta::now_rfc3339(),
+            time: now.to_string(),
             subresource: None,
             fields: mine,
         }),
@@ -334,7 +335,14 @@ mod tests {
         );
         let mut new = old.clone();
         new["spec"]["replicas"] = json!(5);
-        record_update(Some(&old), &mut new, "kubectl-edit", "apps/v1", true);
+        record_update(
+            Some(&old),
+            &mut new,
+            "kubectl-edit",
+            "apps/v1",
+            true,
+            "2026-01-01T00:00:00Z",
+        );
         let entries = read_managed(&new);
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0].fields, [p("spec.paused")].into_iter().collect());

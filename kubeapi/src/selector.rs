@@ -1,5 +1,5 @@
-//! Label selectors (equality and set-based) and field selectors, parsed from query strings and
-//! matched against objects. Pure; no storage.
+//! Label selectors (equality and set-based, and the `matchLabels`/`matchExpressions` form objects
+//! carry) and field selectors, parsed and matched against objects. Pure; no storage.
 
 use serde_json::Value;
 
@@ -14,6 +14,19 @@ enum Req {
     NotEq(String, String),
     In(String, Vec<String>),
     NotIn(String, Vec<String>),
+}
+
+impl Req {
+    fn key(&self) -> &str {
+        match self {
+            Req::Exists(k)
+            | Req::NotExists(k)
+            | Req::Eq(k, _)
+            | Req::NotEq(k, _)
+            | Req::In(k, _)
+            | Req::NotIn(k, _) => k,
+        }
+    }
 }
 
 /// A parsed `labelSelector`; empty matches everything.
@@ -37,8 +50,67 @@ impl LabelSelector {
         Ok(LabelSelector(reqs))
     }
 
+    /// A structured `metav1.LabelSelector` (`matchLabels` and `matchExpressions`) as found in a
+    /// Deployment's `spec.selector`. A missing or null selector matches everything.
+    pub fn from_object(sel: &Value) -> Result<Self, ApiError> {
+        let bad = |what: String| ApiError::BadRequest(format!("invalid label selector: {what}"));
+        let mut reqs = Vec::new();
+        if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+            for (k, v) in m {
+                let v = v.as_str().ok_or_else(|| bad(format!("matchLabels.{k}")))?;
+                reqs.push(Req::Eq(k.clone(), v.to_string()));
+            }
+        }
+        for e in sel
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            let key = e
+                .get("key")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let values: Vec<String> = e
+                .get("values")
+                .and_then(Value::as_array)
+                .map(|vs| {
+                    vs.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let op = e.get("operator").and_then(Value::as_str).unwrap_or("");
+            reqs.push(match op {
+                "In" if !values.is_empty() => Req::In(key, values),
+                "NotIn" if !values.is_empty() => Req::NotIn(key, values),
+                "Exists" if values.is_empty() => Req::Exists(key),
+                "DoesNotExist" if values.is_empty() => Req::NotExists(key),
+                _ => return Err(bad(format!("operator {op:?} with {} values", values.len()))),
+            });
+        }
+        Ok(LabelSelector(reqs))
+    }
+
+    /// The same requirements ordered by key, as Kubernetes prints selectors.
+    pub fn sorted(mut self) -> Self {
+        self.0.sort_by(|a, b| a.key().cmp(b.key()));
+        self
+    }
+
+    /// Whether the selector has no requirement (matches everything).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
-        let labels = meta::labels(obj);
+        self.matches_labels(&meta::labels(obj))
+    }
+
+    /// Matches a label map directly (a pod template's labels, say).
+    pub fn matches_labels(&self, labels: &serde_json::Map<String, Value>) -> bool {
         let get = |k: &str| labels.get(k).and_then(Value::as_str);
         self.0.iter().all(|r| match r {
             Req::Exists(k) => get(k).is_some(),
@@ -48,6 +120,25 @@ impl LabelSelector {
             Req::In(k, vs) => get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
             Req::NotIn(k, vs) => !get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
         })
+    }
+}
+
+/// The selector in query-string syntax, as kubectl prints it (`app=web,tier in (a,b)`).
+impl std::fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|r| match r {
+                Req::Exists(k) => k.clone(),
+                Req::NotExists(k) => format!("!{k}"),
+                Req::Eq(k, v) => format!("{k}={v}"),
+                Req::NotEq(k, v) => format!("{k}!={v}"),
+                Req::In(k, vs) => format!("{k} in ({})", vs.join(",")),
+                Req::NotIn(k, vs) => format!("{k} notin ({})", vs.join(",")),
+            })
+            .collect();
+        f.write_str(&parts.join(","))
     }
 }
 
@@ -198,6 +289,37 @@ mod tests {
         for sel in ["app in db", "a=b=c d", "app in (x", "!"] {
             assert!(LabelSelector::parse(sel).is_err(), "{sel}");
         }
+    }
+
+    #[test]
+    fn structured_selectors() {
+        let cases = [
+            (json!({"matchLabels": {"app": "web"}}), true, "app=web"),
+            (
+                json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front", "back"]}]}),
+                true,
+                "tier in (front,back)",
+            ),
+            (
+                json!({"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "x", "operator": "Exists"}]}),
+                false,
+                "app=web,x",
+            ),
+            (
+                json!({"matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]}),
+                true,
+                "!x",
+            ),
+            (json!(null), true, ""),
+        ];
+        for (sel, want, text) in cases {
+            let s = LabelSelector::from_object(&sel).unwrap();
+            assert_eq!(s.matches(&obj()), want, "{sel}");
+            assert_eq!(s.to_string(), text);
+            assert_eq!(LabelSelector::parse(text).unwrap(), s, "{text} round-trips");
+        }
+        let bad = json!({"matchExpressions": [{"key": "x", "operator": "In", "values": []}]});
+        assert!(LabelSelector::from_object(&bad).is_err());
     }
 
     #[test]

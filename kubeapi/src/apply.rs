@@ -1,4 +1,5 @@
-//! Server-side apply (`application/apply-patch+yaml`) and the other patch types.
+//! Server-side apply (`application/apply-patch+yaml`): the object after a manager applies a
+//! configuration, and its managed fields.
 //!
 //! Apply semantics, at leaf-path granularity (lists atomic, see `fields`):
 //! - the applied configuration's leaves are set on the object; this manager's Apply entry
@@ -10,14 +11,15 @@
 //!   unless another manager still owns them;
 //! - status is ignored for kinds with a status subresource.
 //!
-//! The result goes back to the store, which drops it if nothing but timestamps changed; so an
-//! apply of the same configuration twice writes once. This module must not touch storage.
+//! The caller stores the result and should drop it if nothing but timestamps changed
+//! (`meta::same_content`); so an apply of the same configuration twice writes once. This module
+//! must not touch storage or read a clock: `now` stamps the managedFields entry.
 
 use serde_json::Value;
 
-use crate::discovery::ResourceDef;
 use crate::fields::{self, Entry, FieldSet};
 use crate::meta;
+use crate::resource::ResourceDef;
 use crate::status::{ApiError, Subject};
 
 /// Computes the object after `manager` applies `applied` to `current` (None: creates it).
@@ -27,8 +29,9 @@ pub fn apply(
     applied: &Value,
     manager: &str,
     force: bool,
+    now: &str,
 ) -> Result<Value, ApiError> {
-    let applied_set = fields::leaf_paths(applied, res.has_status);
+    let applied_set = fields::leaf_paths(applied, res.has_status());
     let empty = Value::Object(Default::default());
     let cur = current.unwrap_or(&empty);
     let mut entries = fields::read_managed(cur);
@@ -69,14 +72,14 @@ pub fn apply(
         return Err(ApiError::Conflict {
             subject: Subject {
                 group: res.group.to_string(),
-                kind: res.plural.to_string(),
+                kind: res.plural.clone(),
                 name: meta::name(applied).to_string(),
             },
             message: format!(
                 "Apply failed with {n} conflict{plural}: {}",
                 listed.join("\n")
             ),
-            causes: conflicts,
+            causes: conflicts.into_boxed_slice(),
         });
     }
 
@@ -102,11 +105,10 @@ pub fn apply(
         }
     }
 
-    let now = meta::now_rfc3339();
     match entries.iter_mut().find(|e| e.is(manager, "Apply", None)) {
         Some(e) => {
             if e.fields != applied_set {
-                e.time = now;
+                e.time = now.to_string();
             }
             e.fields = applied_set;
             e.api_version = res.api_version();
@@ -115,7 +117,7 @@ pub fn apply(
             manager: manager.to_string(),
             operation: "Apply".into(),
             api_version: res.api_version(),
-            time: now,
+            time: now.to_string(),
             subresource: None,
             fields: applied_set,
         }),
@@ -124,38 +126,13 @@ pub fn apply(
     Ok(out)
 }
 
-/// Applies a JSON merge patch (RFC 7386). Strategic merge patch is served the same way: for
-/// the maps a federation patches the results agree; list merge keys are not honoured.
-pub fn merge_patch(current: &Value, patch: &Value) -> Value {
-    let mut out = current.clone();
-    json_patch::merge(&mut out, patch);
-    out
-}
-
-/// Applies a JSON patch (RFC 6902); a failed test or bad path is 422 as in Kubernetes.
-pub fn json_patch(res: &ResourceDef, current: &Value, patch: &Value) -> Result<Value, ApiError> {
-    let ops: json_patch::Patch = serde_json::from_value(patch.clone())
-        .map_err(|e| ApiError::BadRequest(format!("invalid JSON patch: {e}")))?;
-    let mut out = current.clone();
-    json_patch::patch(&mut out, &ops).map_err(|e| {
-        ApiError::invalid(
-            Subject {
-                group: res.group.to_string(),
-                kind: res.kind.to_string(),
-                name: meta::name(current).to_string(),
-            },
-            "patch",
-            &e.to_string(),
-        )
-    })?;
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::find;
+    use crate::resource::find_builtin as find;
     use serde_json::json;
+
+    const NOW: &str = "2026-01-01T00:00:00Z";
 
     fn deploy(replicas: i64, labels: Value) -> Value {
         json!({
@@ -169,22 +146,22 @@ mod tests {
     fn apply_twice_is_identical() {
         let res = find("apps", "v1", "deployments").unwrap();
         let a = deploy(2, json!({"app": "web"}));
-        let first = apply(res, None, &a, "fedraft", false).unwrap();
-        let second = apply(res, Some(&first), &a, "fedraft", false).unwrap();
+        let first = apply(res, None, &a, "fedraft", false, NOW).unwrap();
+        let second = apply(res, Some(&first), &a, "fedraft", false, NOW).unwrap();
         assert!(meta::same_content(&first, &second));
     }
 
     #[test]
     fn conflicts_with_another_manager_unless_forced() {
         let res = find("apps", "v1", "deployments").unwrap();
-        let mine = apply(res, None, &deploy(2, json!({})), "fedraft", false).unwrap();
+        let mine = apply(res, None, &deploy(2, json!({})), "fedraft", false, NOW).unwrap();
         // Same value: co-ownership, no conflict.
-        let shared = apply(res, Some(&mine), &deploy(2, json!({})), "other", false).unwrap();
+        let shared = apply(res, Some(&mine), &deploy(2, json!({})), "other", false, NOW).unwrap();
         assert_eq!(fields::read_managed(&shared).len(), 2);
-        let err = apply(res, Some(&mine), &deploy(3, json!({})), "other", false).unwrap_err();
+        let err = apply(res, Some(&mine), &deploy(3, json!({})), "other", false, NOW).unwrap_err();
         assert_eq!(err.code(), 409);
         assert!(err.to_string().contains(".spec.replicas"), "{err}");
-        let forced = apply(res, Some(&mine), &deploy(3, json!({})), "other", true).unwrap();
+        let forced = apply(res, Some(&mine), &deploy(3, json!({})), "other", true, NOW).unwrap();
         assert_eq!(forced["spec"]["replicas"], 3);
         let fedraft = fields::read_managed(&forced)
             .into_iter()
@@ -204,6 +181,7 @@ mod tests {
             &deploy(2, json!({"a": "1", "b": "2"})),
             "fedraft",
             false,
+            NOW,
         )
         .unwrap();
         let v2 = apply(
@@ -212,6 +190,7 @@ mod tests {
             &deploy(2, json!({"a": "1"})),
             "fedraft",
             false,
+            NOW,
         )
         .unwrap();
         assert_eq!(v2["metadata"]["labels"], json!({"a": "1"}));
@@ -222,7 +201,7 @@ mod tests {
         let res = find("apps", "v1", "deployments").unwrap();
         let mut a = deploy(1, json!({}));
         a["status"] = json!({"replicas": 9});
-        let out = apply(res, None, &a, "fedraft", false).unwrap();
+        let out = apply(res, None, &a, "fedraft", false, NOW).unwrap();
         assert!(out.get("status").is_none());
     }
 }
