@@ -154,6 +154,7 @@ export function timelineView(root, ctx) {
     try {
       const s = await api(`/v1/audit/state?at=${want}`);
       if (want !== at) return;
+      past.dataset.at = String(want);
       replace(past, h("h2", {}, `As it was at index ${s.index} (${s.logTime})`),
         s.clusters.length ? h("table", { class: "grid", id: "tl-past-clusters" },
           h("thead", {}, h("tr", {}, ["Cluster", "Health", "Since", "Scheduling"].map((t) => h("th", { scope: "col" }, t)))),

@@ -179,8 +179,20 @@ async fn console_follows_a_failover_and_replays_it() {
         "return document.querySelectorAll('#fleet-table [data-health=\"Ready\"]').length === 3",
     )
     .await;
+    // In-page figures: the login page's load (navigation timing), and an upper bound of the time
+    // from navigation to a rendered fleet (it includes typing the token and the polling).
+    let page = b
+        .js(
+            "const n = performance.getEntriesByType('navigation')[0]; \
+             return [Math.round(n.loadEventEnd), Math.round(performance.now())]",
+            json!([]),
+        )
+        .await;
     eprintln!(
-        "CONSOLE first screen (sign-in to fleet) {:?}",
+        "CONSOLE login page loaded in {} ms; fleet rendered {} ms after navigation; \
+         test-side sign-in to fleet {:?}",
+        page[0],
+        page[1],
         load.elapsed()
     );
     assert_eq!(
@@ -251,7 +263,7 @@ async fn console_follows_a_failover_and_replays_it() {
     )
     .await;
     let old = b.wait_for("the placement before the failure", LIMIT,
-        "return document.querySelector('#tl-past-objects tr[data-object=\"shop/web\"]')?.dataset.placement").await;
+        &format!("return document.querySelector('#tl-state[data-at=\"{before}\"] tr[data-object=\"shop/web\"]')?.dataset.placement")).await;
     assert_eq!(old, json!("dc1:2 dc2:2 dc3:2"));
     assert!(b
         .js("return location.hash", json!([]))
