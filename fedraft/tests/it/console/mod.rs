@@ -168,6 +168,18 @@ async fn console_follows_a_failover_and_replays_it() {
     })
     .await;
     let ui = procs.url(0, "/ui/");
+    // The console's files need no token; every API call it makes does.
+    let anon = reqwest::Client::new();
+    for (path, want) in [
+        ("/ui/", 200),
+        ("/ui/js/main.js", 200),
+        ("/v1/clusters", 401),
+        ("/v1/watch", 401),
+        ("/v1/audit", 401),
+    ] {
+        let r = anon.get(procs.url(0, path)).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), want, "{path} without a token");
+    }
     eprintln!("CONSOLE cluster up after {:?}", started.elapsed());
 
     let b = Browser::start(&shots_dir()).await;
