@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod openapi;
 mod routes;
 pub mod sealing;
+pub mod ui;
 pub mod view;
 pub mod watch;
 pub mod wire;

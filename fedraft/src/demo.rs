@@ -58,6 +58,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     println!("fedraft demo: 3 nodes, 3 simulated clusters, all on 127.0.0.1");
     println!("  API:         {}", demo.api_url);
     println!("  admin token: {}", demo.token);
+    println!(
+        "  console:     {}/ui/ (sign in with the admin token)",
+        demo.api_url
+    );
     for (name, sim) in CLUSTERS.iter().zip(&demo.sims) {
         println!("  cluster {name}: {} (region={name})", sim.url());
     }

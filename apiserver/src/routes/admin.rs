@@ -35,6 +35,20 @@ pub async fn status(
     })
     .await?;
     let st = app.node.status();
+    // On the leader: each member's highest log index known to match the leader's, so a console
+    // can show every node's lag from one node. Absent (null) on followers.
+    let replication = app
+        .node
+        .raft()
+        .metrics()
+        .borrow()
+        .replication
+        .as_ref()
+        .map(|r| {
+            r.iter()
+                .map(|(id, log)| (id.to_string(), log.map(|l| l.index)))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        });
     Ok(Json(json!({
         "nodeId": st.id,
         "clusterId": app.node.config().cluster_id,
@@ -48,6 +62,8 @@ pub async fn status(
         "appliedIndex": applied,
         "stateHash": hash,
         "logTimeMs": log_time,
+        "lastLogIndex": st.last_log_index,
+        "replication": replication,
     })))
 }
 

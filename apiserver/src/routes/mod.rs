@@ -77,7 +77,8 @@ pub(crate) fn router(app: App) -> Router {
         .route("/readyz", get(system::readyz))
         .route("/metrics", get(system::metrics))
         .route("/v1/system/state", get(system::state))
-        .route("/v1/openapi.json", get(system::openapi));
+        .route("/v1/openapi.json", get(system::openapi))
+        .merge(crate::ui::router());
     api.merge(public)
         .route_layer(middleware::from_fn_with_state(app.clone(), layers::metrics))
         .fallback(|| async {

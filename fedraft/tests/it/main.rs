@@ -13,6 +13,7 @@ mod audit_cli;
 mod bench;
 mod cli;
 mod cli_habits;
+mod console;
 mod demo;
 mod deploy_backup;
 mod deploy_members;

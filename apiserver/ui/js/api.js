@@ -1,0 +1,131 @@
+// fedraft console: the API client. The token lives in sessionStorage only (gone with the tab)
+// and goes out as `Authorization: Bearer` on every /v1 call. The watch stream is read with
+// fetch and a stream reader, because EventSource cannot send that header.
+
+const KEY = "fedraft.token";
+
+export const token = {
+  get: () => sessionStorage.getItem(KEY),
+  set: (t) => sessionStorage.setItem(KEY, t),
+  clear: () => sessionStorage.removeItem(KEY),
+};
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.error && body.error.message) || `HTTP ${status}`);
+    this.status = status;
+  }
+}
+
+export async function api(path, { method = "GET", body } = {}) {
+  const headers = { Authorization: `Bearer ${token.get() || ""}`, Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let doc = null;
+  const text = await resp.text();
+  try { doc = text ? JSON.parse(text) : null; } catch { doc = null; }
+  if (!resp.ok) throw new ApiError(resp.status, doc);
+  return doc;
+}
+
+// What the principal may do, learnt from the API itself (the console offers nothing the role
+// cannot do): operators and admins read clusters and status; only admins read membership.
+export async function whoami() {
+  await api("/v1/objects");
+  let role = "tenant";
+  try {
+    await api("/v1/status?stale=true");
+    role = "operator";
+    try { await api("/v1/admin/members"); role = "admin"; } catch (e) { if (e.status !== 403) throw e; }
+  } catch (e) {
+    if (e.status !== 403) throw e;
+  }
+  return role;
+}
+
+// Keeps a live copy of clusters, objects and tenants from `GET /v1/watch`. The stream starts
+// with every resource (ADDED) and a BOOKMARK, then follows the log; after a break it resumes
+// from the last resource version, and after 410 Gone it starts over.
+export class Live {
+  constructor(onChange, onConn) {
+    this.clusters = new Map();
+    this.objects = new Map();
+    this.tenants = new Map();
+    this.rv = null;
+    this.synced = false;
+    this.onChange = onChange;
+    this.onConn = onConn;
+    this.stopped = false;
+    this.ctrl = null;
+  }
+
+  stop() {
+    this.stopped = true;
+    if (this.ctrl) this.ctrl.abort();
+  }
+
+  async run() {
+    let backoff = 500;
+    while (!this.stopped) {
+      try {
+        await this.once();
+        backoff = 500;
+      } catch (e) {
+        if (this.stopped) return;
+        if (e.status === 401) { this.onConn("unauthorized"); return; }
+        if (e.status === 410) { this.rv = null; }
+      }
+      if (this.stopped) return;
+      this.onConn("disconnected");
+      await new Promise((r) => setTimeout(r, backoff));
+      backoff = Math.min(backoff * 2, 5000);
+    }
+  }
+
+  async once() {
+    this.ctrl = new AbortController();
+    const q = this.rv === null ? "" : `?resourceVersion=${this.rv}`;
+    const resp = await fetch(`/v1/watch${q}`, {
+      headers: { Authorization: `Bearer ${token.get() || ""}` },
+      signal: this.ctrl.signal,
+    });
+    if (!resp.ok) throw new ApiError(resp.status, null);
+    if (this.rv === null) { this.clusters.clear(); this.objects.clear(); this.tenants.clear(); this.synced = false; }
+    this.onConn("live");
+    const reader = resp.body.getReader();
+    const dec = new TextDecoder();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += dec.decode(value, { stream: true });
+      let nl;
+      let changed = false;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl).trim();
+        buf = buf.slice(nl + 1);
+        if (line) changed = this.event(JSON.parse(line)) || changed;
+      }
+      if (changed && this.synced) this.onChange();
+    }
+  }
+
+  event(ev) {
+    if (ev.type === "ERROR") {
+      const code = ev.object && ev.object.code;
+      throw new ApiError(code || 500, null);
+    }
+    this.rv = ev.resourceVersion;
+    if (ev.type === "BOOKMARK") {
+      const first = !this.synced;
+      this.synced = true;
+      if (first) this.onChange();
+      return false;
+    }
+    const map = ev.kind === "Cluster" ? this.clusters : ev.kind === "Tenant" ? this.tenants : this.objects;
+    const key = ev.kind === "FederatedObject" ? `${ev.namespace}/${ev.name}` : ev.name;
+    if (ev.type === "DELETED") map.delete(key);
+    else map.set(key, ev.object);
+    return true;
+  }
+}

@@ -1,0 +1,123 @@
+// fedraft console: the Workloads view. Federated objects with placement per cluster, desired vs
+// ready, conditions and shortfall, and the last decision; one object's details add the
+// scheduler's reasons, a chart of ready vs desired per cluster, the replicas per cluster over
+// time (from the audit archive's placement history) and the template with its overrides.
+
+import { h, replace, fmtTime, pagedTable, debounce } from "./dom.js";
+import { api } from "./api.js";
+import { readyChart, historyChart } from "./charts.js";
+
+const PAGE = 100;
+
+function placementText(o) {
+  const p = Object.entries((o.status && o.status.placement) || {}).filter(([, n]) => n > 0);
+  return p.length ? p.map(([c, n]) => `${c}:${n}`).join(" ") : "none";
+}
+
+function problems(o) {
+  return ((o.status && o.status.conditions) || []).filter((c) => c.status !== "True");
+}
+
+export function workloadsView(root, ctx) {
+  const p = ctx.route.params;
+  let page = Number(p.get("page") || 0);
+  let selected = p.get("obj") || "";
+  const filter = h("input", { id: "wl-filter", type: "search", value: p.get("q") || "", placeholder: "namespace/name" });
+  const table = h("div", { id: "wl-table" });
+  const detail = h("section", { id: "wl-detail", "aria-label": "object details" });
+
+  function params() {
+    const o = {};
+    if (filter.value) o.q = filter.value;
+    if (page) o.page = page;
+    if (selected) o.obj = selected;
+    return o;
+  }
+
+  function render() {
+    const q = filter.value.trim().toLowerCase();
+    const rows = [...ctx.live.objects.values()]
+      .filter((o) => !q || `${o.namespace}/${o.name}`.toLowerCase().includes(q))
+      .sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`));
+    replace(table, pagedTable({
+      caption: "Federated objects", rows, page, pageSize: PAGE,
+      rowAttrs: (o) => ({ "data-object": `${o.namespace}/${o.name}`, class: selected === `${o.namespace}/${o.name}` ? "selected" : "" }),
+      onPage: (n) => { page = n; ctx.setParams(params()); render(); },
+      columns: [
+        { title: "Object", cell: (o) => h("button", { type: "button", class: "link", "aria-label": `details of ${o.namespace}/${o.name}`,
+          onclick: () => select(`${o.namespace}/${o.name}`) }, `${o.namespace}/${o.name}`) },
+        { title: "Kind", cell: (o) => (o.template && o.template.kind) || "" },
+        { title: "Ready / desired", cell: (o) => `${o.status.readyReplicas} / ${o.status.desiredReplicas ?? "—"}` },
+        { title: "Placement", cell: (o) => h("span", { "data-placement": placementText(o) }, placementText(o)) },
+        { title: "Conditions", cell: (o) => problems(o).map((c) => h("div", { class: "warn" }, `${c.type}: ${c.message}`)) },
+        { title: "Shortfall", cell: (o) => o.status.shortfall ? `${o.status.shortfall.replicas}: ${o.status.shortfall.message}` : "—" },
+        { title: "Last decision", cell: (o) => o.status.lastDecision ? o.status.lastDecision.summary : "" },
+      ],
+    }));
+    if (selected) renderDetail(false);
+  }
+
+  function select(key) {
+    selected = key;
+    ctx.setParams(params());
+    render();
+    renderDetail(true);
+    detail.focus();
+  }
+
+  let history = null;
+  let historyFor = "";
+  let fullDoc = null;
+  async function renderDetail(fetchMore) {
+    const o = ctx.live.objects.get(selected);
+    if (!o) { replace(detail, h("p", {}, `${selected} does not exist (or is not yours to see).`)); return; }
+    const [ns, name] = selected.split("/");
+    const path = `/v1/namespaces/${encodeURIComponent(ns)}/objects/${encodeURIComponent(name)}`;
+    if (fetchMore || historyFor !== selected) {
+      historyFor = selected;
+      history = null;
+      fullDoc = null;
+      try { fullDoc = await api(path); } catch { fullDoc = null; }
+      try { history = await api(`/v1/audit/explain/${encodeURIComponent(ns)}/${encodeURIComponent(name)}`); } catch (e) { history = { error: e.message }; }
+    }
+    const st = o.status;
+    const clusters = Object.entries(st.clusters || {});
+    const full = fullDoc && fullDoc.resourceVersion === o.resourceVersion ? fullDoc : o;
+    const dec = (full.status && full.status.lastDecision) || st.lastDecision || {};
+    replace(detail,
+      h("h2", { tabindex: "-1" }, selected),
+      h("div", { class: "cols" },
+        h("div", {},
+          h("h3", {}, "Per cluster"),
+          h("table", { class: "grid", id: "wl-clusters" },
+            h("thead", {}, h("tr", {}, ["Cluster", "Replicas", "Ready", "Applied", "Message", "Reported"].map((t) => h("th", { scope: "col" }, t)))),
+            h("tbody", {}, clusters.map(([c, v]) => h("tr", { "data-cluster": c },
+              h("td", {}, c), h("td", {}, String(v.replicas)), h("td", {}, String(v.readyReplicas)),
+              h("td", {}, v.applied ? "yes" : "no"), h("td", {}, v.message || ""), h("td", {}, fmtTime(v.reportedMs)))))),
+          h("h3", {}, "Conditions"),
+          h("ul", {}, (st.conditions || []).map((c) => h("li", { class: c.status === "True" ? "" : "warn" }, `${c.type} ${c.status}${c.message ? ": " + c.message : ""}`))),
+          st.shortfall ? h("p", { class: "warn" }, `Shortfall ${st.shortfall.replicas}: ${st.shortfall.message}`) : null,
+          h("h3", {}, "Last decision"),
+          h("p", { id: "wl-decision" }, `${dec.summary || ""} (log index ${dec.decidedIndex ?? "—"})`),
+          (dec.dropped || []).length ? h("ul", {}, dec.dropped.map((d) => h("li", {}, `${d.cluster}: ${d.reasonText || d.reason}`))) : null),
+        h("div", {},
+          h("h3", {}, "Ready vs desired per cluster"),
+          readyChart(clusters.map(([c, v]) => ({ label: c, want: v.replicas, have: v.readyReplicas }))),
+          h("h3", {}, "Replicas per cluster over time"),
+          history && history.error ? h("p", { class: "muted" }, `History unavailable: ${history.error}`)
+            : history ? historyChart(history.changes || []) : h("p", {}, "Loading…"),
+          history && history.changes ? h("p", {}, h("a", { href: `#/timeline?object=${encodeURIComponent(selected)}` }, "This object on the timeline")) : null)),
+      h("details", {}, h("summary", {}, "Template and overrides"),
+        h("p", { class: "muted" }, "What fedraft applies to each cluster is this template with the overrides for that cluster; credentials never appear here."),
+        h("pre", {}, JSON.stringify({ template: o.template, overrides: o.overrides, placement: o.placement }, null, 2))));
+  }
+
+  filter.addEventListener("input", debounce(() => { page = 0; ctx.setParams(params()); render(); }, 150));
+  replace(root,
+    h("h1", {}, "Workloads"),
+    h("div", { class: "row" }, h("label", { for: "wl-filter" }, "Filter objects"), filter),
+    table, detail);
+  detail.setAttribute("tabindex", "-1");
+  ctx.refresh = () => { if (ctx.live.synced) render(); };
+  if (ctx.live.synced) { render(); if (selected) renderDetail(true); } else replace(table, h("p", {}, "Loading…"));
+}

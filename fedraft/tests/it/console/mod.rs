@@ -1,0 +1,360 @@
+//! The web console in a real browser (headless Chromium over WebDriver), against three
+//! `fedraft server` processes and three simulated member clusters: sign in, see the fleet, watch a
+//! cluster go dark and its replicas move without a reload, drag the timeline back to the old
+//! placement, open the explanation of the move, and sign in as a tenant who sees only its
+//! namespaces. Every view is checked for controls without a label. A screenshot of each step
+//! lands in `$CARGO_TARGET_DIR/console-screenshots/`.
+
+mod webdriver;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use fedraft_testkit::eventually;
+use fedraft_testkit::members::start_sims;
+use fedraft_testkit::procs::{Cluster, Layout};
+use serde_json::{json, Value};
+
+use crate::support::{divided, BIN, CLUSTERS};
+use webdriver::Browser;
+
+const ADMIN: &str = "console-admin-token-0123456789abcdef";
+const TENANT: &str = "console-tenant-token-0123456789abcdef";
+const LIMIT: Duration = Duration::from_secs(40);
+const FAILURE_S: u64 = 3;
+const GRACE_S: u64 = 2;
+
+fn layout() -> Layout {
+    // FEDRAFT_CONSOLE_TEST_BIN: a copy of the binary under test, for machines where several
+    // checkouts share one target directory and may replace `target/debug/fedraft` mid-run.
+    let bin = std::env::var_os("FEDRAFT_CONSOLE_TEST_BIN")
+        .map_or_else(|| PathBuf::from(BIN), PathBuf::from);
+    let mut l = Layout::new(bin, ADMIN);
+    l.cluster_id = "fedraft-console".into();
+    l.tokens = vec![
+        format!("{ADMIN} ops-admin admin"),
+        format!("{TENANT} blue-dev tenant:blue"),
+    ];
+    l.raft = vec![
+        "heartbeat_interval_ms = 200".into(),
+        "election_timeout_min_ms = 1000".into(),
+        "election_timeout_max_ms = 2000".into(),
+        "tick_interval_ms = 500".into(),
+        "propose_timeout_ms = 10000".into(),
+    ];
+    l.executors = vec![
+        "probe_interval_ms = 300".into(),
+        "probe_timeout_ms = 1000".into(),
+        "capacity_interval_ms = 1000".into(),
+        "resync_period_ms = 3000".into(),
+        "status_flush_interval_ms = 200".into(),
+        "backoff_max_ms = 1000".into(),
+    ];
+    l.log_filter = "info,openraft=warn,fedraft_apiserver=warn,kube_client=warn".into();
+    l.http_timeout = Duration::from_secs(5);
+    l
+}
+
+/// An admin request to the first live node that answers other than 503.
+async fn call(procs: &Cluster, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    eventually(LIMIT, &format!("{method} {path}"), || {
+        let (method, body) = (method.clone(), body.clone());
+        async move {
+            for i in 0..procs.nodes.len() {
+                let mut req = procs.req(i, method.clone(), path);
+                if let Some(b) = &body {
+                    req = req.json(b);
+                }
+                let Ok(resp) = req.send().await else { continue };
+                let status = resp.status();
+                let v: Value = resp.json().await.unwrap_or(Value::Null);
+                if status.is_success() {
+                    return Some(v);
+                }
+                assert!(status.is_server_error(), "{method} {path}: {status} {v}");
+            }
+            None
+        }
+    })
+    .await
+}
+
+/// Controls without an accessible name in the current view (empty when all are labelled).
+const UNLABELLED: &str = r#"
+const named = (el) => (el.getAttribute('aria-label') || '').trim()
+  || (el.getAttribute('aria-labelledby') && document.getElementById(el.getAttribute('aria-labelledby')))
+  || (el.id && document.querySelector(`label[for="${CSS.escape(el.id)}"]`))
+  || el.closest('label')
+  || (el.tagName === 'BUTTON' && el.textContent.trim())
+  || (el.tagName === 'A' && el.textContent.trim());
+return [...document.querySelectorAll('input, button, select, textarea, a[href]')]
+  .filter((el) => el.type !== 'hidden' && !named(el))
+  .map((el) => el.outerHTML.slice(0, 120));
+"#;
+
+async fn assert_labelled(b: &Browser, view: &str) {
+    let bad = b.js(UNLABELLED, json!([])).await;
+    assert_eq!(bad, json!([]), "unlabelled controls in {view}");
+}
+
+fn shots_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("console-screenshots")
+}
+
+async fn sign_in(b: &Browser, url: &str, token: &str) {
+    b.goto(url).await;
+    b.type_into("#login-token", token).await;
+    b.click("#login-submit").await;
+    b.wait_for(
+        "signed in",
+        LIMIT,
+        "return document.getElementById('role')?.textContent",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_follows_a_failover_and_replays_it() {
+    // `Cluster::layout` takes the heavy slot (one federation at a time) for as long as it lives.
+    let started = Instant::now();
+    let sims = start_sims(&CLUSTERS).await;
+    let dir = fedraft_testkit::temp_dir("console");
+    let mut procs = Cluster::layout(dir.path(), "fed", &layout());
+    procs.start_all();
+    procs.wait_agreed_leader(Duration::from_secs(60)).await;
+    eprintln!("CONSOLE leader after {:?}", started.elapsed());
+    for (c, sim) in CLUSTERS.iter().zip(&sims) {
+        let body = json!({"name": c, "labels": {"region": c, "zone": format!("{c}-a")},
+            "apiEndpoint": sim.url(), "failureThresholdSeconds": FAILURE_S, "successThresholdSeconds": 1});
+        call(&procs, reqwest::Method::POST, "/v1/clusters", Some(body)).await;
+    }
+    call(
+        &procs,
+        reqwest::Method::PUT,
+        "/v1/tenants/blue",
+        Some(json!({"namespaces": ["shop"]})),
+    )
+    .await;
+    let weights = [("dc1", 1), ("dc2", 1), ("dc3", 1)];
+    let web = divided("web", 6, "nginx:1", &weights, GRACE_S, None);
+    call(
+        &procs,
+        reqwest::Method::PUT,
+        "/v1/namespaces/shop/objects/web",
+        Some(web),
+    )
+    .await;
+    let db = divided("db", 1, "postgres:16", &[("dc1", 1)], GRACE_S, None);
+    call(
+        &procs,
+        reqwest::Method::PUT,
+        "/v1/namespaces/ops/objects/db",
+        Some(db),
+    )
+    .await;
+    eventually(LIMIT, "shop/web placed 2/2/2", || async {
+        let v = call(
+            &procs,
+            reqwest::Method::GET,
+            "/v1/namespaces/shop/objects/web",
+            None,
+        )
+        .await;
+        (v.pointer("/status/placement") == Some(&json!({"dc1": 2, "dc2": 2, "dc3": 2})))
+            .then_some(())
+    })
+    .await;
+    let ui = procs.url(0, "/ui/");
+    // The console's files need no token; every API call it makes does.
+    let anon = reqwest::Client::new();
+    for (path, want) in [
+        ("/ui/", 200),
+        ("/ui/js/main.js", 200),
+        ("/v1/clusters", 401),
+        ("/v1/watch", 401),
+        ("/v1/audit", 401),
+    ] {
+        let r = anon.get(procs.url(0, path)).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), want, "{path} without a token");
+    }
+    eprintln!("CONSOLE cluster up after {:?}", started.elapsed());
+
+    let b = Browser::start(&shots_dir()).await;
+    let load = Instant::now();
+    sign_in(&b, &ui, ADMIN).await;
+    b.wait_for(
+        "fleet shows three Ready clusters",
+        LIMIT,
+        "return document.querySelectorAll('#fleet-table [data-health=\"Ready\"]').length === 3",
+    )
+    .await;
+    // In-page figures: the login page's load (navigation timing), and an upper bound of the time
+    // from navigation to a rendered fleet (it includes typing the token and the polling).
+    let page = b
+        .js(
+            "const n = performance.getEntriesByType('navigation')[0]; \
+             return [Math.round(n.loadEventEnd), Math.round(performance.now())]",
+            json!([]),
+        )
+        .await;
+    eprintln!(
+        "CONSOLE login page loaded in {} ms; fleet rendered {} ms after navigation; \
+         test-side sign-in to fleet {:?}",
+        page[0],
+        page[1],
+        load.elapsed()
+    );
+    assert_eq!(
+        b.js(
+            "return document.getElementById('role').textContent",
+            json!([])
+        )
+        .await,
+        "admin"
+    );
+    assert_labelled(&b, "fleet").await;
+    b.screenshot("01-fleet").await;
+    // A marker on the page: had anything reloaded it, the marker would be gone.
+    b.js("window.__noReload = 1; return 1", json!([])).await;
+    let before = call(&procs, reqwest::Method::GET, "/v1/status", None).await["appliedIndex"]
+        .as_u64()
+        .unwrap();
+
+    sims[1].admin().go_dark(fedraft_kubesim::DarkMode::Refuse);
+    b.wait_for("dc2 NotReady in the live fleet", LIMIT,
+        "return document.querySelector('#fleet-table tr[data-cluster=\"dc2\"] [data-health=\"NotReady\"]') !== null").await;
+    b.wait_for(
+        "the dark tile",
+        LIMIT,
+        "return document.querySelector('[data-tile=\"dc2\"].dark') !== null",
+    )
+    .await;
+    b.screenshot("02-dc2-dark").await;
+
+    b.click("#nav-workloads").await;
+    b.wait_for(
+        "shop/web moved off dc2 in the live view",
+        LIMIT,
+        r#"
+        const el = document.querySelector('tr[data-object="shop/web"] [data-placement]');
+        return el && !el.dataset.placement.includes('dc2') && el.dataset.placement"#,
+    )
+    .await;
+    assert_eq!(
+        b.js("return window.__noReload", json!([])).await,
+        json!(1),
+        "the page reloaded"
+    );
+    b.click("[aria-label=\"details of shop/web\"]").await;
+    b.find("#chart-ready", LIMIT).await;
+    b.wait_for(
+        "the placement history chart",
+        LIMIT,
+        "return document.querySelector('#chart-history') !== null",
+    )
+    .await;
+    assert_labelled(&b, "workloads").await;
+    b.screenshot("03-replicas-moved").await;
+
+    // The timeline, cursor dragged back to before the failure: the old placement.
+    b.click("#nav-timeline").await;
+    b.find("#tl-cursor", LIMIT).await;
+    b.wait_for(
+        "audit records",
+        LIMIT,
+        "return document.querySelectorAll('#tl-records tr[data-index]').length > 0",
+    )
+    .await;
+    b.js(
+        "const c = document.getElementById('tl-cursor'); c.value = String(arguments[0]); \
+         c.dispatchEvent(new Event('input', {bubbles: true})); return c.value",
+        json!([before]),
+    )
+    .await;
+    let old = b.wait_for("the placement before the failure", LIMIT,
+        &format!("return document.querySelector('#tl-state[data-at=\"{before}\"] tr[data-object=\"shop/web\"]')?.dataset.placement")).await;
+    assert_eq!(old, json!("dc1:2 dc2:2 dc3:2"));
+    assert!(b
+        .js("return location.hash", json!([]))
+        .await
+        .as_str()
+        .unwrap_or("")
+        .contains(&format!("at={before}")));
+    assert_labelled(&b, "timeline").await;
+    b.screenshot("04-timeline-before-failure").await;
+
+    // The failover's explanation: the newest placement change of shop/web.
+    b.click("#tl-records tr.cat-failover button[data-explain=\"shop/web\"]")
+        .await;
+    let why = b
+        .wait_for(
+            "the explanation",
+            LIMIT,
+            "return document.querySelector('#tl-explain .explanation')?.textContent",
+        )
+        .await;
+    assert!(why.as_str().is_some_and(|t| t.contains("dc2")), "{why}");
+    b.screenshot("05-explanation").await;
+
+    b.click("#nav-health").await;
+    b.wait_for(
+        "fedraft health",
+        LIMIT,
+        "return document.querySelectorAll('#health-nodes tr[data-node]').length === 3",
+    )
+    .await;
+    assert_labelled(&b, "health").await;
+    b.screenshot("06-health").await;
+
+    // A tenant sees its namespace only and is offered no fleet or cluster actions.
+    b.click("#logout").await;
+    sign_in(&b, &ui, TENANT).await;
+    assert_eq!(
+        b.js(
+            "return document.getElementById('role').textContent",
+            json!([])
+        )
+        .await,
+        "tenant"
+    );
+    b.wait_for(
+        "the tenant's objects",
+        LIMIT,
+        "return document.querySelector('tr[data-object=\"shop/web\"]') !== null",
+    )
+    .await;
+    let seen = b
+        .js(
+            "return [...document.querySelectorAll('tr[data-object]')].map((r) => r.dataset.object)",
+            json!([]),
+        )
+        .await;
+    assert_eq!(seen, json!(["shop/web"]));
+    let nav = b
+        .js(
+            "return [...document.querySelectorAll('#nav a')].map((a) => a.id)",
+            json!([]),
+        )
+        .await;
+    assert_eq!(nav, json!(["nav-workloads", "nav-timeline"]));
+    assert_labelled(&b, "tenant workloads").await;
+    b.screenshot("07-tenant").await;
+    b.click("#nav-timeline").await;
+    b.wait_for(
+        "the tenant's timeline",
+        LIMIT,
+        "return document.querySelectorAll('#tl-records tr[data-index]').length > 0",
+    )
+    .await;
+    let targets = b.js("return [...document.querySelectorAll('#tl-records td:nth-child(4)')].map((t) => t.textContent).join('|')", json!([])).await;
+    assert!(
+        !targets.as_str().unwrap_or("").contains("ops/db"),
+        "{targets}"
+    );
+    b.screenshot("08-tenant-timeline").await;
+    drop(b);
+    eprintln!("CONSOLE test took {:?}", started.elapsed());
+}
