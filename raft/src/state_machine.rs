@@ -134,6 +134,14 @@ impl SmShared {
         self.checkpointer.flush().await
     }
 
+    /// The first failed write off the apply path (an audit record, a checkpoint), if any: the
+    /// node must stop (the next apply refuses to go on).
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.checkpointer
+            .failure()
+            .or_else(|| self.archived.failure())
+    }
+
     /// Waits until the audit records of every command applied so far are written.
     pub async fn archive_caught_up(&self) {
         let applied = self.read().state.applied_index();

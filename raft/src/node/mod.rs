@@ -492,6 +492,38 @@ impl FedNode {
         crate::audit::LiveState::of(&self.inner.sm.read().state)
     }
 
+    /// Resolves when this node cannot go on, with the reason naming the failed seam: raft
+    /// stopped on a fatal error (a failed log write or WAL sync reaches it through the flush
+    /// callback), the store stopped after a failed write or sync, or a write off the apply path
+    /// (an audit record, a checkpoint) failed. The caller should stop the process at once, without
+    /// flushing anything: a restart recovers from what was synced. Also resolves if raft shut
+    /// down, so await it only while the node is meant to run.
+    pub async fn failed(&self) -> String {
+        let mut metrics = self.inner.raft.metrics();
+        // The store and the apply path record their failures without a notification; a short
+        // poll bounds how long a node runs on past one.
+        let mut poll = tokio::time::interval(Duration::from_millis(200));
+        loop {
+            if let Some(e) = self.inner.sm.store.failure() {
+                return e.to_string();
+            }
+            if let Some(why) = self.inner.sm.failure() {
+                return why;
+            }
+            if let Err(fatal) = &metrics.borrow().running_state {
+                return format!("raft stopped: {fatal}");
+            }
+            tokio::select! {
+                changed = metrics.changed() => {
+                    if changed.is_err() {
+                        return "raft shut down".into();
+                    }
+                }
+                _ = poll.tick() => {}
+            }
+        }
+    }
+
     /// Stops the ticker and raft. The data directory closes when the last handle is dropped.
     pub async fn shutdown(&self) -> Result<(), RaftError> {
         let _ = self.inner.stop.send(true);
