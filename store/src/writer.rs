@@ -211,7 +211,11 @@ impl Writer {
             return;
         }
         let b = std::mem::take(batch);
-        let res = self.write(b, false);
+        // An op earlier in this drain may have stopped the store: then these are not written.
+        let res = match self.stopped.error() {
+            Some(e) => Err(e),
+            None => self.write(b, false),
+        };
         for w in writtens.drain(..) {
             w(res.clone());
         }
