@@ -325,7 +325,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             )));
                             out.push(applied);
                             if self.shared.checkpointer.claim_due(seq) {
-                                checkpoint = Some(g.state.image());
+                                // With the indexes, checked on the checkpoint thread.
+                                checkpoint = Some(g.state.checked_image());
                             }
                         }
                         replies.push(Response(out));
