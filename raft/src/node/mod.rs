@@ -89,11 +89,11 @@ impl FedNode {
         let (dir, cluster) = (cfg.data_dir.clone(), cfg.cluster_id.clone());
         let store = store_read(move || Store::open(&dir, &cluster)).await?;
         let committed = Arc::new(AtomicU64::new(0));
-        let log_store = LogStore::new(store.clone(), committed.clone());
         let metrics = NodeMetrics::default();
         let audit = cfg.audit.staggered_for(cfg.node_id);
-        let sm = StateMachine::open_measured(store, audit, metrics.images()).await?;
+        let sm = StateMachine::open_measured(store.clone(), audit, metrics.images()).await?;
         let shared = sm.shared();
+        let log_store = LogStore::new(store, committed.clone()).bounded_by(shared.saved_snapshot());
         let client = PeerClient::with_tls(&cfg.cluster_secret, cfg.peer_tls.as_ref())?
             .with_dial(cfg.peer_dial.clone());
         let raft = Raft::new(
