@@ -92,3 +92,12 @@ pub(crate) fn describe_kube(e: &kube::Error) -> String {
         other => other.to_string(),
     }
 }
+
+/// What the `executors::member_write` failpoint injects: a member that did not answer `what`.
+#[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
+pub(crate) fn unanswered(what: &impl std::fmt::Display) -> ExecError {
+    ExecError::Timeout {
+        action: format!("applying {what} (failpoint executors::member_write)"),
+        waited_ms: 0,
+    }
+}

@@ -187,6 +187,10 @@ pub async fn reconcile(
     }
     let api = api_for(ctx, &p.resolved, &p.id.namespace);
     let params = PatchParams::apply(FIELD_MANAGER).force();
+    // A member that does not answer (store/src/failpoints.rs lists every failpoint).
+    fail::fail_point!("executors::member_write", |_| Err(
+        crate::error::unanswered(&p.id)
+    ));
     let applied = bounded(
         ctx.cfg.request_timeout,
         || format!("applying {}", p.id),

@@ -206,6 +206,9 @@ pub struct RaftTiming {
     pub tick_interval_ms: Option<u64>,
     /// Entries between state machine snapshots. Default 10000.
     pub snapshot_every_entries: Option<u64>,
+    /// Log entries kept behind a snapshot when the log is purged, for followers a little behind.
+    /// Default 1000.
+    pub max_in_snapshot_log_to_keep: Option<u64>,
     /// How long a proposal may wait for a quorum before failing with 503. Default 5000.
     pub propose_timeout_ms: Option<u64>,
 }

@@ -7,7 +7,8 @@
 //!
 //! Start at [`Cli`]: one enum variant per verb, dispatched by one `match` in [`run`]. Exit codes:
 //! 0 success; 1 the server refused the request or answered an error (or a demo step failed); 2
-//! usage error or a feature that is not built yet; 3 the server could not be reached.
+//! usage error or a feature that is not built yet; 3 the server could not be reached; 4 (`fedraft
+//! server`) the node stopped because a write to its data directory failed.
 
 mod admin;
 mod apply;

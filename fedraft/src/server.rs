@@ -6,6 +6,11 @@
 //! token is never accepted on the peer port and the cluster secret never on the API. Both are
 //! served by `listen.rs` within `[listeners]` limits (timeouts, connection caps), which the
 //! flags of the same names override.
+//!
+//! A node whose storage failed (a WAL fsync, a write, an audit or checkpoint write:
+//! `FedNode::failed`) exits at once with code 4 and one error line naming the seam, flushing
+//! nothing more: a restart recovers from what was synced. In a build with failpoints (tests
+//! only), `FAILPOINTS` configures them at start (`store/src/failpoints.rs`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -58,8 +63,12 @@ pub struct ServerArgs {
     pub peer_max_connections: Option<usize>,
 }
 
+/// The exit code of a node that stopped because its storage failed.
+pub const EXIT_STORAGE_FAILED: i32 = 4;
+
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     init_tracing();
+    fedraft_raft::failpoints::configure_from_env().context("configuring FAILPOINTS")?;
     let flags = ListenerFile {
         header_read_timeout_ms: args.header_read_timeout_ms,
         idle_timeout_ms: args.idle_timeout_ms,
@@ -121,6 +130,10 @@ async fn run_config(f: NodeFile, limits: ListenerSettings) -> anyhow::Result<()>
     set(&mut nc.election_timeout_max_ms, t.election_timeout_max_ms);
     set(&mut nc.tick_interval_ms, t.tick_interval_ms);
     set(&mut nc.snapshot_every_entries, t.snapshot_every_entries);
+    set(
+        &mut nc.max_in_snapshot_log_to_keep,
+        t.max_in_snapshot_log_to_keep,
+    );
     set(&mut nc.propose_timeout_ms, t.propose_timeout_ms);
     set(
         &mut nc.audit.checkpoint_every_commands,
@@ -327,7 +340,10 @@ async fn serve(
     };
     let router = Api::with_registry(node.clone(), tokens, cfg, registry).router();
     tracing::info!(addr = %api.local_addr()?, tls = api_tls.is_some(), "API listening");
-    let served = listen::serve(api, router, api_tls, limits.api, shutdown_signal()).await;
+    let served = tokio::select! {
+        served = listen::serve(api, router, api_tls, limits.api, shutdown_signal()) => served,
+        why = node.failed() => stop_now(&why),
+    };
     tracing::info!("shutting down");
     if let Some(set) = executors {
         set.shutdown().await;
@@ -338,6 +354,19 @@ async fn serve(
     peer_task.abort();
     node.shutdown().await.context("stopping the raft node")?;
     served
+}
+
+/// Ends the process at once. Nothing may run after a failed fsync that could write or sync
+/// again (a graceful close flushes RocksDB's memtables); `_exit` also skips the C++ static
+/// destructors, which abort when RocksDB's threads are still running.
+fn stop_now(why: &str) -> ! {
+    tracing::error!(
+        exit_code = EXIT_STORAGE_FAILED,
+        "node stopped: {why}; restart it to recover from what was synced"
+    );
+    eprintln!("error: node stopped: {why}");
+    // SAFETY: `_exit` takes no pointers; it ends the process without running anything else.
+    unsafe { libc::_exit(EXIT_STORAGE_FAILED) }
 }
 
 async fn shutdown_signal() {

@@ -35,6 +35,9 @@ pub mod types;
 
 pub use config::NodeConfig;
 pub use error::RaftError;
+/// The failpoints at the durability seams (the store's table of them, configured once per
+/// process from `FAILPOINTS`).
+pub use fedraft_store::failpoints;
 pub use network::client::{install_crypto_provider, PeerClient};
 pub use network::tls::PeerTls;
 pub use node::{FedNode, ForwardingStats};

@@ -37,6 +37,9 @@ use crate::types::{
     AppliedEntry, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
 
+/// The raft position of the snapshot saved in the store, shared with the log store.
+pub(crate) type SavedSnapshot = Arc<tokio::sync::Mutex<Option<LogId>>>;
+
 /// Applied entries kept for slow subscribers before they see `Lagged`.
 pub const SUBSCRIBER_BUFFER_ENTRIES: usize = 4096;
 
@@ -58,7 +61,8 @@ pub struct SmShared {
     /// snapshot older than the stored one is not saved: openraft builds snapshots on a spawned
     /// task, so one built before a snapshot from the leader was installed can finish after it,
     /// and saving it would pair an old state with a log already cut past it.
-    saved_snapshot: tokio::sync::Mutex<Option<LogId>>,
+    /// The log store purges only what it covers (`LogStore::purge`).
+    saved_snapshot: SavedSnapshot,
     pub(crate) store: Store,
     /// How far the audit records are written: the state is ahead of it for the moment between
     /// applying and archiving.
@@ -134,6 +138,19 @@ impl SmShared {
         self.checkpointer.flush().await
     }
 
+    /// The first failed write off the apply path (an audit record, a checkpoint), if any: the
+    /// node must stop (the next apply refuses to go on).
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.checkpointer
+            .failure()
+            .or_else(|| self.archived.failure())
+    }
+
+    /// The saved snapshot's position, for the log store (see `LogStore::purge`).
+    pub(crate) fn saved_snapshot(&self) -> SavedSnapshot {
+        self.saved_snapshot.clone()
+    }
+
     /// Waits until the audit records of every command applied so far are written.
     pub async fn archive_caught_up(&self) {
         let applied = self.read().state.applied_index();
@@ -200,7 +217,7 @@ impl StateMachine {
             events,
             last_timestamp_ms: AtomicU64::new(last_ts),
             snapshot_seq: AtomicU64::new(0),
-            saved_snapshot: tokio::sync::Mutex::new(last_applied),
+            saved_snapshot: Arc::new(tokio::sync::Mutex::new(last_applied)),
             store: store.clone(),
             archived: Arc::new(ArchiveProgress::starting_at(last_index)),
             checkpointer,
@@ -317,7 +334,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             )));
                             out.push(applied);
                             if self.shared.checkpointer.claim_due(seq) {
-                                checkpoint = Some(g.state.image());
+                                // With the indexes, checked on the checkpoint thread.
+                                checkpoint = Some(g.state.checked_image());
                             }
                         }
                         replies.push(Response(out));

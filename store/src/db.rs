@@ -6,7 +6,7 @@
 //! anything but the empty column families was written.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 use rocksdb::{
@@ -58,6 +58,31 @@ struct Inner {
     ops: Option<Sender<Op>>,
     writer: Option<std::thread::JoinHandle<()>>,
     metrics: StoreMetrics,
+    stopped: Arc<Stopped>,
+}
+
+/// The first failed write or sync of this store, after which it writes nothing more (see the
+/// writer's module doc): shared by the writer thread and the writes made beside it.
+#[derive(Debug, Default)]
+pub(crate) struct Stopped(Mutex<Option<(String, String)>>);
+
+impl Stopped {
+    /// Records the first failure; later ones add nothing, the first is the cause.
+    pub(crate) fn set(&self, what: &str, cause: &StoreError) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            *g = Some((what.to_string(), cause.to_string()));
+        }
+    }
+
+    /// The error every write after the first failure gets.
+    pub(crate) fn error(&self) -> Option<StoreError> {
+        let g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        g.as_ref().map(|(what, cause)| StoreError::Stopped {
+            what: what.clone(),
+            cause: cause.clone(),
+        })
+    }
 }
 
 impl Drop for Inner {
@@ -117,7 +142,8 @@ impl Store {
         let audit_head = load_audit_head(&db)?;
         let (tx, rx) = crossbeam_channel::unbounded();
         let metrics = StoreMetrics::default();
-        let writer = writer::spawn(db.clone(), audit_head, rx, metrics.clone())?;
+        let stopped = Arc::new(Stopped::default());
+        let writer = writer::spawn(db.clone(), audit_head, rx, metrics.clone(), stopped.clone())?;
         tracing::info!(path = %path.display(), cluster_id, "store opened");
         Ok(Store {
             inner: Arc::new(Inner {
@@ -127,6 +153,7 @@ impl Store {
                 ops: Some(tx),
                 writer: Some(writer),
                 metrics,
+                stopped,
             }),
         })
     }
@@ -151,11 +178,18 @@ impl Store {
 
     fn submit(&self, op: Op) {
         let Some(tx) = &self.inner.ops else {
-            return fail(op);
+            return op.fail(StoreError::Closed);
         };
         if let Err(crossbeam_channel::SendError(op)) = tx.send(op) {
-            fail(op);
+            op.fail(StoreError::Closed);
         }
+    }
+
+    /// The failure that stopped this store, if one did ([`StoreError::Stopped`]): a write or a
+    /// WAL sync failed, nothing more is written, and the node must stop and restart from what
+    /// was synced.
+    pub fn failure(&self) -> Option<StoreError> {
+        self.inner.stopped.error()
     }
 
     // ---- writes (queued; completion through callbacks) ----
@@ -247,6 +281,9 @@ impl Store {
     /// the log and its column family is flushed to a table file instead, which waits for nobody
     /// else. Retention may rely on it once this returns.
     pub fn write_checkpoint_direct(&self, index: u64, state: Vec<u8>) -> Result<(), StoreError> {
+        fail::fail_point!("store::checkpoint_write", |arg| self.stop_on(Err(
+            crate::failpoints::injected("store::checkpoint_write", arg)
+        )));
         let Some(batch) = periodic_checkpoint(&self.inner.db, index, state)? else {
             return Ok(());
         };
@@ -259,6 +296,9 @@ impl Store {
     /// [`Store::save_snapshot`] instead, because it also restarts the audit chain, which only
     /// the writer thread touches.
     pub fn save_built_snapshot(&self, meta: &[u8], data: &[u8]) -> Result<(), StoreError> {
+        fail::fail_point!("store::snapshot_write", |arg| self.stop_on(Err(
+            crate::failpoints::injected("store::snapshot_write", arg)
+        )));
         let db = &self.inner.db;
         let cf = db
             .cf_handle(CF_SNAPSHOT)
@@ -272,15 +312,30 @@ impl Store {
     /// Writes a batch into the snapshot column family without the write-ahead log, then
     /// flushes that column family to a table file, so the batch is durable on return.
     fn write_snapshot_cf_direct(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
         let db = &self.inner.db;
         let mut wo = WriteOptions::default();
         wo.disable_wal(true);
-        db.write_opt(batch, &wo)?;
-        db.flush_cf(
-            db.cf_handle(CF_SNAPSHOT)
-                .ok_or_else(|| missing_cf(CF_SNAPSHOT))?,
-        )?;
-        Ok(())
+        let cf = db
+            .cf_handle(CF_SNAPSHOT)
+            .ok_or_else(|| missing_cf(CF_SNAPSHOT))?;
+        let written = db
+            .write_opt(batch, &wo)
+            .and_then(|()| db.flush_cf(cf))
+            .map_err(StoreError::from);
+        self.stop_on(written)
+    }
+
+    /// A failed write beside the writer stops the store as one of the writer's does.
+    fn stop_on(&self, res: Result<(), StoreError>) -> Result<(), StoreError> {
+        if let Err(e) = &res {
+            self.inner.metrics.write_failed();
+            tracing::error!(error = %e, "a direct store write failed; the store stops");
+            self.inner.stopped.set("direct write", e);
+        }
+        res
     }
 
     /// Retention: removes audit records at or below the highest checkpoint `<= upto` (and older
@@ -333,25 +388,6 @@ impl Store {
     /// Where the audit chain currently ends: (index, digest).
     pub fn audit_head(&self) -> Result<AuditHead, StoreError> {
         load_audit_head(&self.inner.db)
-    }
-}
-
-fn fail(op: Op) {
-    let e = || Err(StoreError::Closed);
-    match op {
-        Op::Append {
-            written, durable, ..
-        } => {
-            written(e());
-            durable(e())
-        }
-        Op::Truncate { done, .. }
-        | Op::Purge { done, .. }
-        | Op::SaveVote { done, .. }
-        | Op::SaveCommitted { done, .. }
-        | Op::SaveSnapshot { done, .. }
-        | Op::Audit { done, .. }
-        | Op::Retain { done, .. } => done(e()),
     }
 }
 

@@ -25,6 +25,11 @@ pub enum StoreError {
     /// The writer thread is gone (store closed or the thread died).
     #[error("store is closed")]
     Closed,
+    /// An earlier write or WAL sync failed, so this store writes nothing more: after a failed
+    /// fsync nothing written before it may be called durable. The node must stop; a restart
+    /// recovers from what was synced.
+    #[error("store stopped after a failed {what}: {cause}")]
+    Stopped { what: String, cause: String },
     /// The caller asked for something inconsistent (e.g. appending a gap in the log).
     #[error("invalid store request: {0}")]
     Invalid(String),

@@ -18,6 +18,9 @@
 //! - committed index, truncation, purge, audit records, checkpoints, retention: ordered but not synced on their own; the
 //!   next synced write makes them durable. Losing them in a crash is safe: raft re-derives the
 //!   committed index, replays re-write audit records, and a purge is simply redone.
+//!
+//! The first failed write or WAL sync stops the store for good ([`StoreError::Stopped`],
+//! [`Store::failure`]); the named failpoints at these seams are listed in `failpoints.rs`.
 
 mod audit;
 mod audit_chain;
@@ -25,6 +28,7 @@ mod audit_checkpoint;
 mod audit_retention;
 mod db;
 mod error;
+pub mod failpoints;
 mod keys;
 mod metrics;
 mod reader;
@@ -34,6 +38,7 @@ pub use audit::{snapshot_digest, AuditInput, AuditRecord, AuditRecordRef, GENESI
 pub use audit_chain::{ChainChecker, ChainProblem, ChainReport, Restart};
 pub use audit_checkpoint::{Checkpoint, CheckpointKind};
 pub use audit_retention::RetentionPolicy;
+pub(crate) use db::Stopped;
 pub use db::{Store, StoreOptions, FORMAT_VERSION};
 pub use error::StoreError;
 pub use reader::{SnapshotBytes, StoreReader};

@@ -10,6 +10,14 @@
 //! entry. The fsync is done here rather than handed to a second thread: on a loaded machine every
 //! hand-off between threads is a wake-up that waits for a core (measured at 0.3 to 0.4 ms per
 //! wake-up on the 2-core bench machine), and an append paid for one more of them.
+//!
+//! A failed write or WAL sync stops the writer for good (the PostgreSQL fsyncgate lesson): after
+//! a failed fsync the kernel may have dropped the dirty pages and a second fsync can succeed
+//! without them, so nothing written before it may ever be called durable. Every op after the
+//! first failure fails with [`StoreError::Stopped`], which names it; [`Store::failure`] reports
+//! it so the node can exit, and a restart recovers from what was synced.
+//!
+//! [`Store::failure`]: crate::Store::failure
 
 use std::sync::Arc;
 
@@ -22,6 +30,7 @@ use crate::error::{missing_cf, StoreError};
 use crate::keys::*;
 use crate::metrics::StoreMetrics;
 use crate::reader::StoreReader;
+use crate::Stopped;
 
 /// Completion callback of a write. It runs on the writer or syncer thread: keep it short
 /// (typically it sends on a channel).
@@ -76,10 +85,33 @@ pub(crate) enum Op {
     },
 }
 
+impl Op {
+    /// Fails this op's every callback with `e`, writing nothing.
+    pub(crate) fn fail(self, e: StoreError) {
+        match self {
+            Op::Append {
+                written, durable, ..
+            } => {
+                written(Err(e.clone()));
+                durable(Err(e))
+            }
+            Op::Truncate { done, .. }
+            | Op::Purge { done, .. }
+            | Op::SaveVote { done, .. }
+            | Op::SaveCommitted { done, .. }
+            | Op::SaveSnapshot { done, .. }
+            | Op::Audit { done, .. }
+            | Op::Retain { done, .. } => done(Err(e)),
+        }
+    }
+}
+
 pub(crate) struct Writer {
     db: Arc<DB>,
     audit_head: AuditHead,
     metrics: StoreMetrics,
+    /// Set by the first failed write or sync; from then on every op fails (module doc).
+    stopped: Arc<Stopped>,
 }
 
 /// The log appends of one drain: their durability callbacks, and what they hold (for the
@@ -96,11 +128,13 @@ pub(crate) fn spawn(
     audit_head: AuditHead,
     ops: Receiver<Op>,
     metrics: StoreMetrics,
+    stopped: Arc<Stopped>,
 ) -> Result<std::thread::JoinHandle<()>, StoreError> {
     let mut writer = Writer {
         db,
         audit_head,
         metrics,
+        stopped,
     };
     // When `run` returns every callback has fired, and the database handle goes with the writer.
     std::thread::Builder::new()
@@ -120,6 +154,12 @@ impl Writer {
     }
 
     fn process(&mut self, ops: Vec<Op>) {
+        if let Some(e) = self.stopped.error() {
+            for op in ops {
+                op.fail(e.clone());
+            }
+            return;
+        }
         let mut batch = WriteBatch::default();
         let mut writtens: Vec<Done> = Vec::new();
         // Appends of the whole drain that wait for the one fsync at its end.
@@ -147,7 +187,10 @@ impl Writer {
                 other => {
                     // Non-append ops keep their position in the order: write the appends so far.
                     self.write_appends(&mut batch, &mut writtens, &mut durables);
-                    self.apply_other(other);
+                    match self.stopped.error() {
+                        Some(e) => other.fail(e),
+                        None => self.apply_other(other),
+                    }
                 }
             }
         }
@@ -168,7 +211,11 @@ impl Writer {
             return;
         }
         let b = std::mem::take(batch);
-        let res = self.write(b, false);
+        // An op earlier in this drain may have stopped the store: then these are not written.
+        let res = match self.stopped.error() {
+            Some(e) => Err(e),
+            None => self.write(b, false),
+        };
         for w in writtens.drain(..) {
             w(res.clone());
         }
@@ -187,8 +234,15 @@ impl Writer {
         if durables.callbacks.is_empty() {
             return;
         }
+        if let Some(e) = self.stopped.error() {
+            // A write earlier in this drain failed: none of these appends may be called durable.
+            for d in durables.callbacks {
+                d(Err(e.clone()));
+            }
+            return;
+        }
         let started = std::time::Instant::now();
-        let res = self.db.flush_wal(true).map_err(StoreError::from);
+        let res = self.sync_wal();
         match &res {
             Ok(()) => {
                 self.metrics
@@ -197,9 +251,12 @@ impl Writer {
             Err(e) => {
                 self.metrics.write_failed();
                 let n = durables.callbacks.len();
-                tracing::error!(error = %e, "WAL fsync failed; failing {n} appends");
+                tracing::error!(error = %e, "WAL fsync failed; failing {n} appends, the store stops");
+                // Never retried: a second fsync could succeed without the pages the first lost.
+                self.stopped.set("WAL sync", e);
             }
         }
+        let res = self.stopped.error().map_or(res, Err);
         for d in durables.callbacks {
             d(res.clone());
         }
@@ -229,6 +286,20 @@ impl Writer {
         }
     }
 
+    /// The group commit's fsync. The failpoints sit on both sides of it: a failure before it and
+    /// a crash or failure after it, before any append is acknowledged.
+    fn sync_wal(&self) -> Result<(), StoreError> {
+        fail::fail_point!("store::wal_sync", |arg| Err(crate::failpoints::injected(
+            "store::wal_sync",
+            arg
+        )));
+        self.db.flush_wal(true)?;
+        fail::fail_point!("store::after_wal_sync", |arg| Err(
+            crate::failpoints::injected("store::after_wal_sync", arg)
+        ));
+        Ok(())
+    }
+
     fn cf(&self, name: &'static str) -> Result<&rocksdb::ColumnFamily, StoreError> {
         self.db.cf_handle(name).ok_or_else(|| missing_cf(name))
     }
@@ -237,8 +308,15 @@ impl Writer {
         let mut wo = WriteOptions::default();
         wo.set_sync(sync);
         let res = self.db.write_opt(batch, &wo).map_err(StoreError::from);
-        if res.is_err() {
+        self.failed_if(res)
+    }
+
+    /// Counts a failed write and stops the writer on it (module doc).
+    fn failed_if(&self, res: Result<(), StoreError>) -> Result<(), StoreError> {
+        if let Err(e) = &res {
             self.metrics.write_failed();
+            tracing::error!(error = %e, "a store write failed; the store stops");
+            self.stopped.set("write", e);
         }
         res
     }
@@ -257,6 +335,10 @@ impl Writer {
     }
 
     fn purge(&self, upto: u64, last_purged: Vec<u8>) -> Result<(), StoreError> {
+        fail::fail_point!("store::log_purge", |arg| {
+            let e = crate::failpoints::injected("store::log_purge", arg);
+            self.failed_if(Err(e))
+        });
         let mut b = WriteBatch::default();
         // last_purged and the deletion land atomically, so log state never shows a hole.
         b.put_cf(self.cf(CF_META)?, META_LAST_PURGED, last_purged);
@@ -274,6 +356,11 @@ impl Writer {
         data: Vec<u8>,
         installed_at: Option<u64>,
     ) -> Result<(), StoreError> {
+        if installed_at.is_some() {
+            fail::fail_point!("store::snapshot_install", |arg| self.failed_if(Err(
+                crate::failpoints::injected("store::snapshot_install", arg)
+            )));
+        }
         let mut b = WriteBatch::default();
         let new_base = installed_at.map(|index| (index, snapshot_digest(index, &data)));
         if let Some((index, digest)) = new_base {
@@ -307,6 +394,10 @@ impl Writer {
     }
 
     fn audit(&mut self, records: Vec<AuditInput>) -> Result<(), StoreError> {
+        fail::fail_point!("store::audit_write", |arg| {
+            let e = crate::failpoints::injected("store::audit_write", arg);
+            self.failed_if(Err(e))
+        });
         let cf = self.cf(CF_AUDIT)?;
         let mut b = WriteBatch::default();
         let mut head = self.audit_head;

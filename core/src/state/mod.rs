@@ -207,6 +207,9 @@ pub struct StateImage {
     svc: Services,
     adm: AdmissionPolicy,
     door: DoorTables,
+    /// The indexes' aggregates at that index, in an image taken to be checked
+    /// ([`State::checked_image`]).
+    ix: Option<Index>,
 }
 
 impl StateImage {
@@ -227,6 +230,14 @@ impl StateImage {
             &self.adm,
             &self.door,
         )
+    }
+
+    /// [`State::check_consistency`] of the image's aggregates (booked capacity against the
+    /// placements, health alarms, namespace usage), off the live state's lock; `Ok` for an
+    /// image taken without them.
+    pub fn check_consistency(&self) -> Result<(), String> {
+        let Some(ix) = &self.ix else { return Ok(()) };
+        ix.matches_rebuild(&Index::rebuild(&self.d).aggregates())
     }
 }
 
@@ -265,7 +276,9 @@ impl State {
             };
         }
         self.applied_index = index;
-        let now_ms = self.d.log_time_ms.max(entry.timestamp_ms);
+        let was_ms = self.d.log_time_ms;
+        // Clamped: an old log may carry a stamp below its predecessor's, and replays it as then.
+        let now_ms = was_ms.max(entry.timestamp_ms);
         // Request ids are scoped by actor and command from envelope version 2 on; a version-1
         // entry keeps the one scope all ids shared when it was written, so it replays as it
         // applied then.
@@ -339,6 +352,12 @@ impl State {
                 time_ms: now_ms,
                 outcome: outcome.clone(),
             },
+        );
+        // Whatever the handlers did, log time is the clamped stamp and did not go back.
+        debug_assert!(
+            self.d.log_time_ms == now_ms && now_ms >= was_ms,
+            "log time {was_ms} -> {} at entry {index}",
+            self.d.log_time_ms
         );
         Applied {
             index,
@@ -443,6 +462,16 @@ impl State {
             svc: self.svc.clone(),
             adm: self.adm.clone(),
             door: self.door.clone(),
+            ix: None,
+        }
+    }
+
+    /// [`State::image`] with a copy of the indexes' aggregates (per cluster and namespace), so
+    /// that the image can be checked elsewhere ([`StateImage::check_consistency`]).
+    pub fn checked_image(&self) -> StateImage {
+        StateImage {
+            ix: Some(self.ix.aggregates()),
+            ..self.image()
         }
     }
 

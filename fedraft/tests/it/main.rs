@@ -22,6 +22,7 @@ mod deploy_upgrade;
 mod e2e_converge;
 mod e2e_failover;
 mod e2e_leader_kill;
+mod failpoints;
 mod metrics_exposition;
 mod secrets_at_rest;
 mod tidy;

@@ -116,6 +116,10 @@ impl PeerClient {
         timeout: Duration,
         extra: &[(&str, String)],
     ) -> Result<Vec<u8>, CallError> {
+        // A peer that cannot be reached (store/src/failpoints.rs lists every failpoint).
+        fail::fail_point!("raft::peer_send", |arg| Err(CallError::Unreachable(
+            format!("{addr}{path}: injected by failpoint raft::peer_send {arg:?}")
+        )));
         let mut req = self
             .http
             .post(format!("{}://{}{path}", self.scheme, self.route(addr)))

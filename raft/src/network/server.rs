@@ -62,6 +62,12 @@ async fn require_secret(State(expected): State<[u8; 32]>, req: Request, next: Ne
     if !constant_time_eq(&got, &expected) {
         return (StatusCode::UNAUTHORIZED, "missing or wrong cluster secret").into_response();
     }
+    // A peer request that fails on this side (store/src/failpoints.rs lists every failpoint).
+    fail::fail_point!("raft::peer_receive", |arg| (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("injected by failpoint raft::peer_receive {arg:?}")
+    )
+        .into_response());
     next.run(req).await
 }
 

@@ -89,11 +89,11 @@ impl FedNode {
         let (dir, cluster) = (cfg.data_dir.clone(), cfg.cluster_id.clone());
         let store = store_read(move || Store::open(&dir, &cluster)).await?;
         let committed = Arc::new(AtomicU64::new(0));
-        let log_store = LogStore::new(store.clone(), committed.clone());
         let metrics = NodeMetrics::default();
         let audit = cfg.audit.staggered_for(cfg.node_id);
-        let sm = StateMachine::open_measured(store, audit, metrics.images()).await?;
+        let sm = StateMachine::open_measured(store.clone(), audit, metrics.images()).await?;
         let shared = sm.shared();
+        let log_store = LogStore::new(store, committed.clone()).bounded_by(shared.saved_snapshot());
         let client = PeerClient::with_tls(&cfg.cluster_secret, cfg.peer_tls.as_ref())?
             .with_dial(cfg.peer_dial.clone());
         let raft = Raft::new(
@@ -490,6 +490,38 @@ impl FedNode {
             return live;
         }
         crate::audit::LiveState::of(&self.inner.sm.read().state)
+    }
+
+    /// Resolves when this node cannot go on, with the reason naming the failed seam: raft
+    /// stopped on a fatal error (a failed log write or WAL sync reaches it through the flush
+    /// callback), the store stopped after a failed write or sync, or a write off the apply path
+    /// (an audit record, a checkpoint) failed. The caller should stop the process at once, without
+    /// flushing anything: a restart recovers from what was synced. Also resolves if raft shut
+    /// down, so await it only while the node is meant to run.
+    pub async fn failed(&self) -> String {
+        let mut metrics = self.inner.raft.metrics();
+        // The store and the apply path record their failures without a notification; a short
+        // poll bounds how long a node runs on past one.
+        let mut poll = tokio::time::interval(Duration::from_millis(200));
+        loop {
+            if let Some(e) = self.inner.sm.store.failure() {
+                return e.to_string();
+            }
+            if let Some(why) = self.inner.sm.failure() {
+                return why;
+            }
+            if let Err(fatal) = &metrics.borrow().running_state {
+                return format!("raft stopped: {fatal}");
+            }
+            tokio::select! {
+                changed = metrics.changed() => {
+                    if changed.is_err() {
+                        return "raft shut down".into();
+                    }
+                }
+                _ = poll.tick() => {}
+            }
+        }
     }
 
     /// Stops the ticker and raft. The data directory closes when the last handle is dropped.

@@ -7,3 +7,4 @@
 mod audit_archive;
 mod crash;
 mod store;
+mod wal_sync_failure;

@@ -263,6 +263,12 @@ impl Cluster {
 
     /// Starts node `i`'s process, appending to its log.
     pub fn start(&mut self, i: usize) {
+        self.start_with_env(i, &[]);
+    }
+
+    /// [`Cluster::start`] with extra environment variables for this start only (e.g.
+    /// `FAILPOINTS`).
+    pub fn start_with_env(&mut self, i: usize, env: &[(&str, &str)]) {
         let n = &mut self.nodes[i];
         assert!(n.child.is_none(), "node {} already running", n.id);
         let log = std::fs::OpenOptions::new()
@@ -274,6 +280,7 @@ impl Cluster {
             .args(["server", "--config"])
             .arg(&n.config)
             .env("RUST_LOG", &self.log_filter)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -285,6 +292,14 @@ impl Cluster {
         for i in 0..self.nodes.len() {
             self.start(i);
         }
+    }
+
+    /// How node `i`'s process ended, if it has (reaped: the node can be started again).
+    pub fn exited(&mut self, i: usize) -> Option<std::process::ExitStatus> {
+        let c = self.nodes[i].child.as_mut()?;
+        let status = c.try_wait().ok()??;
+        self.nodes[i].child = None;
+        Some(status)
     }
 
     /// SIGKILL and reap: a crash, no shutdown path runs.
