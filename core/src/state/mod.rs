@@ -28,6 +28,7 @@
 //! (run by the property tests after every entry) compares the incremental one with a rebuild.
 
 mod handlers;
+mod snapshot;
 mod store;
 
 use std::collections::BTreeMap;
@@ -41,10 +42,12 @@ pub use handlers::outcome::{
 pub use handlers::placement::{DesiredObject, RESCHEDULE_OBJECTS_PER_ENTRY};
 pub use handlers::services::ObservedEndpoints;
 pub use handlers::validate;
+use snapshot::encode_snapshot;
+pub use snapshot::{StateImage, SNAPSHOT_VERSION};
 pub use store::dedupe::{DEDUPE_MAX_ENTRIES, DEDUPE_MAX_PER_ACTOR, DEDUPE_RETENTION_MS};
 
 use crate::admission::{Actor, AdmissionPolicy};
-use crate::command::{decode_exact, Command, LogEntry};
+use crate::command::{Command, LogEntry};
 use crate::door::{DoorTables, PolicyRef};
 use crate::error::CodecError;
 use crate::karmada::PolicySpec;
@@ -55,9 +58,6 @@ use store::dedupe::{Dedupe, Memo, Seen};
 use store::index::Index;
 use store::table::{Keyed, ObjectTable};
 
-/// Snapshot format this binary writes; it reads this, 3 (before the door's tables), 2 (before
-/// the admission policy) and 1 (before service discovery).
-pub const SNAPSHOT_VERSION: u16 = 4;
 /// Most items in one heartbeat or status batch; executors split larger batches.
 pub const MAX_BATCH_ITEMS: usize = 10_000;
 
@@ -136,117 +136,6 @@ pub struct State {
     pub(crate) door: DoorTables,
     /// The door's policies parsed (derived from `door.policies`, rebuilt on restore).
     pub(crate) door_ix: BTreeMap<PolicyRef, PolicySpec>,
-}
-
-#[derive(Serialize)]
-struct SnapshotRef<'a> {
-    version: u16,
-    applied_index: u64,
-    data: &'a Data,
-    services: &'a Services,
-    admission: &'a AdmissionPolicy,
-    door: &'a DoorTables,
-}
-
-#[derive(Deserialize)]
-struct SnapshotOwned {
-    /// Already checked by decoding it alone first.
-    _version: u16,
-    applied_index: u64,
-    data: Data,
-    services: Services,
-    admission: AdmissionPolicy,
-    door: DoorTables,
-}
-
-/// Version 3 snapshots: no door tables yet.
-#[derive(Deserialize)]
-struct SnapshotOwnedV3 {
-    _version: u16,
-    applied_index: u64,
-    data: Data,
-    services: Services,
-    admission: AdmissionPolicy,
-}
-
-/// Version 2 snapshots: no admission policy yet (the default applies).
-#[derive(Deserialize)]
-struct SnapshotOwnedV2 {
-    _version: u16,
-    applied_index: u64,
-    data: Data,
-    services: Services,
-}
-
-fn encode_snapshot(
-    applied_index: u64,
-    data: &Data,
-    services: &Services,
-    admission: &AdmissionPolicy,
-    door: &DoorTables,
-) -> Vec<u8> {
-    let snap = SnapshotRef {
-        version: SNAPSHOT_VERSION,
-        applied_index,
-        data,
-        services,
-        admission,
-        door,
-    };
-    // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
-    bincode::serde::encode_to_vec(&snap, bincode::config::standard())
-        .unwrap_or_else(|e| unreachable!("snapshot encoding failed: {e}"))
-}
-
-/// The replicated state as it was at one applied index ([`State::image`]): what a checkpoint or
-/// a raft snapshot encodes, without holding up the state that goes on applying.
-#[derive(Debug, Clone)]
-pub struct StateImage {
-    applied_index: u64,
-    d: Data,
-    svc: Services,
-    adm: AdmissionPolicy,
-    door: DoorTables,
-    /// The indexes' aggregates at that index, in an image taken to be checked
-    /// ([`State::checked_image`]).
-    ix: Option<Index>,
-}
-
-impl StateImage {
-    pub fn applied_index(&self) -> u64 {
-        self.applied_index
-    }
-
-    pub fn log_time_ms(&self) -> u64 {
-        self.d.log_time_ms
-    }
-
-    /// The same bytes as [`State::to_snapshot`] at that index.
-    pub fn to_snapshot(&self) -> Vec<u8> {
-        encode_snapshot(
-            self.applied_index,
-            &self.d,
-            &self.svc,
-            &self.adm,
-            &self.door,
-        )
-    }
-
-    /// [`State::check_consistency`] of the image's aggregates (booked capacity against the
-    /// placements, health alarms, namespace usage), off the live state's lock; `Ok` for an
-    /// image taken without them.
-    pub fn check_consistency(&self) -> Result<(), String> {
-        let Some(ix) = &self.ix else { return Ok(()) };
-        ix.matches_rebuild(&Index::rebuild(&self.d).aggregates())
-    }
-}
-
-/// Version 1 snapshots: no service discovery yet.
-#[derive(Deserialize)]
-struct SnapshotOwnedV1 {
-    _version: u16,
-    applied_index: u64,
-    data: Data,
 }
 
 impl State {
@@ -476,55 +365,7 @@ impl State {
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
-        let (version, _): (u16, usize) =
-            bincode::decode_from_slice(bytes, bincode::config::standard())
-                .map_err(|e| CodecError::Decode(e.to_string()))?;
-        if version > SNAPSHOT_VERSION {
-            return Err(CodecError::UnsupportedVersion {
-                found: version,
-                supported: SNAPSHOT_VERSION,
-            });
-        }
-        let (applied_index, data, svc, adm, door) = match version {
-            1 => {
-                let snap: SnapshotOwnedV1 = decode_exact(bytes)?;
-                let svc = Services::default();
-                (
-                    snap.applied_index,
-                    snap.data,
-                    svc,
-                    AdmissionPolicy::default(),
-                    DoorTables::default(),
-                )
-            }
-            2 => {
-                let snap: SnapshotOwnedV2 = decode_exact(bytes)?;
-                let adm = AdmissionPolicy::default();
-                let door = DoorTables::default();
-                (snap.applied_index, snap.data, snap.services, adm, door)
-            }
-            3 => {
-                let snap: SnapshotOwnedV3 = decode_exact(bytes)?;
-                let door = DoorTables::default();
-                (
-                    snap.applied_index,
-                    snap.data,
-                    snap.services,
-                    snap.admission,
-                    door,
-                )
-            }
-            _ => {
-                let snap: SnapshotOwned = decode_exact(bytes)?;
-                (
-                    snap.applied_index,
-                    snap.data,
-                    snap.services,
-                    snap.admission,
-                    snap.door,
-                )
-            }
-        };
+        let (applied_index, data, svc, adm, door) = snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
         Ok(State {

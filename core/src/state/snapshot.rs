@@ -1,0 +1,186 @@
+//! The snapshot format of the replicated state and the frozen image a checkpoint encodes.
+//!
+//! Owns: the versioned layout (`SNAPSHOT_VERSION` and the layouts of every older version it still
+//! reads), encoding, and decoding into the replicated parts. Must not: rebuild derived indexes
+//! or interpret the state (`State::from_snapshot` does, after `decode`).
+
+use serde::{Deserialize, Serialize};
+
+use super::handlers::services::Services;
+use super::store::index::Index;
+use super::Data;
+use crate::admission::AdmissionPolicy;
+use crate::command::decode_exact;
+use crate::door::DoorTables;
+use crate::error::CodecError;
+
+/// Snapshot format this binary writes; it reads this, 3 (before the door's tables), 2 (before
+/// the admission policy) and 1 (before service discovery).
+pub const SNAPSHOT_VERSION: u16 = 4;
+
+#[derive(Serialize)]
+struct SnapshotRef<'a> {
+    version: u16,
+    applied_index: u64,
+    data: &'a Data,
+    services: &'a Services,
+    admission: &'a AdmissionPolicy,
+    door: &'a DoorTables,
+}
+
+#[derive(Deserialize)]
+struct SnapshotOwned {
+    /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+    door: DoorTables,
+}
+
+/// Version 3 snapshots: no door tables yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV3 {
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+}
+
+/// Version 2 snapshots: no admission policy yet (the default applies).
+#[derive(Deserialize)]
+struct SnapshotOwnedV2 {
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+}
+
+pub(super) fn encode_snapshot(
+    applied_index: u64,
+    data: &Data,
+    services: &Services,
+    admission: &AdmissionPolicy,
+    door: &DoorTables,
+) -> Vec<u8> {
+    let snap = SnapshotRef {
+        version: SNAPSHOT_VERSION,
+        applied_index,
+        data,
+        services,
+        admission,
+        door,
+    };
+    // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
+    bincode::serde::encode_to_vec(&snap, bincode::config::standard())
+        .unwrap_or_else(|e| unreachable!("snapshot encoding failed: {e}"))
+}
+
+/// The replicated state as it was at one applied index ([`State::image`]): what a checkpoint or
+/// a raft snapshot encodes, without holding up the state that goes on applying.
+#[derive(Debug, Clone)]
+pub struct StateImage {
+    pub(super) applied_index: u64,
+    pub(super) d: Data,
+    pub(super) svc: Services,
+    pub(super) adm: AdmissionPolicy,
+    pub(super) door: DoorTables,
+    /// The indexes' aggregates at that index, in an image taken to be checked
+    /// ([`State::checked_image`](super::State::checked_image)).
+    pub(super) ix: Option<Index>,
+}
+
+impl StateImage {
+    pub fn applied_index(&self) -> u64 {
+        self.applied_index
+    }
+
+    pub fn log_time_ms(&self) -> u64 {
+        self.d.log_time_ms
+    }
+
+    /// The same bytes as [`State::to_snapshot`] at that index.
+    pub fn to_snapshot(&self) -> Vec<u8> {
+        encode_snapshot(
+            self.applied_index,
+            &self.d,
+            &self.svc,
+            &self.adm,
+            &self.door,
+        )
+    }
+
+    /// [`State::check_consistency`] of the image's aggregates (booked capacity against the
+    /// placements, health alarms, namespace usage), off the live state's lock; `Ok` for an
+    /// image taken without them.
+    pub fn check_consistency(&self) -> Result<(), String> {
+        let Some(ix) = &self.ix else { return Ok(()) };
+        ix.matches_rebuild(&Index::rebuild(&self.d).aggregates())
+    }
+}
+
+/// Version 1 snapshots: no service discovery yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV1 {
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+}
+
+/// The replicated parts of a snapshot of any version this binary reads: applied index, data,
+/// services, admission policy and door tables (the parts an older version lacks are defaults).
+pub(super) fn decode(
+    bytes: &[u8],
+) -> Result<(u64, Data, Services, AdmissionPolicy, DoorTables), CodecError> {
+    let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
+        .map_err(|e| CodecError::Decode(e.to_string()))?;
+    if version > SNAPSHOT_VERSION {
+        return Err(CodecError::UnsupportedVersion {
+            found: version,
+            supported: SNAPSHOT_VERSION,
+        });
+    }
+    let parts = match version {
+        1 => {
+            let snap: SnapshotOwnedV1 = decode_exact(bytes)?;
+            let svc = Services::default();
+            (
+                snap.applied_index,
+                snap.data,
+                svc,
+                AdmissionPolicy::default(),
+                DoorTables::default(),
+            )
+        }
+        2 => {
+            let snap: SnapshotOwnedV2 = decode_exact(bytes)?;
+            let adm = AdmissionPolicy::default();
+            let door = DoorTables::default();
+            (snap.applied_index, snap.data, snap.services, adm, door)
+        }
+        3 => {
+            let snap: SnapshotOwnedV3 = decode_exact(bytes)?;
+            let door = DoorTables::default();
+            (
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                door,
+            )
+        }
+        _ => {
+            let snap: SnapshotOwned = decode_exact(bytes)?;
+            (
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                snap.door,
+            )
+        }
+    };
+    Ok(parts)
+}
