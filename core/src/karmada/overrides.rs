@@ -13,10 +13,11 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::propagation::ClusterAffinity;
 use super::select::ResourceSelector;
 use super::unsupported;
 use crate::error::FieldError;
-use crate::policy::{ImageOverride, JsonPatchOp, LabelSelector, Override, PatchOpKind};
+use crate::policy::{ImageOverride, JsonPatchOp, Override, PatchOpKind};
 
 /// An override policy's spec as fedraft keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +36,7 @@ pub(super) struct RawOverrideSpec {
     override_rules: Vec<RawRule>,
     /// Karmada's deprecated single-rule form (`targetCluster` + `overriders` at the top).
     #[serde(default)]
-    target_cluster: Option<RawTarget>,
+    target_cluster: Option<ClusterAffinity>,
     #[serde(default)]
     overriders: Option<RawOverriders>,
 }
@@ -44,21 +45,8 @@ pub(super) struct RawOverrideSpec {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawRule {
     #[serde(default)]
-    target_cluster: Option<RawTarget>,
+    target_cluster: Option<ClusterAffinity>,
     overriders: RawOverriders,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawTarget {
-    #[serde(default)]
-    cluster_names: Vec<String>,
-    #[serde(default)]
-    label_selector: Option<LabelSelector>,
-    #[serde(default)]
-    field_selector: Option<Value>,
-    #[serde(default)]
-    exclude: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

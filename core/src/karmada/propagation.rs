@@ -96,6 +96,8 @@ struct RawPlacement {
     replica_scheduling: Option<RawReplicaScheduling>,
 }
 
+/// Karmada's `ClusterAffinity`: a placement's clusters, a static weight's target and an override
+/// rule's target are all written in it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct ClusterAffinity {
@@ -179,22 +181,8 @@ struct WeightPreference {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct StaticWeight {
-    target_cluster: RawTarget,
+    target_cluster: ClusterAffinity,
     weight: i64,
-}
-
-/// Karmada's `ClusterAffinity` as a weight's target.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawTarget {
-    #[serde(default)]
-    cluster_names: Vec<String>,
-    #[serde(default)]
-    label_selector: Option<Value>,
-    #[serde(default)]
-    field_selector: Option<Value>,
-    #[serde(default)]
-    exclude: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -298,7 +286,7 @@ impl RawPlacement {
 }
 
 /// Cluster names, exclusions, and label and field selectors, all ANDed as Karmada does.
-pub(super) fn apply_affinity(
+fn apply_affinity(
     placement: &mut Placement,
     aff: ClusterAffinity,
     field: &str,

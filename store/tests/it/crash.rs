@@ -2,7 +2,7 @@
 //! kill is present after reopening. The child is this test binary re-run in child mode.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use fedraft_store::Store;
@@ -44,17 +44,7 @@ fn crash_child_appender() {
 fn sigkill_keeps_every_durable_append() {
     let dir = tempfile::tempdir().unwrap();
     // The child runs only the appender; inside the `it` binary its name carries this module's path.
-    let child_test = match module_path!().split_once("::") {
-        Some((_, module)) => format!("{module}::crash_child_appender"),
-        None => "crash_child_appender".to_string(),
-    };
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            child_test.as_str(),
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = crate::child(module_path!(), "crash_child_appender")
         .env(CHILD_ENV, dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

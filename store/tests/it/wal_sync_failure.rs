@@ -4,7 +4,7 @@
 //! The failpoint is configured in a child process (this binary re-run), so it cannot reach the
 //! other tests of this binary.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use fedraft_store::{failpoints, Store, StoreError};
 
@@ -58,17 +58,7 @@ fn wal_fail_child() {
 #[test]
 fn a_failed_wal_sync_is_never_retried_and_reopening_recovers_what_was_synced() {
     let dir = tempfile::tempdir().unwrap();
-    let child_test = match module_path!().split_once("::") {
-        Some((_, module)) => format!("{module}::wal_fail_child"),
-        None => "wal_fail_child".to_string(),
-    };
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            child_test.as_str(),
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = crate::child(module_path!(), "wal_fail_child")
         .env(CHILD_ENV, dir.path())
         .env(
             failpoints::ENV,

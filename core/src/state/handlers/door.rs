@@ -158,10 +158,9 @@ impl State {
             .ok_or_else(|| FieldError::new("kind", format!("no policy kind {:?}", key.kind)))?;
             return self.delete_policy(kind, &key.namespace, &key.name, expected, ctx);
         }
-        let Some(record) = self.door.templates.get(key) else {
+        if !self.door.templates.contains_key(key) {
             return Err(Rejection::not_found("metadata.name", key));
-        };
-        let _ = record;
+        }
         let name = key.object_name();
         let result = self.delete_object(&key.namespace, &name, expected, ctx)?;
         self.door.templates.remove(key);
@@ -254,23 +253,14 @@ impl State {
                 return Err(FieldError::new("metadata.namespace", "required").into());
             }
             validate::dns_label(&id.namespace, "metadata.namespace")?;
-            self.check_rights(&id.namespace, &ctx.actor)?;
-        } else {
-            if !id.namespace.is_empty() {
-                return Err(FieldError::new(
-                    "metadata.namespace",
-                    format!("a {} is cluster-wide; leave namespace out", kind.kind()),
-                )
-                .into());
-            }
-            if matches!(ctx.actor, Actor::Tenant { .. }) {
-                return Err(Rejection::new(
-                    RejectCode::Forbidden,
-                    Some("kind"),
-                    format!("a tenant member may not write a {}", kind.kind()),
-                ));
-            }
+        } else if !id.namespace.is_empty() {
+            return Err(FieldError::new(
+                "metadata.namespace",
+                format!("a {} is cluster-wide; leave namespace out", kind.kind()),
+            )
+            .into());
         }
+        self.check_policy_rights(kind, &id.namespace, &ctx.actor)?;
         validate::dns_subdomain(&id.name, "metadata.name")?;
         let spec = karmada::parse_spec(kind, &doc)?;
         let key = PolicyRef {
@@ -299,25 +289,8 @@ impl State {
             resource_version: ctx.index,
         };
         let old_record = self.door.policies.insert(key.clone(), record);
-        self.door_ix.insert(key.clone(), spec);
-        if let Err(r) = self.rederive_templates(ctx) {
-            // Put everything back as it was: the entry changes nothing.
-            match old_record {
-                Some(old) => {
-                    let old_spec = self.parse_stored(&key, &old);
-                    self.door.policies.insert(key.clone(), old);
-                    if let Some(s) = old_spec {
-                        self.door_ix.insert(key, s);
-                    }
-                }
-                None => {
-                    self.door.policies.remove(&key);
-                    self.door_ix.remove(&key);
-                }
-            }
-            return Err(r);
-        }
-        Ok(Some(ctx.index))
+        let old_spec = self.door_ix.insert(key.clone(), spec);
+        self.rederive_or_restore(key, old_record, old_spec, ctx)
     }
 
     fn delete_policy(
@@ -328,15 +301,7 @@ impl State {
         expected: Option<u64>,
         ctx: &mut Ctx,
     ) -> HandlerResult {
-        if kind.namespaced() {
-            self.check_rights(namespace, &ctx.actor)?;
-        } else if matches!(ctx.actor, Actor::Tenant { .. }) {
-            return Err(Rejection::new(
-                RejectCode::Forbidden,
-                Some("kind"),
-                format!("a tenant member may not delete a {}", kind.kind()),
-            ));
-        }
+        self.check_policy_rights(kind, namespace, &ctx.actor)?;
         let key = PolicyRef {
             kind: PolicyKindTag::from(kind),
             namespace: namespace.to_string(),
@@ -349,23 +314,52 @@ impl State {
             ));
         };
         super::clusters::check_version(expected, Some(record.resource_version))?;
-        let old = self.door.policies.remove(&key);
+        let old_record = self.door.policies.remove(&key);
         let old_spec = self.door_ix.remove(&key);
-        if let Err(r) = self.rederive_templates(ctx) {
-            if let Some(old) = old {
-                self.door.policies.insert(key.clone(), old);
-            }
-            if let Some(s) = old_spec {
-                self.door_ix.insert(key, s);
-            }
-            return Err(r);
-        }
-        Ok(Some(ctx.index))
+        self.rederive_or_restore(key, old_record, old_spec, ctx)
     }
 
-    fn parse_stored(&self, key: &PolicyRef, record: &PolicyRecord) -> Option<PolicySpec> {
-        let doc: Value = serde_json::from_str(&record.manifest).ok()?;
-        karmada::parse_spec(PolicyKind::from(key.kind), &doc).ok()
+    /// Namespaced policies follow the namespace's rights; cluster-wide ones are not a tenant's.
+    fn check_policy_rights(
+        &self,
+        kind: PolicyKind,
+        namespace: &str,
+        actor: &Actor,
+    ) -> Result<(), Rejection> {
+        if kind.namespaced() {
+            return self.check_rights(namespace, actor);
+        }
+        if matches!(actor, Actor::Tenant { .. }) {
+            return Err(Rejection::new(
+                RejectCode::Forbidden,
+                Some("kind"),
+                format!("a tenant member may not write a {}", kind.kind()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// After the policy `key` changed: re-derives the templates, or, if one would become
+    /// inadmissible, puts the policy back as it was (`old_*`) so the entry changes nothing.
+    fn rederive_or_restore(
+        &mut self,
+        key: PolicyRef,
+        old_record: Option<PolicyRecord>,
+        old_spec: Option<PolicySpec>,
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
+        let Err(refusal) = self.rederive_templates(ctx) else {
+            return Ok(Some(ctx.index));
+        };
+        match old_record {
+            Some(old) => self.door.policies.insert(key.clone(), old),
+            None => self.door.policies.remove(&key),
+        };
+        match old_spec {
+            Some(old) => self.door_ix.insert(key, old),
+            None => self.door_ix.remove(&key),
+        };
+        Err(refusal)
     }
 
     /// The propagation policy a template is bound to: its current one while that still selects
