@@ -27,8 +27,11 @@ use crate::service::{DiscoverySpec, EndpointsReport};
 /// `ByKind` (what an omitted mode now means: kinds without replicas go to every selected
 /// cluster) and whose commands include the door's `PutResource` and `DeleteResource`; a
 /// version-2 entry always carries `Duplicated` or `Divided`, so it replays as it did, and a
-/// binary that knows only version 2 declines a version-3 entry instead of misreading it.
-pub const LOG_ENTRY_VERSION: u16 = 3;
+/// binary that knows only version 2 declines a version-3 entry instead of misreading it. 4, the
+/// same envelope, whose placements may name a cluster by `policy::CLUSTER_NAME_KEY` and whose
+/// Karmada policies may use `exclude` without `clusterNames`, `spreadByField: cluster` and a
+/// toleration with an empty key and operator `Equal` (all refused before).
+pub const LOG_ENTRY_VERSION: u16 = 4;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;

@@ -44,6 +44,12 @@ pub const PROVIDER_LABEL: &str = "provider";
 pub const REGION_LABEL: &str = "region";
 pub const ZONE_LABEL: &str = "zone";
 
+/// The first log entry version whose policies may use what fedraft learned after the first
+/// mapping: `exclude` without `clusterNames`, `spreadByField: cluster`, a toleration with an
+/// empty key and operator `Equal`, and override targets with exclusions, field selectors or
+/// both names and a label selector. Older entries are refused them as they were when written.
+pub const KARMADA_WIDENED_SINCE: u16 = 4;
+
 /// Which of the four policy kinds a document is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PolicyKind {
@@ -107,20 +113,26 @@ impl PolicySpec {
     }
 }
 
-/// Reads the `spec` of a policy document of `kind` (the whole manifest as a JSON value). Every
-/// error names its field from the document's root (`spec.placement.clusterAffinity.exclude`).
-pub fn parse_spec(kind: PolicyKind, manifest: &Value) -> Result<PolicySpec, FieldError> {
+/// Reads the `spec` of a policy document of `kind` (the whole manifest as a JSON value), as a
+/// log entry of `version` means it (a restored state reparses with `LOG_ENTRY_VERSION`: what
+/// was accepted once maps the same under every later version). Every error names its field
+/// from the document's root (`spec.placement.clusterAffinity.exclude`).
+pub fn parse_spec(
+    kind: PolicyKind,
+    manifest: &Value,
+    version: u16,
+) -> Result<PolicySpec, FieldError> {
     let Some(spec) = manifest.get("spec") else {
         return Err(FieldError::new("spec", "required"));
     };
     let spec = match kind {
         PolicyKind::Propagation | PolicyKind::ClusterPropagation => {
             let raw: propagation::RawPropagationSpec = typed(spec, "spec")?;
-            PolicySpec::Propagation(raw.check()?)
+            PolicySpec::Propagation(raw.check(version)?)
         }
         PolicyKind::Override | PolicyKind::ClusterOverride => {
             let raw: overrides::RawOverrideSpec = typed(spec, "spec")?;
-            PolicySpec::Override(raw.check()?)
+            PolicySpec::Override(raw.check(version)?)
         }
     };
     for (i, s) in spec.resource_selectors().iter().enumerate() {

@@ -1,7 +1,9 @@
 //! `OverridePolicy` / `ClusterOverridePolicy` specs onto fedraft's [`Override`]s.
 //!
 //! Each rule's `targetCluster` becomes the override's target (one override per listed cluster
-//! name, or one with a label selector, or one for every cluster), and its overriders become, in
+//! name, or one with a label selector, or one for every cluster; a target that also excludes
+//! names, uses a field selector, or gives names and a label selector becomes one selector with
+//! the names as requirements on the cluster's name), and its overriders become, in
 //! Karmada's order: `plaintext` → JSON patch operations; `imageOverrider` with `replace` and no
 //! predicate → fedraft's image override of every container; `labelsOverrider` and
 //! `annotationsOverrider` with `add` or `replace` → labels and annotations set on the object.
@@ -13,11 +15,14 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::propagation::ClusterAffinity;
+use super::propagation::{cluster_selector, ClusterAffinity};
 use super::select::ResourceSelector;
-use super::unsupported;
+use super::{unsupported, KARMADA_WIDENED_SINCE};
 use crate::error::FieldError;
-use crate::policy::{ImageOverride, JsonPatchOp, Override, PatchOpKind};
+use crate::policy::{
+    ImageOverride, JsonPatchOp, LabelSelector, LabelSelectorRequirement, Override, PatchOpKind,
+    SelectorOperator, CLUSTER_NAME_KEY,
+};
 
 /// An override policy's spec as fedraft keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +117,7 @@ struct MapOverrider {
 }
 
 impl RawOverrideSpec {
-    pub(super) fn check(self) -> Result<OverrideSpec, FieldError> {
+    pub(super) fn check(self, version: u16) -> Result<OverrideSpec, FieldError> {
         if self.resource_selectors.is_empty() {
             return Err(FieldError::new(
                 "spec.resourceSelectors",
@@ -152,6 +157,16 @@ impl RawOverrideSpec {
             let template = rule.overriders.check(&format!("{field}.overriders"))?;
             let target = rule.target_cluster.unwrap_or_default();
             let tf = format!("{field}.targetCluster");
+            let general = target.field_selector.is_some()
+                || !target.exclude.is_empty()
+                || (!target.cluster_names.is_empty() && target.label_selector.is_some());
+            if general && version >= KARMADA_WIDENED_SINCE {
+                overrides.push(Override {
+                    cluster_selector: Some(target_selector(target, &tf)?),
+                    ..template
+                });
+                continue;
+            }
             if target.field_selector.is_some() || !target.exclude.is_empty() {
                 return Err(unsupported(
                     tf,
@@ -187,6 +202,25 @@ impl RawOverrideSpec {
             overrides,
         })
     }
+}
+
+/// Every part of a target ANDed into one selector over clusters, names by [`CLUSTER_NAME_KEY`].
+/// Targets of names alone keep their first mapping (one override per name).
+fn target_selector(target: ClusterAffinity, field: &str) -> Result<LabelSelector, FieldError> {
+    let mut selector = cluster_selector(target.label_selector, target.field_selector, field)?;
+    for (operator, names) in [
+        (SelectorOperator::In, target.cluster_names),
+        (SelectorOperator::NotIn, target.exclude),
+    ] {
+        if !names.is_empty() {
+            selector.match_expressions.push(LabelSelectorRequirement {
+                key: CLUSTER_NAME_KEY.to_string(),
+                operator,
+                values: names,
+            });
+        }
+    }
+    Ok(selector)
 }
 
 impl RawOverriders {

@@ -2,12 +2,15 @@
 //!
 //! The mapping, field by field (Karmada's defaults where the document is silent):
 //! - `clusterAffinity.clusterNames` → the placement's cluster list; `exclude` removes names from
-//!   it; `labelSelector` → the cluster selector; `fieldSelector` on `provider`, `region` and
-//!   `zone` → the same requirements on the cluster labels of those names.
+//!   it, or, without names, becomes a `NotIn` requirement on the cluster's name
+//!   ([`CLUSTER_NAME_KEY`]); `labelSelector` → the cluster selector; `fieldSelector` on
+//!   `provider`, `region` and `zone` → the same requirements on the cluster labels of those names.
 //! - `clusterTolerations` → tolerations (a `tolerationSeconds` bound is refused: fedraft evicts
-//!   at once and re-places after the failover grace period).
+//!   at once and re-places after the failover grace period; an empty key with operator `Equal`
+//!   tolerates no taint and is left out).
 //! - `spreadConstraints` → spread constraints over a cluster label (`spreadByLabel`, or the label
-//!   of `spreadByField` region, zone or provider).
+//!   of `spreadByField` region, zone or provider), or over the clusters themselves
+//!   (`spreadByField: cluster`: between minGroups and maxGroups clusters).
 //! - `replicaScheduling`: absent or `Duplicated` → every selected cluster runs the template's
 //!   replicas; `Divided` with `Weighted` → static weights per cluster name, or equal weights, or
 //!   with `dynamicWeight: AvailableReplicas` the capacity-weighted division.
@@ -21,11 +24,12 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::select::ResourceSelector;
-use super::{unsupported, PROVIDER_LABEL, REGION_LABEL, ZONE_LABEL};
+use super::{unsupported, KARMADA_WIDENED_SINCE, PROVIDER_LABEL, REGION_LABEL, ZONE_LABEL};
 use crate::error::FieldError;
 use crate::policy::{
     ClusterPreference, Division, LabelSelector, LabelSelectorRequirement, Placement, ReplicaMode,
     ReplicaPolicy, SelectorOperator, SpreadConstraint, TaintEffect, Toleration, TolerationOperator,
+    CLUSTER_NAME_KEY,
 };
 
 /// A propagation policy's spec as fedraft keeps it.
@@ -191,7 +195,9 @@ enum DynamicWeight {
 }
 
 impl RawPropagationSpec {
-    pub(super) fn check(self) -> Result<PropagationSpec, FieldError> {
+    /// `version`: the log entry's; the fields fedraft learned in version 4 are refused to older
+    /// entries as they were then (see `LOG_ENTRY_VERSION`).
+    pub(super) fn check(self, version: u16) -> Result<PropagationSpec, FieldError> {
         if self.resource_selectors.is_empty() {
             return Err(FieldError::new(
                 "spec.resourceSelectors",
@@ -245,13 +251,13 @@ impl RawPropagationSpec {
             resource_selectors: self.resource_selectors,
             priority: self.priority,
             preempts: matches!(self.preemption, Some(Preemption::Always)),
-            placement: self.placement.check()?,
+            placement: self.placement.check(version)?,
         })
     }
 }
 
 impl RawPlacement {
-    fn check(self) -> Result<Placement, FieldError> {
+    fn check(self, version: u16) -> Result<Placement, FieldError> {
         let f = "spec.placement";
         if self.cluster_affinities.is_some() {
             return Err(unsupported(
@@ -261,17 +267,28 @@ impl RawPlacement {
         }
         let mut placement = Placement::default();
         if let Some(aff) = self.cluster_affinity {
-            apply_affinity(&mut placement, aff, &format!("{f}.clusterAffinity"))?;
+            apply_affinity(
+                &mut placement,
+                aff,
+                &format!("{f}.clusterAffinity"),
+                version,
+            )?;
         }
         for (i, t) in self.cluster_tolerations.into_iter().enumerate() {
-            placement
-                .tolerations
-                .push(t.check(&format!("{f}.clusterTolerations[{i}]"))?);
+            // Karmada accepts an empty key with operator Equal; no taint has an empty key, so
+            // such a toleration tolerates nothing and leaving it out changes nothing.
+            let tolerates_nothing = t.key.is_empty()
+                && t.operator.unwrap_or_default() == TolerationOperator::Equal
+                && version >= KARMADA_WIDENED_SINCE;
+            let toleration = t.check(&format!("{f}.clusterTolerations[{i}]"))?;
+            if !tolerates_nothing {
+                placement.tolerations.push(toleration);
+            }
         }
         for (i, s) in self.spread_constraints.into_iter().enumerate() {
             placement
                 .spread_constraints
-                .push(s.check(&format!("{f}.spreadConstraints[{i}]"))?);
+                .push(s.check(&format!("{f}.spreadConstraints[{i}]"), version)?);
         }
         placement.replicas = match self.replica_scheduling {
             None => ReplicaPolicy {
@@ -290,7 +307,9 @@ fn apply_affinity(
     placement: &mut Placement,
     aff: ClusterAffinity,
     field: &str,
+    version: u16,
 ) -> Result<(), FieldError> {
+    let mut exclude = Vec::new();
     if !aff.cluster_names.is_empty() {
         let names: Vec<String> = aff
             .cluster_names
@@ -299,13 +318,37 @@ fn apply_affinity(
             .collect();
         placement.clusters = Some(names);
     } else if !aff.exclude.is_empty() {
-        return Err(unsupported(
-            format!("{field}.exclude"),
-            "exclude is honoured only together with clusterNames",
-        ));
+        if version < KARMADA_WIDENED_SINCE {
+            return Err(unsupported(
+                format!("{field}.exclude"),
+                "exclude is honoured only together with clusterNames",
+            ));
+        }
+        exclude = aff.exclude;
     }
-    let mut selector = aff.label_selector.unwrap_or_default();
-    if let Some(fs) = aff.field_selector {
+    let mut selector = cluster_selector(aff.label_selector, aff.field_selector, field)?;
+    if !exclude.is_empty() {
+        selector.match_expressions.push(LabelSelectorRequirement {
+            key: CLUSTER_NAME_KEY.to_string(),
+            operator: SelectorOperator::NotIn,
+            values: exclude,
+        });
+    }
+    if selector != LabelSelector::default() {
+        placement.cluster_selector = Some(selector);
+    }
+    Ok(())
+}
+
+/// A label selector and Karmada's field selector on `provider`, `region` and `zone` as one
+/// selector over cluster labels.
+pub(super) fn cluster_selector(
+    labels: Option<LabelSelector>,
+    fields: Option<FieldSelector>,
+    field: &str,
+) -> Result<LabelSelector, FieldError> {
+    let mut selector = labels.unwrap_or_default();
+    if let Some(fs) = fields {
         for (i, req) in fs.match_expressions.into_iter().enumerate() {
             let label = match req.key.as_str() {
                 "provider" => PROVIDER_LABEL,
@@ -331,10 +374,7 @@ fn apply_affinity(
             });
         }
     }
-    if selector != LabelSelector::default() {
-        placement.cluster_selector = Some(selector);
-    }
-    Ok(())
+    Ok(selector)
 }
 
 impl RawToleration {
@@ -373,7 +413,7 @@ impl RawToleration {
 }
 
 impl RawSpread {
-    fn check(self, field: &str) -> Result<SpreadConstraint, FieldError> {
+    fn check(self, field: &str, version: u16) -> Result<SpreadConstraint, FieldError> {
         let label = match (self.spread_by_field.as_deref(), self.spread_by_label) {
             (Some(_), Some(_)) => {
                 return Err(FieldError::new(
@@ -385,6 +425,9 @@ impl RawSpread {
             (Some("region"), None) => REGION_LABEL.to_string(),
             (Some("zone"), None) => ZONE_LABEL.to_string(),
             (Some("provider"), None) => PROVIDER_LABEL.to_string(),
+            (Some("cluster"), None) if version >= KARMADA_WIDENED_SINCE => {
+                CLUSTER_NAME_KEY.to_string()
+            }
             (Some("cluster"), None) => return Err(unsupported(
                 format!("{field}.spreadByField"),
                 "spreading by cluster count is not implemented yet; list clusters or use a label",

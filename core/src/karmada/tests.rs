@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use super::select::{best_match, Precedence};
 use super::*;
-use crate::policy::{Division, ReplicaMode, SelectorOperator, TaintEffect};
+use crate::command::LOG_ENTRY_VERSION;
+use crate::policy::{Division, ReplicaMode, SelectorOperator, TaintEffect, CLUSTER_NAME_KEY};
 
 fn doc(yaml: &str) -> Value {
     serde_yaml::from_str(yaml).unwrap_or_else(|e| panic!("test YAML: {e}"))
@@ -21,15 +22,19 @@ fn kind_of(v: &Value) -> PolicyKind {
 
 fn propagation(yaml: &str) -> PropagationSpec {
     let v = doc(yaml);
-    match parse_spec(kind_of(&v), &v) {
+    match parse_spec(kind_of(&v), &v, LOG_ENTRY_VERSION) {
         Ok(PolicySpec::Propagation(p)) => p,
         other => panic!("expected a propagation spec, got {other:?}"),
     }
 }
 
 fn refusal(yaml: &str) -> FieldError {
+    refusal_at(yaml, LOG_ENTRY_VERSION)
+}
+
+fn refusal_at(yaml: &str, version: u16) -> FieldError {
     let v = doc(yaml);
-    match parse_spec(kind_of(&v), &v) {
+    match parse_spec(kind_of(&v), &v, version) {
         Err(e) => e,
         Ok(spec) => panic!("expected a refusal, got {spec:?}"),
     }
@@ -156,10 +161,6 @@ spec:
 fn what_fedraft_cannot_honour_is_refused_naming_the_field() {
     let cases = [
         (
-            "placement:\n    clusterAffinity:\n      exclude: [a]",
-            "spec.placement.clusterAffinity.exclude",
-        ),
-        (
             "placement:\n    replicaScheduling:\n      replicaSchedulingType: Divided\n      replicaDivisionPreference: Aggregated",
             "spec.placement.replicaScheduling.replicaDivisionPreference",
         ),
@@ -167,10 +168,6 @@ fn what_fedraft_cannot_honour_is_refused_naming_the_field() {
         (
             "failover:\n    application:\n      decisionConditions: {tolerationSeconds: 30}",
             "spec.failover",
-        ),
-        (
-            "placement:\n    spreadConstraints: [{spreadByField: cluster, maxGroups: 2}]",
-            "spec.placement.spreadConstraints[0].spreadByField",
         ),
         (
             "placement:\n    clusterTolerations: [{key: k, operator: Exists, effect: NoExecute, tolerationSeconds: 30}]",
@@ -239,7 +236,8 @@ spec:
         annotationsOverrider:
           - {operator: replace, value: {owner: eu-team}}
 "#);
-    let Ok(PolicySpec::Override(o)) = parse_spec(PolicyKind::Override, &v) else {
+    let Ok(PolicySpec::Override(o)) = parse_spec(PolicyKind::Override, &v, LOG_ENTRY_VERSION)
+    else {
         panic!("expected an override spec");
     };
     assert_eq!(
@@ -281,7 +279,7 @@ spec:
         imageOverrider:
           - {component: Tag, operator: replace, value: x, predicate: {path: /spec/template/spec/containers/0/image}}
 "#);
-    let e = parse_spec(PolicyKind::ClusterOverride, &refused).err();
+    let e = parse_spec(PolicyKind::ClusterOverride, &refused, LOG_ENTRY_VERSION).err();
     assert_eq!(
         e.map(|e| e.field).as_deref(),
         Some("spec.overrideRules[0].overriders.imageOverrider[0].predicate")
@@ -344,4 +342,113 @@ fn selection_ranks_names_over_labels_over_kinds() {
     order.reverse();
     let names: Vec<&str> = order.iter().map(|p| p.name.0).collect();
     assert_eq!(names, ["c", "z", "a", "b", "a"]);
+}
+
+fn policy_with(extra: &str) -> String {
+    format!(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: p}}\nspec:\n  resourceSelectors: [{{apiVersion: v1, kind: ConfigMap}}]\n  {extra}\n"
+    )
+}
+
+const WIDENED: [(&str, &str); 3] = [
+    (
+        "placement:\n    clusterAffinity:\n      exclude: [member2]",
+        "spec.placement.clusterAffinity.exclude",
+    ),
+    (
+        "placement:\n    spreadConstraints: [{spreadByField: cluster, minGroups: 2, maxGroups: 2}]",
+        "spec.placement.spreadConstraints[0].spreadByField",
+    ),
+    (
+        "placement:\n    clusterTolerations: [{effect: NoSchedule}]",
+        "spec.placement.tolerations[0].operator",
+    ),
+];
+
+#[test]
+fn exclusions_cluster_spread_and_empty_key_tolerations_are_read_since_version_4() {
+    let p = propagation(&policy_with(WIDENED[0].0)).placement;
+    assert_eq!(p.clusters, None, "no names: every cluster but the excluded");
+    let sel = p.cluster_selector.unwrap_or_default();
+    assert_eq!(sel.match_expressions.len(), 1);
+    let req = &sel.match_expressions[0];
+    assert_eq!(
+        (req.key.as_str(), req.operator, req.values.as_slice()),
+        (
+            CLUSTER_NAME_KEY,
+            SelectorOperator::NotIn,
+            &["member2".to_string()][..]
+        )
+    );
+    let labels = BTreeMap::new();
+    assert!(sel.matches_cluster("member1", &labels));
+    assert!(!sel.matches_cluster("member2", &labels));
+
+    let p = propagation(&policy_with(WIDENED[1].0)).placement;
+    assert_eq!(p.spread_constraints.len(), 1);
+    let sc = &p.spread_constraints[0];
+    assert_eq!(
+        (sc.label_key.as_str(), sc.min_groups, sc.max_groups),
+        (CLUSTER_NAME_KEY, 2, 2)
+    );
+
+    // An empty key with operator Equal tolerates no taint: leaving it out means the same.
+    let p = propagation(&policy_with(WIDENED[2].0)).placement;
+    assert!(p.tolerations.is_empty(), "{:?}", p.tolerations);
+}
+
+#[test]
+fn entries_before_version_4_are_refused_what_they_were_refused_then() {
+    for (extra, field) in WIDENED {
+        let e = refusal_at(&policy_with(extra), 3);
+        assert_eq!(e.field, field, "{extra}: {e}");
+    }
+    let target = doc(OVERRIDE_WITH_EXCLUDE);
+    let e = parse_spec(PolicyKind::ClusterOverride, &target, 3).err();
+    assert_eq!(
+        e.map(|e| e.field).as_deref(),
+        Some("spec.overrideRules[0].targetCluster")
+    );
+}
+
+const OVERRIDE_WITH_EXCLUDE: &str = r#"
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: o}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]
+  overrideRules:
+    - targetCluster:
+        labelSelector: {matchLabels: {tier: edge}}
+        fieldSelector:
+          matchExpressions: [{key: region, operator: In, values: [eu]}]
+        exclude: [edge-2]
+      overriders:
+        labelsOverrider: [{operator: add, value: {edge: "true"}}]
+"#;
+
+#[test]
+fn an_override_target_ands_names_exclusions_labels_and_fields() {
+    let Ok(PolicySpec::Override(o)) = parse_spec(
+        PolicyKind::ClusterOverride,
+        &doc(OVERRIDE_WITH_EXCLUDE),
+        LOG_ENTRY_VERSION,
+    ) else {
+        panic!("expected an override spec");
+    };
+    assert_eq!(o.overrides.len(), 1);
+    let ov = &o.overrides[0];
+    let labels = |region: &str| {
+        BTreeMap::from([
+            ("tier".to_string(), "edge".to_string()),
+            (REGION_LABEL.to_string(), region.to_string()),
+        ])
+    };
+    assert!(ov.targets("edge-1", &labels("eu")));
+    assert!(!ov.targets("edge-2", &labels("eu")), "excluded by name");
+    assert!(
+        !ov.targets("edge-1", &labels("us")),
+        "outside the field selector"
+    );
+    assert!(!ov.targets("edge-1", &BTreeMap::new()), "lacks the label");
 }

@@ -17,9 +17,14 @@ use crate::error::FieldError;
 
 mod names;
 mod overrides;
+mod selector;
 
 pub use names::{validate_dns_label, validate_label_key, validate_label_value};
 pub use overrides::{ImageOverride, JsonPatchOp, Override, PatchOpKind};
+pub use selector::{
+    LabelSelector, LabelSelectorRequirement, SelectorOperator, CLUSTER_NAME_KEY,
+    CLUSTER_NAME_KEY_SINCE,
+};
 
 /// Upper bound for one static weight; keeps `replicas * weight` far inside `u128` and the numbers
 /// readable (KubeFed uses int64 weights, fedraft needs no more than a million-to-one ratio).
@@ -136,89 +141,6 @@ impl Toleration {
 /// True when some toleration tolerates the taint.
 pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
     tolerations.iter().any(|t| t.tolerates(taint))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Label selectors.
-
-/// A set-based label requirement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum SelectorOperator {
-    In,
-    NotIn,
-    Exists,
-    DoesNotExist,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LabelSelectorRequirement {
-    pub key: String,
-    pub operator: SelectorOperator,
-    #[serde(default)]
-    pub values: Vec<String>,
-}
-
-impl LabelSelectorRequirement {
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
-        match self.operator {
-            SelectorOperator::In => value.is_some_and(|v| self.values.iter().any(|x| x == v)),
-            // Kubernetes: NotIn matches a missing key too.
-            SelectorOperator::NotIn => value.is_none_or(|v| self.values.iter().all(|x| x != v)),
-            SelectorOperator::Exists => value.is_some(),
-            SelectorOperator::DoesNotExist => value.is_none(),
-        }
-    }
-}
-
-/// A Kubernetes label selector over cluster labels. An empty selector matches every cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LabelSelector {
-    #[serde(default)]
-    pub match_labels: BTreeMap<String, String>,
-    #[serde(default)]
-    pub match_expressions: Vec<LabelSelectorRequirement>,
-}
-
-impl LabelSelector {
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels
-            .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
-            && self.match_expressions.iter().all(|r| r.matches(labels))
-    }
-
-    pub fn validate(&self, field_prefix: &str) -> Result<(), FieldError> {
-        for (key, value) in &self.match_labels {
-            let field = format!("{field_prefix}.matchLabels.{key}");
-            validate_label_key(key, &field)?;
-            validate_label_value(value, &field)?;
-        }
-        for (i, req) in self.match_expressions.iter().enumerate() {
-            let field = format!("{field_prefix}.matchExpressions[{i}]");
-            validate_label_key(&req.key, &format!("{field}.key"))?;
-            let needs_values =
-                matches!(req.operator, SelectorOperator::In | SelectorOperator::NotIn);
-            if needs_values && req.values.is_empty() {
-                return Err(FieldError::new(
-                    format!("{field}.values"),
-                    "must not be empty for operator In or NotIn",
-                ));
-            }
-            if !needs_values && !req.values.is_empty() {
-                return Err(FieldError::new(
-                    format!("{field}.values"),
-                    "must be empty for operator Exists or DoesNotExist",
-                ));
-            }
-            for (j, v) in req.values.iter().enumerate() {
-                validate_label_value(v, &format!("{field}.values[{j}]"))?;
-            }
-        }
-        Ok(())
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -390,6 +312,22 @@ impl FailoverPolicy {
 }
 
 impl Placement {
+    /// The field of the first use of [`CLUSTER_NAME_KEY`], if any: entries older than
+    /// [`CLUSTER_NAME_KEY_SINCE`] are refused it as they were before it existed.
+    pub fn cluster_name_key_field(&self, field_prefix: &str) -> Option<String> {
+        if let Some(sel) = &self.cluster_selector {
+            if let Some(i) = sel.cluster_name_key_at() {
+                return Some(format!(
+                    "{field_prefix}.clusterSelector.matchExpressions[{i}].key"
+                ));
+            }
+        }
+        self.spread_constraints
+            .iter()
+            .position(|s| s.label_key == CLUSTER_NAME_KEY)
+            .map(|i| format!("{field_prefix}.spreadConstraints[{i}].labelKey"))
+    }
+
     pub fn validate(&self, field_prefix: &str) -> Result<(), FieldError> {
         if let Some(clusters) = &self.clusters {
             for (i, name) in clusters.iter().enumerate() {
@@ -400,14 +338,16 @@ impl Placement {
             }
         }
         if let Some(sel) = &self.cluster_selector {
-            sel.validate(&format!("{field_prefix}.clusterSelector"))?;
+            sel.validate_cluster_selector(&format!("{field_prefix}.clusterSelector"))?;
         }
         for (i, t) in self.tolerations.iter().enumerate() {
             t.validate(&format!("{field_prefix}.tolerations[{i}]"))?;
         }
         for (i, s) in self.spread_constraints.iter().enumerate() {
             let field = format!("{field_prefix}.spreadConstraints[{i}]");
-            validate_label_key(&s.label_key, &format!("{field}.labelKey"))?;
+            if s.label_key != CLUSTER_NAME_KEY {
+                validate_label_key(&s.label_key, &format!("{field}.labelKey"))?;
+            }
             if s.max_groups == 0 {
                 return Err(FieldError::new(
                     format!("{field}.maxGroups"),

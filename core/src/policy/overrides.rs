@@ -135,11 +135,20 @@ impl Override {
             }
         }
         if let Some(sel) = &self.cluster_selector {
-            if !sel.matches(labels) {
+            if !sel.matches_cluster(cluster, labels) {
                 return false;
             }
         }
         true
+    }
+
+    /// The field of a use of [`CLUSTER_NAME_KEY`](super::CLUSTER_NAME_KEY), if any (see
+    /// [`Placement::cluster_name_key_field`](super::Placement::cluster_name_key_field)).
+    pub fn cluster_name_key_field(&self, field_prefix: &str) -> Option<String> {
+        let i = self.cluster_selector.as_ref()?.cluster_name_key_at()?;
+        Some(format!(
+            "{field_prefix}.clusterSelector.matchExpressions[{i}].key"
+        ))
     }
 
     pub fn validate(&self, field_prefix: &str) -> Result<(), FieldError> {
@@ -153,7 +162,7 @@ impl Override {
             validate_dns_label(name, &format!("{field_prefix}.clusterName"))?;
         }
         if let Some(sel) = &self.cluster_selector {
-            sel.validate(&format!("{field_prefix}.clusterSelector"))?;
+            sel.validate_cluster_selector(&format!("{field_prefix}.clusterSelector"))?;
         }
         for (i, p) in self.patches.iter().enumerate() {
             p.validate(&format!("{field_prefix}.patches[{i}]"))?;

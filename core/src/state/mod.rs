@@ -101,6 +101,8 @@ pub(crate) struct Data {
 /// What one `apply` accumulates for its caller.
 pub(crate) struct Ctx {
     pub index: u64,
+    /// The entry's envelope version: what its commands may mean (`LOG_ENTRY_VERSION`).
+    pub version: u16,
     /// The entry's actor, as far as rights go (`admission::Actor`).
     pub actor: Actor,
     pub now_ms: u64,
@@ -216,6 +218,7 @@ impl State {
         }
         let mut ctx = Ctx {
             index,
+            version: entry.version,
             actor: Actor::of_entry(entry.version, &entry.actor),
             now_ms,
             changes: Vec::new(),

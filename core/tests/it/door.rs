@@ -283,13 +283,10 @@ fn bad_documents_are_refused_naming_the_field_and_change_nothing() {
         Some("app"),
         "p",
         json!([{"apiVersion": "v1", "kind": "ConfigMap"}]),
-        json!({"clusterAffinity": {"exclude": ["member1"]}}),
+        json!({"clusterAffinities": [{"affinityName": "a", "clusterNames": ["member1"]}]}),
     );
     let r = refused(&mut h, put(bad.clone()));
-    assert_eq!(
-        r.field.as_deref(),
-        Some("spec.placement.clusterAffinity.exclude")
-    );
+    assert_eq!(r.field.as_deref(), Some("spec.placement.clusterAffinities"));
     bad["spec"]["placement"] = json!({});
     bad["metadata"]["namespace"] = json!(null);
     let r = refused(&mut h, put(bad));
@@ -380,4 +377,50 @@ fn a_restored_state_keeps_templates_policies_and_bindings() {
 
     let entry = LogEntry::new("", "test", 1, put(config_map("app", "x", "1")));
     assert_eq!(LogEntry::decode(&entry.encode()).ok(), Some(entry));
+}
+
+#[test]
+fn exclusion_and_cluster_spread_place_from_log_entry_version_4_and_not_before() {
+    let mut h = fleet();
+    let excluding = propagation(
+        Some("app"),
+        "all-but-two",
+        json!([{"apiVersion": "v1", "kind": "ConfigMap"}]),
+        json!({"clusterAffinity": {"exclude": ["member2"]}}),
+    );
+    // Written by a binary of version 3, the same document was refused, and replays refused.
+    h.index += 1;
+    let mut old = LogEntry::new("", "admin", h.now_ms, put(excluding.clone()));
+    old.version = 3;
+    let outcome = h.state.apply(h.index, &old).outcome;
+    let Outcome::Rejected(r) = outcome else {
+        panic!("a version-3 entry was accepted: {outcome:?}");
+    };
+    assert_eq!(
+        r.field.as_deref(),
+        Some("spec.placement.clusterAffinity.exclude")
+    );
+
+    h.ok(put(excluding));
+    h.ok(put(config_map("app", "settings", "1")));
+    assert_eq!(
+        h.placement("app", "configmap:settings")
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>(),
+        ["member1", "member3"]
+    );
+
+    // Two clusters at most, by spreading over the clusters themselves.
+    h.ok(put(propagation(
+        Some("app"),
+        "two-clusters",
+        json!([{"apiVersion": "apps/v1", "kind": "Deployment"}]),
+        json!({"spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 2, "minGroups": 2}],
+            "replicaScheduling": {"replicaSchedulingType": "Divided"}}),
+    )));
+    h.ok(put(deployment("app", "web", 4)));
+    let placed = h.placement("app", "deployment.apps:web");
+    assert_eq!(placed.len(), 2, "{placed:?}");
+    assert_eq!(placed.values().sum::<u32>(), 4);
 }

@@ -452,6 +452,49 @@ fn spread_constraint_picks_groups_and_reports_impossible() {
 }
 
 #[test]
+fn the_cluster_name_key_excludes_by_name_and_spreads_over_clusters() {
+    // A label of that name on a cluster does not stand in for the cluster's own name.
+    let cs = vec![cl("dc1"), cl("dc2").label("zone", "b"), cl("dc3")];
+    let mut p = Placement {
+        replicas: ReplicaPolicy {
+            mode: ReplicaMode::Duplicated,
+            division: None,
+        },
+        cluster_selector: Some(LabelSelector {
+            match_labels: BTreeMap::new(),
+            match_expressions: vec![LabelSelectorRequirement {
+                key: CLUSTER_NAME_KEY.into(),
+                operator: SelectorOperator::NotIn,
+                values: vec!["dc2".into()],
+            }],
+        }),
+        ..Default::default()
+    };
+    assert!(p.validate("p").is_ok());
+    let d = run(&p, 3, &cs, &[], 0);
+    assert_eq!(d.placement, counts(&[("dc1", 3), ("dc3", 3)]));
+    assert_eq!(reason_of(&d, "dc2"), Some(&DropReason::SelectorMismatch));
+
+    // Spread over clusters: at most two of the three, the ones already running it first.
+    p.cluster_selector = None;
+    p.spread_constraints = vec![SpreadConstraint {
+        label_key: CLUSTER_NAME_KEY.into(),
+        min_groups: 1,
+        max_groups: 2,
+    }];
+    assert!(p.validate("p").is_ok());
+    let d = run(&p, 3, &cs, &[("dc3", 3)], 0);
+    assert_eq!(d.placement, counts(&[("dc1", 3), ("dc3", 3)]));
+    assert_eq!(
+        reason_of(&d, "dc2"),
+        Some(&DropReason::SpreadConstraint {
+            label_key: CLUSTER_NAME_KEY.into(),
+            group: "dc2".into()
+        })
+    );
+}
+
+#[test]
 fn without_rebalance_growth_and_shrink_move_only_the_delta() {
     let cur = [("dc1", 5), ("dc2", 1), ("dc3", 1)];
     let d = run(&divided(None), 9, &three(), &cur, 0);

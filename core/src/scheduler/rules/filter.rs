@@ -110,7 +110,7 @@ fn first_reason(
         }
     }
     if let Some(sel) = &p.cluster_selector {
-        if !selector_matches(sel, c.labels) {
+        if !selector_matches(sel, c.name, c.labels) {
             return Some(DropReason::SelectorMismatch);
         }
     }
@@ -159,7 +159,7 @@ fn first_reason(
 /// `LabelSelector::matches`, with `matchLabels` checked by one walk over both sorted maps
 /// with inline comparisons instead of a map lookup (and two `memcmp` calls) per label: this
 /// runs for every cluster of every decision.
-fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+fn selector_matches(sel: &LabelSelector, cluster: &str, labels: &BTreeMap<String, String>) -> bool {
     let mut have = labels.iter();
     for (key, value) in &sel.match_labels {
         loop {
@@ -173,7 +173,9 @@ fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> b
             }
         }
     }
-    sel.match_expressions.iter().all(|r| r.matches(labels))
+    sel.match_expressions
+        .iter()
+        .all(|r| r.matches_cluster(cluster, labels))
 }
 
 #[cfg(test)]
@@ -230,8 +232,8 @@ mod tests {
         for sel in &selectors {
             for labels in &label_sets {
                 assert_eq!(
-                    selector_matches(sel, labels),
-                    sel.matches(labels),
+                    selector_matches(sel, "c1", labels),
+                    sel.matches_cluster("c1", labels),
                     "{sel:?} on {labels:?}"
                 );
             }

@@ -1,4 +1,5 @@
-//! Spread constraints: use between `minGroups` and `maxGroups` distinct values of a cluster label.
+//! Spread constraints: use between `minGroups` and `maxGroups` distinct values of a cluster label,
+//! or, by `CLUSTER_NAME_KEY`, between that many clusters (each cluster its own group).
 //!
 //! For each constraint in order: candidates without the label are dropped; groups holding
 //! frozen replicas are chosen first (those replicas stay anyway), then, without rebalance,
@@ -14,6 +15,7 @@ use std::collections::BTreeMap;
 use super::decision::DropReason;
 use super::divided::candidate_weight;
 use super::filter::{Class, Classes};
+use crate::policy::CLUSTER_NAME_KEY;
 use crate::scheduler::{ClusterView, ScheduleRequest};
 
 #[derive(Default)]
@@ -41,7 +43,12 @@ pub(crate) fn apply(
         let mut groups: BTreeMap<&str, Group> = BTreeMap::new();
         for (i, c) in clusters.iter().enumerate() {
             let current = u64::from(req.current.get(c.name).copied().unwrap_or(0));
-            match (classes.class[i], c.labels.get(&sc.label_key)) {
+            let value = if sc.label_key == CLUSTER_NAME_KEY {
+                Some(c.name)
+            } else {
+                c.labels.get(&sc.label_key).map(String::as_str)
+            };
+            match (classes.class[i], value) {
                 (Class::Evicted, _) => {}
                 (Class::Candidate, None) => {
                     classes.drop(
@@ -53,13 +60,13 @@ pub(crate) fn apply(
                 }
                 (Class::Frozen, None) => {}
                 (Class::Frozen, Some(v)) => {
-                    let g = groups.entry(v.as_str()).or_default();
+                    let g = groups.entry(v).or_default();
                     g.frozen_replicas += current;
                     g.current += current;
                 }
                 (Class::Candidate, Some(v)) => {
                     let w = candidate_weight(req, c.name, classes.cap[i]);
-                    let g = groups.entry(v.as_str()).or_default();
+                    let g = groups.entry(v).or_default();
                     g.members.push(i);
                     g.current += current;
                     g.weight += u128::from(w);

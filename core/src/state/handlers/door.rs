@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use super::validate;
 use super::validate::MAX_TEMPLATE_BYTES;
 use crate::admission::Actor;
+use crate::command::LOG_ENTRY_VERSION;
 use crate::door::{
     DoorTables, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord,
 };
@@ -262,7 +263,7 @@ impl State {
         }
         self.check_policy_rights(kind, &id.namespace, &ctx.actor)?;
         validate::dns_subdomain(&id.name, "metadata.name")?;
-        let spec = karmada::parse_spec(kind, &doc)?;
+        let spec = karmada::parse_spec(kind, &doc, ctx.version)?;
         let key = PolicyRef {
             kind: PolicyKindTag::from(kind),
             namespace: id.namespace,
@@ -496,7 +497,7 @@ pub(crate) fn parse_policies(
     for (key, record) in &door.policies {
         let doc: Value = serde_json::from_str(&record.manifest)
             .map_err(|e| CodecError::Decode(format!("policy {}: {e}", key.name)))?;
-        let spec = karmada::parse_spec(PolicyKind::from(key.kind), &doc)
+        let spec = karmada::parse_spec(PolicyKind::from(key.kind), &doc, LOG_ENTRY_VERSION)
             .map_err(|e| CodecError::Decode(format!("policy {}: {e}", key.name)))?;
         out.insert(key.clone(), spec);
     }

@@ -12,8 +12,9 @@
 use std::borrow::Cow;
 
 use super::validate::{self, TemplateFacts};
+use crate::error::FieldError;
 use crate::model::{FederatedObject, ObjectKey, ObjectSpec, ObjectStatus};
-use crate::policy::ReplicaMode;
+use crate::policy::{validate_label_key, ReplicaMode, CLUSTER_NAME_KEY, CLUSTER_NAME_KEY_SINCE};
 use crate::state::store::index;
 use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
 
@@ -21,6 +22,27 @@ fn validate_names(namespace: &str, name: &str) -> Result<(), Rejection> {
     validate::dns_label(namespace, "metadata.namespace")?;
     validate::dns_subdomain(name, "metadata.name")?;
     Ok(())
+}
+
+/// Before [`CLUSTER_NAME_KEY_SINCE`] the key was refused as no valid label key; an older entry
+/// that used it replays refused, with the error it got then.
+fn refuse_cluster_name_key(spec: &ObjectSpec) -> Result<(), Rejection> {
+    let field = spec
+        .placement
+        .cluster_name_key_field("spec.placement")
+        .or_else(|| {
+            spec.overrides
+                .iter()
+                .enumerate()
+                .find_map(|(i, o)| o.cluster_name_key_field(&format!("spec.overrides[{i}]")))
+        });
+    match field {
+        Some(field) => Err(validate_label_key(CLUSTER_NAME_KEY, &field)
+            .err()
+            .unwrap_or_else(|| FieldError::new(field, "invalid label key"))
+            .into()),
+        None => Ok(()),
+    }
 }
 
 fn validate_spec(spec: &ObjectSpec) -> Result<TemplateFacts, Rejection> {
@@ -71,6 +93,9 @@ impl State {
     ) -> HandlerResult {
         self.check_rights(namespace, &ctx.actor)?;
         let facts = validate_spec(spec)?;
+        if ctx.version < CLUSTER_NAME_KEY_SINCE {
+            refuse_cluster_name_key(spec)?;
+        }
         let info = facts.info;
         let spec = &*resolve_replica_mode(spec, facts.carries_replicas);
         let existing = self.object(namespace, name);
