@@ -29,8 +29,9 @@ use crate::service::{DiscoverySpec, EndpointsReport};
 /// version-2 entry always carries `Duplicated` or `Divided`, so it replays as it did, and a
 /// binary that knows only version 2 declines a version-3 entry instead of misreading it. 4, the
 /// same envelope, whose placements may name a cluster by `policy::CLUSTER_NAME_KEY` and whose
-/// Karmada policies may use `exclude` without `clusterNames`, `spreadByField: cluster` and a
-/// toleration with an empty key and operator `Equal` (all refused before).
+/// Karmada policies may use `exclude` without `clusterNames`, `spreadByField: cluster`, a
+/// toleration with an empty key and operator `Equal` and the `Aggregated` division (all refused
+/// before; the native API's `aggregated` division is new in the same version).
 pub const LOG_ENTRY_VERSION: u16 = 4;
 
 /// The first envelope version whose request ids are scoped by actor and command.

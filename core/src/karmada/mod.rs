@@ -46,8 +46,8 @@ pub const ZONE_LABEL: &str = "zone";
 
 /// The first log entry version whose policies may use what fedraft learned after the first
 /// mapping: `exclude` without `clusterNames`, `spreadByField: cluster`, a toleration with an
-/// empty key and operator `Equal`, and override targets with exclusions, field selectors or
-/// both names and a label selector. Older entries are refused them as they were when written.
+/// empty key and operator `Equal`, `replicaDivisionPreference: Aggregated`, and override
+/// targets with exclusions, field selectors or both names and a label selector. Older entries are refused them as they were when written.
 pub const KARMADA_WIDENED_SINCE: u16 = 4;
 
 /// Which of the four policy kinds a document is.

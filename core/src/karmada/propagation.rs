@@ -13,7 +13,8 @@
 //!   (`spreadByField: cluster`: between minGroups and maxGroups clusters).
 //! - `replicaScheduling`: absent or `Duplicated` → every selected cluster runs the template's
 //!   replicas; `Divided` with `Weighted` → static weights per cluster name, or equal weights, or
-//!   with `dynamicWeight: AvailableReplicas` the capacity-weighted division.
+//!   with `dynamicWeight: AvailableReplicas` the capacity-weighted division; `Aggregated` →
+//!   the fewest clusters that can hold the replicas, sharing them by capacity.
 //!
 //! Everything else Karmada defines is refused with a message naming the field, unless it is
 //! absent or at the value that means what fedraft does anyway.
@@ -295,7 +296,7 @@ impl RawPlacement {
                 mode: ReplicaMode::Duplicated,
                 division: None,
             },
-            Some(rs) => rs.check(&format!("{f}.replicaScheduling"))?,
+            Some(rs) => rs.check(&format!("{f}.replicaScheduling"), version)?,
         };
         placement.validate(f)?;
         Ok(placement)
@@ -461,7 +462,7 @@ impl RawSpread {
 }
 
 impl RawReplicaScheduling {
-    fn check(self, field: &str) -> Result<ReplicaPolicy, FieldError> {
+    fn check(self, field: &str, version: u16) -> Result<ReplicaPolicy, FieldError> {
         let kind = self
             .replica_scheduling_type
             .unwrap_or(SchedulingType::Duplicated);
@@ -478,10 +479,24 @@ impl RawReplicaScheduling {
             });
         }
         if self.replica_division_preference == Some(DivisionPreference::Aggregated) {
-            return Err(unsupported(
-                format!("{field}.replicaDivisionPreference"),
-                "Aggregated is not implemented yet; use Weighted (dynamicWeight: AvailableReplicas divides by capacity)",
-            ));
+            if version < KARMADA_WIDENED_SINCE {
+                return Err(unsupported(
+                    format!("{field}.replicaDivisionPreference"),
+                    "Aggregated is not implemented yet; use Weighted (dynamicWeight: AvailableReplicas divides by capacity)",
+                ));
+            }
+            // Karmada reads weights only for Weighted; a document that gives both would
+            // expect weights that nothing honours.
+            if self.weight_preference.is_some() {
+                return Err(FieldError::new(
+                    format!("{field}.weightPreference"),
+                    "only valid with replicaDivisionPreference Weighted",
+                ));
+            }
+            return Ok(ReplicaPolicy {
+                mode: ReplicaMode::Divided,
+                division: Some(Division::Aggregated { rebalance: false }),
+            });
         }
         let division = match self.weight_preference {
             None => None,

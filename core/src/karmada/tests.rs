@@ -160,10 +160,6 @@ spec:
 #[test]
 fn what_fedraft_cannot_honour_is_refused_naming_the_field() {
     let cases = [
-        (
-            "placement:\n    replicaScheduling:\n      replicaSchedulingType: Divided\n      replicaDivisionPreference: Aggregated",
-            "spec.placement.replicaScheduling.replicaDivisionPreference",
-        ),
         ("propagateDeps: true", "spec.propagateDeps"),
         (
             "failover:\n    application:\n      decisionConditions: {tolerationSeconds: 30}",
@@ -350,7 +346,11 @@ fn policy_with(extra: &str) -> String {
     )
 }
 
-const WIDENED: [(&str, &str); 3] = [
+const WIDENED: [(&str, &str); 4] = [
+    (
+        "placement:\n    replicaScheduling:\n      replicaSchedulingType: Divided\n      replicaDivisionPreference: Aggregated",
+        "spec.placement.replicaScheduling.replicaDivisionPreference",
+    ),
     (
         "placement:\n    clusterAffinity:\n      exclude: [member2]",
         "spec.placement.clusterAffinity.exclude",
@@ -366,8 +366,15 @@ const WIDENED: [(&str, &str); 3] = [
 ];
 
 #[test]
-fn exclusions_cluster_spread_and_empty_key_tolerations_are_read_since_version_4() {
+fn aggregation_exclusions_cluster_spread_and_empty_key_tolerations_are_read_since_version_4() {
     let p = propagation(&policy_with(WIDENED[0].0)).placement;
+    assert_eq!(
+        p.replicas.division,
+        Some(Division::Aggregated { rebalance: false })
+    );
+    assert_eq!(p.replicas.mode, ReplicaMode::Divided);
+
+    let p = propagation(&policy_with(WIDENED[1].0)).placement;
     assert_eq!(p.clusters, None, "no names: every cluster but the excluded");
     let sel = p.cluster_selector.unwrap_or_default();
     assert_eq!(sel.match_expressions.len(), 1);
@@ -384,7 +391,7 @@ fn exclusions_cluster_spread_and_empty_key_tolerations_are_read_since_version_4(
     assert!(sel.matches_cluster("member1", &labels));
     assert!(!sel.matches_cluster("member2", &labels));
 
-    let p = propagation(&policy_with(WIDENED[1].0)).placement;
+    let p = propagation(&policy_with(WIDENED[2].0)).placement;
     assert_eq!(p.spread_constraints.len(), 1);
     let sc = &p.spread_constraints[0];
     assert_eq!(
@@ -393,7 +400,7 @@ fn exclusions_cluster_spread_and_empty_key_tolerations_are_read_since_version_4(
     );
 
     // An empty key with operator Equal tolerates no taint: leaving it out means the same.
-    let p = propagation(&policy_with(WIDENED[2].0)).placement;
+    let p = propagation(&policy_with(WIDENED[3].0)).placement;
     assert!(p.tolerations.is_empty(), "{:?}", p.tolerations);
 }
 

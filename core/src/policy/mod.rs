@@ -229,6 +229,14 @@ pub enum Division {
         #[serde(default)]
         rebalance: bool,
     },
+    /// As few clusters as can hold the replicas (Karmada's `Aggregated`): the clusters already
+    /// running the object first (unless rebalancing), then by what they can still hold; the
+    /// chosen ones divide the replicas by that capacity, as `DynamicByCapacity` does.
+    #[serde(rename_all = "camelCase")]
+    Aggregated {
+        #[serde(default)]
+        rebalance: bool,
+    },
 }
 
 impl ReplicaMode {
@@ -259,10 +267,20 @@ impl ReplicaPolicy {
 }
 
 impl Division {
+    /// Whether each cluster's reported capacity decides its share (and a cluster that never
+    /// reported any cannot take one).
+    pub fn by_capacity(&self) -> bool {
+        matches!(
+            self,
+            Division::DynamicByCapacity { .. } | Division::Aggregated { .. }
+        )
+    }
+
     pub fn rebalance(&self) -> bool {
         match self {
             Division::StaticWeights { rebalance, .. }
-            | Division::DynamicByCapacity { rebalance } => *rebalance,
+            | Division::DynamicByCapacity { rebalance }
+            | Division::Aggregated { rebalance } => *rebalance,
         }
     }
 }

@@ -20,6 +20,7 @@ enum Mode {
     Plain,
     Weights(Vec<(u64, u32, Option<u32>)>, ClusterPreference, bool),
     Dynamic(bool),
+    Aggregated(bool),
 }
 
 const PER: Resources = Resources {
@@ -62,6 +63,7 @@ fn mode() -> impl Strategy<Value = Mode> {
             }
         ),
         any::<bool>().prop_map(Mode::Dynamic),
+        any::<bool>().prop_map(Mode::Aggregated),
     ]
 }
 
@@ -93,6 +95,9 @@ fn placement(mode: &Mode, fleet: &Fleet) -> Placement {
             })
         }
         Mode::Dynamic(rebalance) => Some(Division::DynamicByCapacity {
+            rebalance: *rebalance,
+        }),
+        Mode::Aggregated(rebalance) => Some(Division::Aggregated {
             rebalance: *rebalance,
         }),
     };
@@ -172,7 +177,7 @@ proptest! {
                 prop_assert!(got <= cap, "{} has {} > capacity {}", name, got, cap);
             }
             match &m {
-                Mode::Dynamic(_) => {
+                Mode::Dynamic(_) | Mode::Aggregated(_) => {
                     prop_assert!(f.cpu[i].is_some() || got == 0);
                     feasible_room += fits(&f, i).unwrap_or(0);
                 }
@@ -200,6 +205,23 @@ proptest! {
         if feasible {
             prop_assert_eq!(placed, u64::from(total), "decision {:?}", d);
             prop_assert!(d.unschedulable.is_none());
+        }
+    }
+
+    #[test]
+    fn aggregated_placed_afresh_uses_the_fewest_clusters(f in fleet(), total in 1u32..80) {
+        let p = placement(&Mode::Aggregated(true), &f);
+        let d = run(&p, total, &views(&f), &BTreeMap::new());
+        let mut caps: Vec<u64> = (0..f.names.len()).filter_map(|i| fits(&f, i)).collect();
+        caps.sort_unstable_by(|a, b| b.cmp(a));
+        let mut room = 0;
+        let fewest = caps.iter().take_while(|&&c| {
+            let short = room < u64::from(total);
+            room += c;
+            short
+        }).count();
+        if room >= u64::from(total) {
+            prop_assert_eq!(d.placement.len(), fewest, "decision {:?}", d);
         }
     }
 

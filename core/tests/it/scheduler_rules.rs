@@ -495,6 +495,38 @@ fn the_cluster_name_key_excludes_by_name_and_spreads_over_clusters() {
 }
 
 #[test]
+fn aggregated_uses_the_fewest_clusters_that_hold_the_replicas() {
+    // 100m per replica: a holds 3, b 10, c 4; d never reported capacity.
+    let cs = vec![
+        cl("a").cpu(300),
+        cl("b").cpu(1000),
+        cl("c").cpu(400),
+        cl("d"),
+    ];
+    let p = divided(Some(Division::Aggregated { rebalance: false }));
+    assert!(p.validate("p").is_ok());
+    let d = run(&p, 12, &cs, &[], 0);
+    assert_eq!(d.placement.keys().cloned().collect::<Vec<_>>(), ["b", "c"]);
+    assert_eq!(d.placement.values().sum::<u32>(), 12);
+    assert_eq!(reason_of(&d, "d"), Some(&DropReason::CapacityNotReported));
+    let d = run(&p, 9, &cs, &[], 0);
+    assert_eq!(d.placement, counts(&[("b", 9)]));
+
+    // Already running on a: it stays there and grows into the largest other cluster.
+    let d = run(&p, 5, &cs, &[("a", 3)], 0);
+    assert_eq!(d.placement.keys().cloned().collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(d.placement["a"], 3);
+    // Rebalancing packs it onto b alone.
+    let p = divided(Some(Division::Aggregated { rebalance: true }));
+    let d = run(&p, 5, &cs, &[("a", 3)], 0);
+    assert_eq!(d.placement, counts(&[("b", 5)]));
+    // More than all of them hold: everything that fits, and the shortfall said.
+    let d = run(&p, 30, &cs, &[], 0);
+    assert_eq!(d.placement, counts(&[("a", 3), ("b", 10), ("c", 4)]));
+    assert!(d.unschedulable.is_some());
+}
+
+#[test]
 fn without_rebalance_growth_and_shrink_move_only_the_delta() {
     let cur = [("dc1", 5), ("dc2", 1), ("dc3", 1)];
     let d = run(&divided(None), 9, &three(), &cur, 0);

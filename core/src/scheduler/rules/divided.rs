@@ -4,7 +4,8 @@
 //! the total goes to candidates. Duplicated: every candidate runs the full count. Divided: the
 //! KubeFed planner when any static preference sets minReplicas or maxReplicas; otherwise
 //! Webster over the weights (1 each without a division, static weights, or replicas that fit
-//! for DynamicByCapacity), with capacity as a cap. Without rebalance, Webster starts from the
+//! for DynamicByCapacity and, among the fewest clusters that hold them all, for Aggregated),
+//! with capacity as a cap. Without rebalance, Webster starts from the
 //! current counts and only adds or removes the difference, so the fewest replicas move.
 //! Must not: filter clusters (that is `filter` and `spread`).
 
@@ -12,10 +13,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::decision::{diff, Decision, DroppedCluster, Shortfall};
-use super::dynamic;
 use super::filter::{Class, Classes};
 use super::static_weights::{plan_parts, preference_for, Part};
 use super::webster::{apportion, Seat};
+use super::{aggregated, dynamic};
 use crate::policy::{ClusterPreference, Division, ReplicaMode, DEFAULT_PREFERENCE_KEY};
 use crate::scheduler::support::bytes;
 use crate::scheduler::support::names::{ClusterNames, ClusterWeights, NameBuf};
@@ -32,9 +33,10 @@ pub(crate) fn candidate_weight(req: &ScheduleRequest<'_>, name: &str, cap: Optio
             ReplicaMode::Divided | ReplicaMode::ByKind,
             Some(Division::StaticWeights { weights, .. }),
         ) => preference_for(weights, name).map_or(0, |p| p.weight),
-        (ReplicaMode::Divided | ReplicaMode::ByKind, Some(Division::DynamicByCapacity { .. })) => {
-            dynamic::weight(cap)
-        }
+        (
+            ReplicaMode::Divided | ReplicaMode::ByKind,
+            Some(Division::DynamicByCapacity { .. } | Division::Aggregated { .. }),
+        ) => dynamic::weight(cap),
     }
 }
 
@@ -208,9 +210,10 @@ fn weight_with(
         (ReplicaMode::Divided | ReplicaMode::ByKind, Some(Division::StaticWeights { .. })) => {
             pref.map_or(0, |p| p.weight)
         }
-        (ReplicaMode::Divided | ReplicaMode::ByKind, Some(Division::DynamicByCapacity { .. })) => {
-            dynamic::weight(cap)
-        }
+        (
+            ReplicaMode::Divided | ReplicaMode::ByKind,
+            Some(Division::DynamicByCapacity { .. } | Division::Aggregated { .. }),
+        ) => dynamic::weight(cap),
     }
 }
 
@@ -274,7 +277,7 @@ fn divide(
         }
     }
 
-    let dynamic = matches!(division, Some(Division::DynamicByCapacity { .. }));
+    let dynamic = division.is_some_and(Division::by_capacity);
     let mut seats: Vec<Seat> = cand
         .iter()
         .zip(weights)
@@ -294,6 +297,10 @@ fn divide(
             s
         })
         .collect();
+    if matches!(division, Some(Division::Aggregated { .. })) {
+        let cur: Vec<u64> = cand.iter().map(|&i| cur_of[i]).collect();
+        aggregated::narrow(&mut seats, &cur, budget, rebalance);
+    }
     if !rebalance {
         // Stability: start from what runs now, bounded as before.
         let cur: Vec<u64> = cand

@@ -3,7 +3,7 @@
 //!
 //! Order of checks (first failing one is the recorded reason): tenant slices, cluster list,
 //! selector, NoExecute taints, health vs grace period, cordon, NoSchedule taints, and for
-//! DynamicByCapacity the reported capacity. Must not: decide replica counts.
+//! DynamicByCapacity and Aggregated the reported capacity. Must not: decide replica counts.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -74,10 +74,12 @@ pub(crate) fn classify(req: &ScheduleRequest<'_>, clusters: &[ClusterView<'_>]) 
         need_one: vec![false; n],
         spread_error: None,
     };
-    let dynamic = matches!(
-        req.placement.replicas.division,
-        Some(Division::DynamicByCapacity { .. })
-    );
+    let dynamic = req
+        .placement
+        .replicas
+        .division
+        .as_ref()
+        .is_some_and(Division::by_capacity);
     for (i, c) in clusters.iter().enumerate() {
         let fits = c.available.map(|a| a.fits_times(&req.per_replica));
         out.cap[i] = if dynamic {
