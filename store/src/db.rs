@@ -256,6 +256,14 @@ impl Store {
         self.submit(Op::Audit { records, done })
     }
 
+    /// Makes every write queued before this one durable (one WAL fsync) before `done` fires.
+    /// Audit records are written unsynced; a raft snapshot of the state, which a restart
+    /// resumes from instead of re-applying (and re-archiving) the commands it covers, must not
+    /// become durable before their records are.
+    pub fn sync(&self, done: Done) {
+        self.submit(Op::Sync { done })
+    }
+
     /// Runs one of the queued writes above and blocks until its completion fires. For tests,
     /// tools and non-async callers; async code should await its own channel instead.
     pub fn wait(f: impl FnOnce(Done)) -> Result<(), StoreError> {
