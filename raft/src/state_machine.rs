@@ -6,12 +6,13 @@
 //! one audit record keyed by its resource version (entry bytes, outcome bytes, hash-chained) and
 //! is broadcast to subscribers. `apply` queues the records with the store's writer and returns
 //! without waiting for them ([`ArchiveProgress`] says how far they are written; readers of the
-//! archive wait for it). They are not synced either way: a later synced write, e.g. the next
-//! snapshot, makes them durable, and entries after the last snapshot are re-applied and
-//! re-archived on restart. A failed archive write stops the node at its next apply. Applying is
-//! the only writer of the state; readers take the read lock briefly. State checkpoints (every
-//! `checkpoint_every_commands` commands or more, see `audit::checkpoint_interval`) and raft
-//! snapshots take an image of the state (`State::image`, cheap: objects are shared) and the
+//! archive wait for it). They are not synced at once: entries after the last snapshot are
+//! re-applied and re-archived on restart, and a snapshot this node builds is saved only once
+//! the records of every command it covers are written and synced (the snapshot itself is
+//! written beside the WAL, so nothing else orders the two). A failed archive write stops the
+//! node at its next apply. Applying is the only writer of the state; readers take the read lock
+//! briefly. State checkpoints (every `checkpoint_every_commands` commands or more, see
+//! `audit::checkpoint_interval`) and raft snapshots take an image of the state (`State::image`, cheap: objects are shared) and the
 //! checkpointer's thread encodes and writes it (`checkpointer.rs`), so encoding the state never
 //! holds up an apply.
 
@@ -205,6 +206,20 @@ impl StateMachine {
         };
         let last_ts = state.log_time_ms();
         let last_index = state.applied_index();
+        let s = store.clone();
+        let head = store_read(move || s.audit_head())
+            .await?
+            .map_or(0, |(h, _)| h);
+        if head < last_index {
+            // Only a data directory written before built snapshots waited for the archive
+            // (`archive_durable`) can look like this; say so rather than let it pass silently.
+            tracing::error!(
+                archive_ends_at = head,
+                snapshot_at = last_index,
+                "the audit archive lacks the records of commands this node applied before its \
+                 snapshot; `fedraft audit verify` reports them missing"
+            );
+        }
         let (events, _) = broadcast::channel(SUBSCRIBER_BUFFER_ENTRIES);
         let checkpointer = Checkpointer::start(store.clone(), audit, &state, images)
             .map_err(|e| crate::RaftError::Fatal(format!("starting the checkpoint thread: {e}")))?;
@@ -265,6 +280,18 @@ impl StateMachine {
             }),
         );
         Ok(())
+    }
+}
+
+impl StateMachine {
+    /// Waits until the audit records up to command `upto` are written, then fsyncs them; fails
+    /// when archiving has failed (the node is stopping) or the sync does.
+    async fn archive_durable(&self, upto: u64) -> Result<(), StorageError> {
+        self.shared.archived.reached(upto).await;
+        if let Some(why) = self.shared.archived.failure() {
+            return Err(sm_err(StoreError::Corrupt(why)));
+        }
+        store_op(|d| self.store.sync(d)).await.map_err(sm_err)
     }
 }
 
@@ -425,9 +452,15 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             let g = self.shared.read();
             (g.state.image(), g.last_applied, g.membership.clone())
         };
+        let commands = image.applied_index();
         let Some(data) = self.shared.checkpointer.encode(image).await else {
             return Err(sm_err(StoreError::Closed));
         };
+        // A restart resumes from the saved snapshot and never re-applies (or re-archives) the
+        // commands it covers, so their audit records must be durable before it is: otherwise a
+        // crash while they still wait in the writer's queue left a snapshot past the archive's
+        // end, and the archive without the records of commands this node applied.
+        self.archive_durable(commands).await?;
         let seq = self.shared.snapshot_seq.fetch_add(1, Ordering::Relaxed);
         let snapshot_id = match last_log_id {
             Some(l) => format!("{}-{}-{seq}", l.leader_id.term, l.index),

@@ -6,14 +6,15 @@
 //! `index - 1` from which the chain legitimately restarts: a snapshot installed from the leader
 //! (its digest binds its state bytes) or the base retention left (the oldest kept checkpoint).
 //! Anything else (a changed byte, a removed record, a forged restart) is a [`ChainProblem`].
-//! Truncation at the end leaves a sound chain; callers detect it by comparing the head with the
-//! node's applied state (`fedraft_raft::audit`).
+//! A snapshot installed after the last record ends the chain legitimately
+//! ([`ChainChecker::trailing_install`]). Truncation at the end leaves a sound chain; callers
+//! detect it by comparing the head with the node's applied state (`fedraft_raft::audit`).
 
 use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::audit::{AuditRecord, AuditRecordRef, GENESIS_DIGEST};
-use crate::audit_checkpoint::CheckpointKind;
+use crate::audit_checkpoint::{Checkpoint, CheckpointKind};
 use crate::error::StoreError;
 use crate::reader::StoreReader;
 
@@ -174,6 +175,38 @@ impl ChainChecker {
         Ok(())
     }
 
+    /// A snapshot installed from the leader after the last record fed (or with no record at
+    /// all), when this node has applied nothing since: no record links to it yet, but the
+    /// chain restarts there as it would if one did. It is the archive's legitimate end when it
+    /// binds its state bytes and is the restart point the store keeps (its latest install); a
+    /// later installed checkpoint that is neither is a problem. Call after the last `feed`;
+    /// answers the checkpoint a replay continues from.
+    pub fn trailing_install(&mut self) -> Result<Option<Checkpoint>, StoreError> {
+        let last = self.last.map_or(0, |(i, _)| i);
+        let Some(&at) = self.checkpoints.range(last.saturating_add(1)..).next_back() else {
+            return Ok(None);
+        };
+        let Some(cp) = self.reader.checkpoint(at)? else {
+            return Ok(None);
+        };
+        if cp.kind != CheckpointKind::Installed {
+            return Ok(None);
+        }
+        let why = if !cp.self_consistent() {
+            "installed state does not match its digest"
+        } else if self.reader.audit_head()? != Some((at, cp.audit_digest)) {
+            "not the restart point the store keeps"
+        } else {
+            self.report.restarts.push((at, Restart::Installed));
+            return Ok(Some(cp));
+        };
+        self.problem(ChainProblem::BadCheckpoint {
+            index: at,
+            why: why.into(),
+        });
+        Ok(None)
+    }
+
     pub fn finish(self) -> ChainReport {
         self.report
     }
@@ -188,6 +221,7 @@ impl StoreReader {
             progress(rec.index);
             Ok::<bool, StoreError>(true)
         })?;
+        checker.trailing_install()?;
         Ok(checker.finish())
     }
 }

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 use rocksdb::{
-    ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options, WriteBatch, WriteOptions, DB,
+    ColumnFamilyDescriptor, DBCompressionType, DBRecoveryMode, IteratorMode, Options, WriteBatch,
+    WriteOptions, DB,
 };
 
 use crate::audit::{AuditHead, AuditInput, AuditRecord};
@@ -114,6 +115,11 @@ impl Store {
         o.create_if_missing(!exists);
         o.create_missing_column_families(!exists);
         o.set_paranoid_checks(true);
+        // A record cut short at the WAL's end is what a crash mid-write leaves: it was never
+        // synced, so never acknowledged, and recovery drops it. A damaged record anywhere else
+        // is refused: RocksDB's default (point in time) stopped replay there and silently
+        // dropped every synced append after it, which a raft node must never do (it acked them).
+        o.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
         o.increase_parallelism(opts.background_threads.max(1));
         o.set_compression_type(DBCompressionType::Lz4);
         // Bound the WAL so a quiet node does not keep gigabytes of it around.
@@ -135,6 +141,10 @@ impl Store {
                 StoreError::Rocks(m) if exists && m.contains("Invalid argument") => {
                     StoreError::Corrupt(m)
                 }
+                StoreError::Corrupt(m) => match damaged_file(&path) {
+                    Some(file) => StoreError::Corrupt(format!("{m} ({file})")),
+                    None => StoreError::Corrupt(m),
+                },
                 other => other,
             })?;
         let db = Arc::new(db);
@@ -254,6 +264,14 @@ impl Store {
     /// Appends audit records for applied entries (in index order).
     pub fn write_audit(&self, records: Vec<AuditInput>, done: Done) {
         self.submit(Op::Audit { records, done })
+    }
+
+    /// Makes every write queued before this one durable (one WAL fsync) before `done` fires.
+    /// Audit records are written unsynced; a raft snapshot of the state, which a restart
+    /// resumes from instead of re-applying (and re-archiving) the commands it covers, must not
+    /// become durable before their records are.
+    pub fn sync(&self, done: Done) {
+        self.submit(Op::Sync { done })
     }
 
     /// Runs one of the queued writes above and blocks until its completion fires. For tests,
@@ -414,6 +432,21 @@ fn periodic_checkpoint(
     let mut b = WriteBatch::default();
     b.put_cf(cf(CF_SNAPSHOT)?, checkpoint_key(index), cp.encode());
     Ok(Some(b))
+}
+
+/// The file a failed open found damaged, from RocksDB's own log in the directory (its error
+/// says only "checksum mismatch"): the last line that names a file it stopped reading, e.g.
+/// `/data/000004.log: dropping 16864 bytes; Corruption: checksum mismatch`. Best effort.
+fn damaged_file(path: &Path) -> Option<String> {
+    let log = std::fs::read_to_string(path.join("LOG")).ok()?;
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("Corruption") && l.contains(": dropping "))?;
+    let (head, rest) = line.split_once(": dropping ")?;
+    let file = head.rsplit(' ').next()?;
+    let what = rest.split(';').next()?;
+    Some(format!("{file}: {what} damaged"))
 }
 
 fn dir_has_entries(path: &Path) -> Result<bool, StoreError> {

@@ -14,10 +14,13 @@
 //! Durability contract, per write kind:
 //! - log appends: visible to reads when `written` fires, durable (WAL fsynced) when `durable`
 //!   fires; many appends share one fsync;
-//! - vote, snapshot: durable before their completion fires;
+//! - vote, snapshot: durable before their completion fires; `sync`: every write queued before
+//!   it is durable when it fires;
 //! - committed index, truncation, purge, audit records, checkpoints, retention: ordered but not synced on their own; the
 //!   next synced write makes them durable. Losing them in a crash is safe: raft re-derives the
-//!   committed index, replays re-write audit records, and a purge is simply redone.
+//!   committed index, a purge is simply redone, and the commands after the last snapshot are
+//!   re-applied and re-archived (so a snapshot the node builds must follow a `sync` of the
+//!   audit records it covers: it is written beside the WAL, which orders nothing for it).
 //!
 //! The first failed write or WAL sync stops the store for good ([`StoreError::Stopped`],
 //! [`Store::failure`]); the named failpoints at these seams are listed in `failpoints.rs`.

@@ -77,6 +77,11 @@ pub(crate) enum Op {
         records: Vec<AuditInput>,
         done: Done,
     },
+    /// Fsyncs the WAL: everything queued before it (audit records, the committed index) is
+    /// durable when `done` fires.
+    Sync {
+        done: Done,
+    },
     /// Retention: drop records at or below the highest checkpoint <= `upto`, which becomes the
     /// chain's base.
     Retain {
@@ -101,6 +106,7 @@ impl Op {
             | Op::SaveCommitted { done, .. }
             | Op::SaveSnapshot { done, .. }
             | Op::Audit { done, .. }
+            | Op::Sync { done }
             | Op::Retain { done, .. } => done(Err(e)),
         }
     }
@@ -282,6 +288,7 @@ impl Writer {
                 done,
             } => done(self.save_snapshot(meta, data, installed_at)),
             Op::Audit { records, done } => done(self.audit(records)),
+            Op::Sync { done } => done(self.sync_now()),
             Op::Retain { upto, done } => done(self.retain(upto)),
         }
     }
@@ -298,6 +305,18 @@ impl Writer {
             crate::failpoints::injected("store::after_wal_sync", arg)
         ));
         Ok(())
+    }
+
+    /// A WAL fsync on request ([`Op::Sync`]); a failure stops the store as the group commit's
+    /// does.
+    fn sync_now(&self) -> Result<(), StoreError> {
+        let res = self.sync_wal();
+        if let Err(e) = &res {
+            self.metrics.write_failed();
+            tracing::error!(error = %e, "WAL fsync failed; the store stops");
+            self.stopped.set("WAL sync", e);
+        }
+        res
     }
 
     fn cf(&self, name: &'static str) -> Result<&rocksdb::ColumnFamily, StoreError> {

@@ -353,7 +353,6 @@ async fn crash_at_wal_sync() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open bug (ROBUSTNESS.md, open bugs): after this crash the restarted node's audit archive can end before its applied index; intermittent"]
 async fn failed_wal_sync_stops_the_node() {
     crash_at("store::wal_sync", "return").await
 }
@@ -364,7 +363,6 @@ async fn crash_after_wal_sync() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open bug (ROBUSTNESS.md, open bugs): after this crash the restarted node's audit archive can end before its applied index; intermittent"]
 async fn crash_at_audit_write() {
     crash_at("store::audit_write", "panic").await
 }

@@ -308,6 +308,23 @@ impl AuditLog {
             progress(rec.index);
             Ok::<bool, RaftError>(true)
         })?;
+        // This node's last act may have been to install a snapshot (a restart behind a leader
+        // that had purged its log, with nothing applied since): the replay continues from it.
+        if let Some(cp) = checker.trailing_install()? {
+            let s = State::from_snapshot(&cp.state).map_err(codec)?;
+            if let Some(l) = live.as_ref().filter(|l| l.index == cp.index) {
+                report.live_matched = s.state_hash_hex() == l.state_hash;
+                if !report.live_matched {
+                    report.problem(format!(
+                        "state hash at {} differs from the node's ({} vs {})",
+                        l.index,
+                        s.state_hash_hex(),
+                        l.state_hash
+                    ));
+                }
+            }
+            state = Some(s);
+        }
         report.chain = checker.finish();
         for p in report.chain.problems.clone() {
             report.problem(p.to_string());

@@ -7,6 +7,7 @@
 mod common;
 
 mod audit_incident;
+mod audit_restart;
 mod cluster;
 mod crash;
 mod forwarding;

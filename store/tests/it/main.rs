@@ -6,7 +6,9 @@
 //! One module: `cargo test -p fedraft-store --test it MODULE::`.
 
 mod audit_archive;
+mod corruption;
 mod crash;
+mod disk_full;
 mod store;
 mod wal_sync_failure;
 

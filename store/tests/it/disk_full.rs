@@ -1,0 +1,112 @@
+//! A data directory on a small filesystem that fills up: the store stops accepting appends with
+//! an error that says the device is full (and, like any failed write, accepts nothing after
+//! it), every append acknowledged before is kept, and once space returns the directory opens
+//! again and takes appends. The filesystem is a 64 MiB tmpfs mounted by the test (tests run as
+//! root); where mounting is refused the test says so and skips.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use fedraft_store::{Store, StoreError};
+
+/// Bytes per append: the filesystem fills after about a thousand of them.
+const ENTRY_BYTES: usize = 64 << 10;
+/// More appends than 64 MiB can hold, so the loop always meets the full disk.
+const MAX_APPENDS: u64 = 4_000;
+
+fn entry(i: u64) -> Vec<u8> {
+    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..ENTRY_BYTES)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A mounted tmpfs, unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Result<Tmpfs, String> {
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .output()
+            .map_err(|e| format!("running mount: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        Ok(Tmpfs(at.to_path_buf()))
+    }
+
+    /// Gives the filesystem more room, as an operator freeing space would.
+    fn grow(&self, size: &str) {
+        let status = Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(status.success(), "remounting larger");
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_stops_appends_and_loses_nothing_acknowledged() {
+    let root = tempfile::tempdir().unwrap();
+    let fs = match Tmpfs::mount(root.path(), "64m") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("SKIPPED disk_full: mounting a tmpfs was refused ({why})");
+            return;
+        }
+    };
+    let dir = root.path().join("data");
+    let s = Store::open(&dir, "full").unwrap();
+    let mut acked = 0u64;
+    let mut failure = None;
+    for i in 1..=MAX_APPENDS {
+        match s.append_sync(vec![(i, entry(i))]) {
+            Ok(()) => acked = i,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let failure = failure.expect("64 MiB filled up");
+    eprintln!("disk full after {acked} appends: {failure}");
+    assert!(acked > 100, "appends went through until the disk filled");
+    assert!(
+        failure.to_string().contains("No space left on device"),
+        "the error says the device is full: {failure}"
+    );
+    // Like any failed write, it stops the store: nothing more is accepted, even with room.
+    assert!(s.failure().is_some());
+    fs.grow("256m");
+    assert!(matches!(
+        s.append_sync(vec![(acked + 1, entry(acked + 1))]),
+        Err(StoreError::Stopped { .. })
+    ));
+    drop(s);
+
+    // Space is back: a restart recovers every acknowledged append and takes new ones.
+    let s = Store::open(&dir, "full").expect("reopening once space returns");
+    let log = s.log_range(1, acked + 1).unwrap();
+    assert_eq!(log.len() as u64, acked, "acknowledged appends kept");
+    for (i, bytes) in &log {
+        assert!(*bytes == entry(*i), "entry {i} reads back as written");
+    }
+    let next = log.last().map_or(1, |(i, _)| i + 1);
+    s.append_sync(vec![(next, entry(next))]).unwrap();
+    drop(s);
+    drop(fs);
+}
