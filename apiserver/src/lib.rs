@@ -16,6 +16,7 @@ pub mod auth;
 pub mod backup;
 pub mod body;
 pub mod error;
+mod k8s;
 mod layers;
 pub mod metrics;
 pub mod openapi;

@@ -1,7 +1,7 @@
 //! The `fedraft` binary: one node's server (`fedraft server`), the client verbs that talk to the
 //! API (`apply`, `get`, `describe`, `delete`, `cordon`, `uncordon`, `drain`, `watch`, `join`),
-//! the client's contexts (`config`), shell completions (`completion`), offline scheduling
-//! (`schedule`), the load tool (`bench put`), the demo entry point, offline incident analysis of
+//! the client's contexts (`config`), a kubeconfig for kubectl (`kubeconfig`), shell completions
+//! (`completion`), offline scheduling (`schedule`), the load tool (`bench put`), the demo entry point, offline incident analysis of
 //! a data directory (`audit`), and the operator tools `certs` (CA and certificates), `backup`
 //! (online, through the API) and `restore` (offline, seeds a new cluster's data directories).
 //!
@@ -24,6 +24,7 @@ mod endpoints;
 mod get;
 mod join;
 mod jsonpath;
+mod kubeconfig;
 mod listen;
 mod output;
 mod schedule;
@@ -120,6 +121,9 @@ pub enum Verb {
         #[command(subcommand)]
         cmd: context::ConfigCmd,
     },
+    /// Print a kubeconfig for kubectl: `fedraft kubeconfig --server URL --token-file F [--ca
+    /// CA.pem] > fed.kubeconfig`, then `kubectl --kubeconfig fed.kubeconfig get clusters`.
+    Kubeconfig(kubeconfig::KubeconfigArgs),
     /// Print a shell completion script: `source <(fedraft completion bash)`.
     Completion {
         /// bash, zsh, fish, elvish or powershell.
@@ -270,6 +274,9 @@ async fn run(cli: Cli, given: context::GivenFlags) -> anyhow::Result<ExitCode> {
         }
         Verb::Join(args) => join::run(&Client::new(&opts)?, args).await,
         Verb::Config { cmd } => context::run(opts.client_config.as_deref(), cmd, given),
+        Verb::Kubeconfig(args) => {
+            kubeconfig::run(opts.server.as_deref(), opts.token.as_deref(), args)
+        }
         Verb::Completion { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "fedraft", &mut std::io::stdout());

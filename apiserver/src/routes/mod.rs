@@ -10,7 +10,7 @@ pub(crate) mod common;
 mod endpoints;
 mod kubeconfig;
 mod members;
-mod objects;
+pub(crate) mod objects;
 mod rotate;
 mod schedule;
 pub(crate) mod system;
@@ -80,6 +80,7 @@ pub(crate) fn router(app: App) -> Router {
         .route("/v1/openapi.json", get(system::openapi))
         .merge(crate::ui::router());
     api.merge(public)
+        .merge(crate::k8s::router(app.clone()))
         .route_layer(middleware::from_fn_with_state(app.clone(), layers::metrics))
         .fallback(|| async {
             ApiError::NotFound {

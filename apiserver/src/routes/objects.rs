@@ -204,7 +204,7 @@ pub async fn put(
 /// The principal as its writes name it in the log: a tenant member's actor carries its tenant
 /// (`tenant:TENANT/NAME`), so core checks the tenant's rights again at apply, on the log's
 /// state rather than this node's (`fedraft_core::admission`).
-fn as_actor(p: &Principal) -> Principal {
+pub(crate) fn as_actor(p: &Principal) -> Principal {
     match &p.role {
         Role::Tenant(t) => Principal {
             name: fedraft_core::admission::Actor::tenant_actor(t, &p.name),

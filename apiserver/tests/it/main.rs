@@ -12,4 +12,5 @@ mod admission;
 mod api;
 mod audit_api;
 mod endpoints;
+mod k8s_door;
 mod watch_resume;

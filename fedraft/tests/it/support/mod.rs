@@ -68,9 +68,37 @@ fn layout() -> Layout {
 impl Fed {
     /// Starts the simulators and the three nodes, and waits for a leader all nodes agree on.
     pub async fn start() -> Fed {
+        Fed::start_with(false).await
+    }
+
+    /// [`Fed::start`] with the API on TLS (certificates from `fedraft certs`): kubectl sends a
+    /// bearer token over https only.
+    pub async fn start_tls() -> Fed {
+        Fed::start_with(true).await
+    }
+
+    async fn start_with(tls: bool) -> Fed {
         let sims = start_sims(&CLUSTERS).await;
         let dir = fedraft_testkit::temp_dir("e2e");
-        let mut procs = Cluster::layout(dir.path(), "fed", &layout());
+        let mut l = layout();
+        if tls {
+            let certs = dir.path().join("tls");
+            let out = std::process::Command::new(BIN)
+                .arg("certs")
+                .arg("--out")
+                .arg(&certs)
+                .args(["--node", "1=127.0.0.1,localhost", "--node", "2=127.0.0.1"])
+                .args(["--node", "3=127.0.0.1"])
+                .output()
+                .expect("fedraft certs runs");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            l.tls = Some(fedraft_testkit::procs::TlsDir { dir: certs });
+        }
+        let mut procs = Cluster::layout(dir.path(), "fed", &l);
         procs.start_all();
         let fed = Fed {
             procs,
@@ -80,6 +108,11 @@ impl Fed {
         };
         fed.wait_leader(Duration::from_secs(60)).await;
         fed
+    }
+
+    /// The directory the federation's files live in (`tls/` with [`Fed::start_tls`]).
+    pub fn root(&self) -> &std::path::Path {
+        self.dir.path()
     }
 
     pub fn sim(&self, cluster: &str) -> &SimHandle {

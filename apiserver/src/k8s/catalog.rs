@@ -1,0 +1,174 @@
+//! What the door serves: the resource types (built-in Kubernetes kinds as resource templates,
+//! fedraft's own kinds as read views, Karmada's policy kinds) and which store answers each.
+//!
+//! Discovery, routing, reads and writes all look a type up here, so a type listed here is served
+//! end to end. Must not hold objects or build documents (those are `fedraft_kubeapi`'s).
+
+use std::sync::LazyLock;
+
+use fedraft_core::door::PolicyKindTag;
+use fedraft_core::karmada;
+use fedraft_kubeapi::resource::{self, ResourceDef};
+
+/// fedraft's own API group, where its native model is served read-only.
+pub const FEDRAFT_GROUP: &str = "fedraft.io";
+pub const FEDRAFT_VERSION: &str = "v1alpha1";
+
+/// Where a type's objects live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// A resource template: a door template record plus its federated object.
+    Template,
+    /// A namespace: a `Namespace` template (in its own namespace) or a namespace in use.
+    Namespace,
+    /// One of Karmada's four policy kinds.
+    Policy(PolicyKindTag),
+    /// A member cluster of the native model (read-only).
+    Cluster,
+    /// A tenant of the native model (read-only).
+    Tenant,
+}
+
+/// One served type.
+#[derive(Debug, Clone)]
+pub struct Served {
+    pub def: ResourceDef,
+    pub store: Store,
+}
+
+const READ_ONLY: &[&str] = &["get", "list", "watch"];
+
+/// Built-in kinds not served: nodes are the members' own, and cluster-scoped templates are not
+/// stored yet (core refuses them).
+const NOT_TEMPLATES: &[&str] = &["nodes"];
+
+/// Everything the door serves, built-in kinds first.
+pub static CATALOG: LazyLock<Vec<Served>> = LazyLock::new(build);
+
+/// The definitions alone, for the discovery documents.
+pub static DEFS: LazyLock<Vec<ResourceDef>> =
+    LazyLock::new(|| CATALOG.iter().map(|s| s.def.clone()).collect());
+
+fn build() -> Vec<Served> {
+    let mut out = Vec::new();
+    for r in resource::builtin() {
+        if NOT_TEMPLATES.contains(&r.plural.as_str()) {
+            continue;
+        }
+        let mut def = r.clone();
+        // Only the scale subresource is served (kubectl scale); status is derived, never written.
+        def.subresources.retain(|s| s == "scale");
+        let store = if r.group.is_empty() && r.plural == "namespaces" {
+            def.verbs = ["create", "delete", "get", "list", "watch"]
+                .map(String::from)
+                .to_vec();
+            Store::Namespace
+        } else {
+            Store::Template
+        };
+        out.push(Served { def, store });
+    }
+    let fedraft = |plural: &str, kind: &str, short: &[&str]| {
+        ResourceDef::new(FEDRAFT_GROUP, FEDRAFT_VERSION, plural, kind)
+            .cluster_scoped()
+            .short_names(short)
+            .verbs(READ_ONLY)
+    };
+    out.push(Served {
+        def: fedraft("clusters", "Cluster", &[]),
+        store: Store::Cluster,
+    });
+    out.push(Served {
+        def: fedraft("tenants", "Tenant", &[]),
+        store: Store::Tenant,
+    });
+    let policy = |plural: &str, kind: &str, short: &str, tag: PolicyKindTag| {
+        let mut def = ResourceDef::new(karmada::GROUP, karmada::VERSION, plural, kind)
+            .short_names(&[short])
+            .verbs(&["create", "delete", "get", "list", "patch", "update"]);
+        if matches!(
+            tag,
+            PolicyKindTag::ClusterPropagation | PolicyKindTag::ClusterOverride
+        ) {
+            def = def.cluster_scoped();
+        }
+        Served {
+            def,
+            store: Store::Policy(tag),
+        }
+    };
+    out.push(policy(
+        "propagationpolicies",
+        "PropagationPolicy",
+        "pp",
+        PolicyKindTag::Propagation,
+    ));
+    out.push(policy(
+        "clusterpropagationpolicies",
+        "ClusterPropagationPolicy",
+        "cpp",
+        PolicyKindTag::ClusterPropagation,
+    ));
+    out.push(policy(
+        "overridepolicies",
+        "OverridePolicy",
+        "op",
+        PolicyKindTag::Override,
+    ));
+    out.push(policy(
+        "clusteroverridepolicies",
+        "ClusterOverridePolicy",
+        "cop",
+        PolicyKindTag::ClusterOverride,
+    ));
+    out
+}
+
+/// The type served at `group`/`version`/`plural`.
+pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Served> {
+    CATALOG
+        .iter()
+        .find(|s| s.def.group == group && s.def.version == version && s.def.plural == plural)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_once_and_every_group_listed() {
+        for s in CATALOG.iter() {
+            let same = CATALOG
+                .iter()
+                .filter(|x| x.def.key() == s.def.key())
+                .count();
+            assert_eq!(same, 1, "{}", s.def.key());
+        }
+        let groups: Vec<&str> = fedraft_kubeapi::discovery::groups(&DEFS)
+            .into_iter()
+            .map(|(g, _)| g)
+            .collect();
+        for g in ["apps", "batch", FEDRAFT_GROUP, karmada::GROUP] {
+            assert!(groups.contains(&g), "{g} missing from {groups:?}");
+        }
+        assert_eq!(
+            find("", "v1", "namespaces").unwrap().store,
+            Store::Namespace
+        );
+        assert!(find("", "v1", "nodes").is_none());
+        let pp = find(karmada::GROUP, karmada::VERSION, "propagationpolicies").unwrap();
+        assert!(pp.def.namespaced);
+        let cpp = find(
+            karmada::GROUP,
+            karmada::VERSION,
+            "clusterpropagationpolicies",
+        )
+        .unwrap();
+        assert_eq!(cpp.store, Store::Policy(PolicyKindTag::ClusterPropagation));
+        assert!(!cpp.def.namespaced);
+        assert!(find("apps", "v1", "deployments")
+            .unwrap()
+            .def
+            .has_subresource("scale"));
+    }
+}

@@ -1,0 +1,355 @@
+//! `?watch=1`: a Kubernetes watch stream of templates, namespaces created through the door,
+//! clusters or tenants, fed by the API's watch ring (`crate::watch`), so it resumes from any
+//! resourceVersion the ring still holds and answers a 410 `ERROR` event when it is too old.
+//!
+//! Without a resourceVersion (or with 0) the stream starts with an `ADDED` event for every
+//! current object. With `allowWatchBookmarks` an idle stream sends a `BOOKMARK` with the last
+//! applied index every bookmark interval. A template event's object is rendered from the
+//! federated object the event carries and the template's record as this node holds it when the
+//! event is sent. Policies are not watched: they are not in the ring (discovery does not offer
+//! `watch` for them). Must not: hold the state's lock while it renders or sends.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use fedraft_core::door::ResourceKey;
+use fedraft_kubeapi::negotiate::{self, ObjectForm};
+use fedraft_kubeapi::selector::{FieldSelector, LabelSelector};
+use fedraft_kubeapi::table::IncludeObject;
+use serde_json::{json, Value};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+
+use super::read::{authorize_read, candidates, selectors, table_of};
+use super::render::{self, Loaded};
+use super::{Call, KResult, Refusal, Store, Target};
+use crate::auth::Role;
+use crate::routes::common::{read, tenant_namespaces};
+use crate::watch::ring::{EventType, LiveMsg, Payload, WatchEvent};
+use crate::App;
+
+/// Lines buffered per stream before the pump waits for the client.
+const STREAM_BUFFER_LINES: usize = 256;
+/// Longest watch a client may ask for; kube-rs asks for 290 s, kubectl for none.
+const MAX_WATCH_S: u64 = 1800;
+
+/// What one stream sends.
+struct Filter {
+    target: Target,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    /// A tenant member's namespaces (or its tenant's name, for tenants).
+    only: Option<Vec<String>>,
+    /// `kind.group:` of the watched template kind, as federated objects are named.
+    prefix: String,
+    /// Events carry one-row Tables when the client asked for Tables (`kubectl get -w`).
+    table: Option<(&'static str, IncludeObject)>,
+}
+
+impl Filter {
+    fn visible(&self, ns: &str, name: &str) -> bool {
+        if self.target.ns.as_deref().is_some_and(|n| n != ns) {
+            return false;
+        }
+        let key = if ns.is_empty() { name } else { ns };
+        self.only
+            .as_ref()
+            .is_none_or(|owned| owned.iter().any(|o| o == key))
+    }
+
+    fn selects(&self, obj: &Value) -> bool {
+        self.labels.matches(obj) && self.fields.matches(obj)
+    }
+
+    /// The event's object as a Kubernetes object, if this stream watches it.
+    fn render(&self, app: &App, e: &WatchEvent) -> Option<(&'static str, Value)> {
+        let def = &self.target.served.def;
+        let (store_ns, object_name) = (e.namespace.as_deref().unwrap_or(""), e.name.as_deref()?);
+        let (ns, name) = match (self.target.store(), e.kind?) {
+            (Store::Template | Store::Namespace, "FederatedObject") => {
+                let name = object_name.strip_prefix(&self.prefix)?;
+                let ns = if self.target.store() == Store::Namespace {
+                    ""
+                } else {
+                    store_ns
+                };
+                (ns, name)
+            }
+            (Store::Cluster, "Cluster") | (Store::Tenant, "Tenant") => ("", object_name),
+            _ => return None,
+        };
+        if !self.visible(ns, name) {
+            return None;
+        }
+        let kind = match e.event_type {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+            _ => return None,
+        };
+        let rendered = match (&e.object, self.target.store()) {
+            (Some(Payload::Object(obj)), Store::Template) => {
+                let key = ResourceKey {
+                    group: def.group.clone(),
+                    kind: def.kind.clone(),
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                };
+                let rec = app
+                    .node
+                    .read_stale(|s| s.door().templates.get(&key).cloned());
+                rec.map(|rec| {
+                    Loaded::Template {
+                        key,
+                        rec,
+                        obj: obj.clone(),
+                    }
+                    .render()
+                })
+            }
+            (Some(Payload::Object(obj)), Store::Namespace) => {
+                let key = render::namespace_key(name);
+                let rec = app
+                    .node
+                    .read_stale(|s| s.door().templates.get(&key).cloned());
+                rec.map(|rec| {
+                    Loaded::Namespace {
+                        name: name.to_string(),
+                        tpl: Some((rec, obj.clone())),
+                    }
+                    .render()
+                })
+            }
+            (Some(Payload::Cluster(c)), _) => Some(Loaded::Cluster(c.clone()).render()),
+            (Some(Payload::Tenant(t)), _) => Some(Loaded::Tenant(t.clone()).render()),
+            _ => None,
+        };
+        // A deleted object (or one whose record went with it) is named, as it was last seen.
+        let obj = rendered.unwrap_or_else(|| {
+            let mut m = json!({ "name": name, "resourceVersion": e.resource_version.to_string() });
+            if !ns.is_empty() {
+                m["namespace"] = json!(ns);
+            }
+            json!({ "apiVersion": def.api_version(), "kind": def.kind, "metadata": m })
+        });
+        self.selects(&obj).then_some((kind, obj))
+    }
+
+    /// The event line: the object, or its one-row Table.
+    fn event(&self, kind: &str, obj: Value) -> Value {
+        let object = match self.table {
+            None => obj,
+            Some((version, include)) => {
+                let mut t = table_of(&self.target, &[obj], include);
+                t["apiVersion"] = json!(format!("meta.k8s.io/{version}"));
+                t
+            }
+        };
+        json!({ "type": kind, "object": object })
+    }
+
+    fn bookmark(&self, rv: u64) -> Value {
+        let def = &self.target.served.def;
+        json!({ "type": "BOOKMARK", "object": {
+            "apiVersion": def.api_version(),
+            "kind": def.kind,
+            "metadata": { "resourceVersion": rv.to_string() },
+        }})
+    }
+}
+
+fn line(v: &Value) -> Bytes {
+    let mut out = serde_json::to_vec(v).unwrap_or_default();
+    out.push(b'\n');
+    Bytes::from(out)
+}
+
+fn expired(message: String) -> Value {
+    json!({ "type": "ERROR", "object": Refusal::from(fedraft_kubeapi::ApiError::Expired(message)).body })
+}
+
+pub async fn watch(call: &Call) -> KResult<Response> {
+    let t = call.target.clone();
+    if !matches!(
+        t.store(),
+        Store::Template | Store::Namespace | Store::Cluster | Store::Tenant
+    ) {
+        return Err(Refusal::method_not_allowed("watch"));
+    }
+    authorize_read(call, t.ns.as_deref())?;
+    let (labels, fields) = selectors(call)?;
+    let only = match &call.principal.role {
+        Role::Tenant(name) if t.store() == Store::Tenant => Some(vec![name.clone()]),
+        Role::Tenant(_) => Some(tenant_namespaces(&call.app, &call.principal)),
+        _ => None,
+    };
+    let prefix = match t.store() {
+        Store::Namespace => render::namespace_key("").object_name(),
+        _ => ResourceKey {
+            group: t.served.def.group.clone(),
+            kind: t.served.def.kind.clone(),
+            namespace: String::new(),
+            name: String::new(),
+        }
+        .object_name(),
+    };
+    let table = match negotiate::object_form(call.header(header::ACCEPT)) {
+        Some(ObjectForm::Table(version)) => Some((
+            version,
+            IncludeObject::from_query(call.params.get("includeObject"))?,
+        )),
+        _ => None,
+    };
+    let filter = Filter {
+        target: t.clone(),
+        labels,
+        fields,
+        only,
+        prefix,
+        table,
+    };
+    let bookmarks = call.params.flag("allowWatchBookmarks");
+    let timeout = Duration::from_secs(
+        call.params
+            .u64("timeoutSeconds")?
+            .unwrap_or(MAX_WATCH_S)
+            .clamp(1, MAX_WATCH_S),
+    );
+    let ring = call.app.ring.clone();
+    let (initial, backlog, rx, from) = match call.params.u64("resourceVersion")? {
+        Some(rv) if rv > 0 => match ring.resume(rv) {
+            Ok((backlog, rx)) => (Vec::new(), backlog, rx, rv),
+            Err(e) => {
+                // As kube-apiserver: 200, and the 410 as the stream's one event.
+                let frame = line(&expired(format!(
+                    "too old resource version: {} ({})",
+                    e.requested, e.horizon
+                )));
+                return Ok(stream_response(Body::from(frame)));
+            }
+        },
+        _ => {
+            // Subscribe first, then read: what happens after the read is in the backlog.
+            let (backlog, rx) = ring.resume(ring.last_index()).map_err(|_| {
+                Refusal::from(crate::ApiError::Unavailable {
+                    message: "watch history is resetting".into(),
+                })
+            })?;
+            let tt = t.clone();
+            let (at, initial) = read(&call.app, false, move |s| {
+                let all: Vec<Loaded> = candidates(s, &tt, tt.ns.as_deref(), None).collect();
+                (s.applied_index(), all)
+            })
+            .await?;
+            (initial, backlog, rx, at)
+        }
+    };
+    let (tx, out) = mpsc::channel::<Result<Bytes, Infallible>>(STREAM_BUFFER_LINES);
+    let every = Duration::from_millis(call.app.cfg.bookmark_interval_ms.max(10));
+    let app = call.app.clone();
+    tokio::spawn(async move {
+        let pump = pump(
+            &app, &filter, initial, backlog, rx, from, bookmarks, every, &tx,
+        );
+        let _ = tokio::time::timeout(timeout, pump).await;
+    });
+    let stream =
+        futures::stream::unfold(
+            out,
+            |mut out| async move { out.recv().await.map(|x| (x, out)) },
+        );
+    Ok(stream_response(Body::from_stream(stream)))
+}
+
+fn stream_response(body: Body) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn pump(
+    app: &App,
+    filter: &Filter,
+    initial: Vec<Loaded>,
+    backlog: Vec<Arc<WatchEvent>>,
+    mut rx: tokio::sync::broadcast::Receiver<LiveMsg>,
+    from: u64,
+    bookmarks: bool,
+    every: Duration,
+    tx: &mpsc::Sender<Result<Bytes, Infallible>>,
+) {
+    for l in &initial {
+        let (ns, name) = l.sort_key();
+        let obj = l.render();
+        if !(filter.visible(ns, name) && filter.selects(&obj)) {
+            continue;
+        }
+        if tx
+            .send(Ok(line(&filter.event("ADDED", obj))))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+    drop(initial);
+    let mut sent = from;
+    let mut seen = from;
+    let send = |e: &WatchEvent| filter.render(app, e);
+    for e in backlog.iter().filter(|e| e.resource_version > from) {
+        seen = seen.max(e.resource_version);
+        if let Some((kind, obj)) = send(e) {
+            sent = e.resource_version;
+            if tx.send(Ok(line(&filter.event(kind, obj)))).await.is_err() {
+                return;
+            }
+        }
+    }
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            msg = rx.recv() => match msg {
+                Ok(LiveMsg::Event(e)) => {
+                    if e.resource_version <= from {
+                        continue;
+                    }
+                    seen = seen.max(e.resource_version);
+                    if let Some((kind, obj)) = send(&e) {
+                        sent = e.resource_version;
+                        if tx.send(Ok(line(&filter.event(kind, obj)))).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Ok(LiveMsg::Progress(i)) => seen = seen.max(i),
+                Ok(LiveMsg::Reset) | Err(RecvError::Lagged(_)) => {
+                    let _ = tx.send(Ok(line(&expired(
+                        "watch fell behind; restart from a fresh list".into(),
+                    )))).await;
+                    return;
+                }
+                Err(RecvError::Closed) => return,
+            },
+            _ = tick.tick() => {
+                if bookmarks && seen > sent {
+                    sent = seen;
+                    if tx.send(Ok(line(&filter.bookmark(seen)))).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            _ = tx.closed() => return,
+        }
+    }
+}
