@@ -12,4 +12,5 @@ mod admission;
 mod api;
 mod audit_api;
 mod endpoints;
+mod users_api;
 mod watch_resume;
