@@ -83,6 +83,10 @@ pub fn target(c: &Command) -> String {
         Command::SetAdmissionPolicy(_) => "admission policy".to_string(),
         Command::PutResource { manifest, .. } => manifest_target(manifest),
         Command::DeleteResource { key, .. } => key.to_string(),
+        Command::PutUser { spec, .. } => format!("user {}", spec.name),
+        Command::DeleteUser { name, .. } => format!("user {name}"),
+        Command::IssueToken(i) => format!("user {} token {}", i.user, i.id),
+        Command::RevokeToken { user, id } => format!("user {user} token {id}"),
     }
 }
 

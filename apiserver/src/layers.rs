@@ -28,7 +28,13 @@ pub async fn metrics(State(app): State<App>, req: Request, next: Next) -> Respon
 
 /// Maps the bearer token to a principal (401 otherwise) and hands it to the handler.
 pub async fn authenticate(State(app): State<App>, mut req: Request, next: Next) -> Response {
-    match app.tokens.authenticate(req.headers()) {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let found = app.tokens.authenticate_with(req.headers(), |id| {
+        crate::auth::replicated_token(&app.node, id, now_ms)
+    });
+    match found {
         Ok(p) => {
             req.extensions_mut().insert(p);
             next.run(req).await

@@ -110,6 +110,22 @@ pub fn document() -> Value {
             "get": {"summary": "The admission policy (clusterScopedKinds, bindableClusterRoles, tenantMaxObjects, tenantMaxTemplateBytes)", "security": [{"bearer": []}], "responses": {"200": {"description": "AdmissionPolicy"}}},
             "put": {"summary": "Replace the admission policy (admins)", "security": [{"bearer": []}], "responses": {"200": {"description": "AdmissionPolicy"}, "400": {"description": describe("400")}, "403": {"description": describe("403")}}}
         },
+        "/v1/users": {
+            "get": op("List users and service accounts (not tenant members)", "200", Some("UserList"), None, READ),
+            "post": op("Create a user (admins)", "201", Some("User"), Some("UserInput"), WRITE),
+        },
+        "/v1/users/{name}": {
+            "get": op("Read a user", "200", Some("User"), None, READ),
+            "put": op("Create a user or set its role (admins)", "200", Some("User"), Some("UserInput"), WRITE),
+            "delete": op("Delete a user and its tokens (admins)", "200", Some("Status"), None, WRITE),
+        },
+        "/v1/users/{name}/tokens": {
+            "get": op("List a user's tokens (metadata only)", "200", Some("TokenList"), None, READ),
+            "post": op("Issue a token (admins); the answer is the only place its text appears", "201", Some("IssuedToken"), Some("TokenInput"), WRITE),
+        },
+        "/v1/users/{name}/tokens/{id}": {
+            "delete": op("Revoke a token (admins)", "200", Some("Status"), None, WRITE),
+        },
     });
     for (path, item) in paths.as_object_mut().into_iter().flatten() {
         for (method, o) in item.as_object_mut().into_iter().flatten() {
@@ -145,8 +161,41 @@ pub fn document() -> Value {
         "info": {"title": "fedraft API", "version": "v1",
                  "description": "Raft-replicated federation of Kubernetes clusters. Errors: {\"error\": {\"code\", \"message\", \"field\"}}."},
         "paths": paths,
-        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}, "schemas": schemas()},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}, "schemas": with_user_schemas(schemas())},
     })
+}
+
+/// The user database's wire types (`routes/users.rs`) added to `base`.
+fn with_user_schemas(mut base: Value) -> Value {
+    let token = json!({"type": "object", "properties": {
+        "kind": {"type": "string"}, "id": {"type": "string"}, "user": {"type": "string"},
+        "createdMs": {"type": "integer"}, "expiresMs": {"type": "integer", "nullable": true},
+        "revokedMs": {"type": "integer", "nullable": true}, "issuedBy": {"type": "string"},
+        "live": {"type": "boolean"}}});
+    let mut issued = token.clone();
+    issued["properties"]["token"] =
+        json!({"type": "string", "description": "the token text, shown once"});
+    let extra = json!({
+        "User": {"type": "object", "properties": {
+            "kind": {"type": "string"}, "name": {"type": "string"},
+            "userKind": {"type": "string", "enum": ["user", "serviceAccount"]},
+            "role": {"type": "string", "description": "admin, operator, auditor or tenant:TENANT"},
+            "createdMs": {"type": "integer"}, "resourceVersion": {"type": "integer"}}},
+        "UserInput": {"type": "object", "required": ["role"], "properties": {
+            "name": {"type": "string"}, "userKind": {"type": "string", "enum": ["user", "serviceAccount"]},
+            "role": {"type": "string", "description": "admin, operator, auditor or tenant:TENANT"},
+            "resourceVersion": {"type": "integer"}}},
+        "UserList": list_of("User"),
+        "Token": token,
+        "IssuedToken": issued,
+        "TokenList": list_of("Token"),
+        "TokenInput": {"type": "object", "properties": {
+            "ttlSeconds": {"type": "integer", "description": "lifetime; absent = never expires"}}},
+    });
+    if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+        b.extend(e.clone());
+    }
+    base
 }
 
 fn list_of(item: &str) -> Value {
@@ -274,6 +323,10 @@ mod tests {
             "/metrics",
             "/v1/system/state",
             "/v1/openapi.json",
+            "/v1/users",
+            "/v1/users/{name}",
+            "/v1/users/{name}/tokens",
+            "/v1/users/{name}/tokens/{id}",
         ] {
             assert!(doc["paths"][path].is_object(), "{path} missing");
         }

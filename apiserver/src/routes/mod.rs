@@ -15,6 +15,7 @@ mod rotate;
 mod schedule;
 pub(crate) mod system;
 mod tenants;
+mod users;
 
 use axum::routing::{get, post, put};
 use axum::{middleware, Router};
@@ -68,6 +69,21 @@ pub(crate) fn router(app: App) -> Router {
         .route("/v1/admin/members", get(members::list).post(members::add))
         .route("/v1/admin/voters", put(members::set_voters))
         .route("/v1/admin/credentials/rotate", post(rotate::rotate))
+        .route("/v1/users", get(users::list).post(users::create))
+        .route(
+            "/v1/users/{name}",
+            get(users::get_one)
+                .put(users::replace)
+                .delete(users::delete),
+        )
+        .route(
+            "/v1/users/{name}/tokens",
+            get(users::list_tokens).post(users::issue_token),
+        )
+        .route(
+            "/v1/users/{name}/tokens/{id}",
+            axum::routing::delete(users::revoke_token),
+        )
         .route_layer(middleware::from_fn_with_state(
             app.clone(),
             layers::authenticate,

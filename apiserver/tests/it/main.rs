@@ -13,4 +13,5 @@ mod api;
 mod audit_api;
 mod endpoints;
 mod k8s_door;
+mod users_api;
 mod watch_resume;

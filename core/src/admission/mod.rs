@@ -9,8 +9,9 @@
 //!
 //! The rules, in order (the first that fails names its field and rule in the refusal):
 //! 1. `tenant-namespace` (403): an actor `tenant:T/NAME` writes only in namespaces tenant T owns,
-//!    and only if NAME is one of T's members (or T lists none). Any other actor is an admin
-//!    (the API writes every tenant principal's actor in that form).
+//!    and only if NAME is one of T's members (or T lists none), and, when NAME is a user of the
+//!    replicated user database (`crate::users`), only while that user's role is a member of T.
+//!    Any other actor is an admin (the API writes every tenant principal's actor in that form).
 //! 2. `cluster-scoped-kind`: a kind admitted as cluster-scoped ([`kinds::admitted_scope`]) is
 //!    refused for tenants (403) and for admins unless the policy's `clusterScopedKinds` lists it
 //!    (422).

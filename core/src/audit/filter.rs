@@ -67,9 +67,10 @@ impl Filter {
 }
 
 /// Whether a query's `actor` selects an entry's: exactly, or by the principal's name when the
-/// entry names a tenant member (`tenant:TENANT/NAME`, see `crate::admission::Actor`).
+/// entry names a tenant member (`tenant:TENANT/NAME`, see `crate::admission::Actor`) or a
+/// replicated user (`user:NAME`, see `crate::users`).
 fn actor_matches(wanted: &str, actor: &str) -> bool {
-    if wanted == actor {
+    if wanted == actor || actor.strip_prefix(crate::users::USER_ACTOR_PREFIX) == Some(wanted) {
         return true;
     }
     match crate::admission::Actor::parse(actor) {

@@ -17,6 +17,7 @@ use crate::door::ResourceKey;
 use crate::error::CodecError;
 use crate::model::{Capacity, ClusterSpec, ObjectSpec, SealedCredentials, TenantSpec};
 use crate::service::{DiscoverySpec, EndpointsReport};
+use crate::users::{TokenIssue, UserSpec};
 
 /// The envelope format this binary writes; it reads this and every older one.
 ///
@@ -218,6 +219,21 @@ pub enum Command {
         key: ResourceKey,
         expected_version: Option<u64>,
     },
+    /// Create or replace a user of the replicated user database (admins only; `crate::users`).
+    /// `expected_version`: `Some(0)` = must not exist, `Some(v)` = must be at version `v`.
+    PutUser {
+        spec: UserSpec,
+        expected_version: Option<u64>,
+    },
+    /// Remove a user and every token it holds (admins only).
+    DeleteUser {
+        name: String,
+        expected_version: Option<u64>,
+    },
+    /// Record a new API token of a user: its id and the SHA-256 of its text, never the secret.
+    IssueToken(TokenIssue),
+    /// Revoke a user's token: it stops authenticating on each node as that node applies this.
+    RevokeToken { user: String, id: String },
 }
 
 impl Command {
@@ -245,6 +261,10 @@ impl Command {
             Command::SetAdmissionPolicy(_) => "SetAdmissionPolicy",
             Command::PutResource { .. } => "PutResource",
             Command::DeleteResource { .. } => "DeleteResource",
+            Command::PutUser { .. } => "PutUser",
+            Command::DeleteUser { .. } => "DeleteUser",
+            Command::IssueToken(_) => "IssueToken",
+            Command::RevokeToken { .. } => "RevokeToken",
         }
     }
 }

@@ -13,7 +13,7 @@
 //! - `handlers/`: the commands' homes, one file per group, each an `impl State` block of `on_*`
 //!   functions: `clusters` (register/update/deregister/cordon/drain), `health` (heartbeats, log
 //!   time, hysteresis), `objects` (put/delete/revoke), `reports` (status reports), `tenants`
-//!   (quota, slices), `services` (service discovery facts), `credentials` (key rotation),
+//!   (quota, slices), `services` (service discovery facts), `credentials` (key rotation), `users` (the user database),
 //!   `placement` (calling the scheduler, booking capacity, the reschedule queue); with what
 //!   they share: `validate`
 //!   (input checks) and `outcome` (what an entry's caller gets back).
@@ -53,6 +53,7 @@ use crate::error::CodecError;
 use crate::karmada::PolicySpec;
 use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
 use crate::scheduler::Decision;
+use crate::users::Users;
 use handlers::services::Services;
 use store::dedupe::{Dedupe, Memo, Seen};
 use store::index::Index;
@@ -105,6 +106,8 @@ pub(crate) struct Ctx {
     pub version: u16,
     /// The entry's actor, as far as rights go (`admission::Actor`).
     pub actor: Actor,
+    /// The entry's actor as written (the user database resolves `user:NAME` by it).
+    pub actor_id: String,
     pub now_ms: u64,
     pub changes: Vec<Change>,
     pub decisions: Vec<(ObjectKey, Decision)>,
@@ -138,6 +141,8 @@ pub struct State {
     pub(crate) door: DoorTables,
     /// The door's policies parsed (derived from `door.policies`, rebuilt on restore).
     pub(crate) door_ix: BTreeMap<PolicyRef, PolicySpec>,
+    /// The user database (`handlers/users.rs`); replicated, encoded after `door`.
+    pub(crate) users: Users,
 }
 
 impl State {
@@ -220,6 +225,7 @@ impl State {
             index,
             version: entry.version,
             actor: Actor::of_entry(entry.version, &entry.actor),
+            actor_id: entry.actor.clone(),
             now_ms,
             changes: Vec::new(),
             decisions: Vec::new(),
@@ -323,6 +329,16 @@ impl State {
                 key,
                 expected_version,
             } => self.on_delete_resource(key, *expected_version, ctx),
+            Command::PutUser {
+                spec,
+                expected_version,
+            } => self.on_put_user(spec, *expected_version, ctx),
+            Command::DeleteUser {
+                name,
+                expected_version,
+            } => self.on_delete_user(name, *expected_version, ctx),
+            Command::IssueToken(issue) => self.on_issue_token(issue, ctx),
+            Command::RevokeToken { user, id } => self.on_revoke_token(user, id, ctx),
         }
     }
 
@@ -336,6 +352,7 @@ impl State {
             &self.svc,
             &self.adm,
             &self.door,
+            &self.users,
         )
     }
 
@@ -354,6 +371,7 @@ impl State {
             svc: self.svc.clone(),
             adm: self.adm.clone(),
             door: self.door.clone(),
+            users: self.users.clone(),
             ix: None,
         }
     }
@@ -368,7 +386,7 @@ impl State {
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
-        let (applied_index, data, svc, adm, door) = snapshot::decode(bytes)?;
+        let (applied_index, data, svc, adm, door, users) = snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
         Ok(State {
@@ -379,6 +397,7 @@ impl State {
             adm,
             door,
             door_ix,
+            users,
         })
     }
 
@@ -407,6 +426,12 @@ impl State {
             let door = bincode::serde::encode_to_vec(&self.door, bincode::config::standard())
                 .unwrap_or_else(|e| unreachable!("door encoding failed: {e}"));
             h.update(&door);
+        }
+        // And for the user database while it is empty.
+        if !self.users.is_empty() {
+            let users = bincode::serde::encode_to_vec(&self.users, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("users encoding failed: {e}"));
+            h.update(&users);
         }
         h.finalize().into()
     }

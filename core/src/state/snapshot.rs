@@ -13,10 +13,11 @@ use crate::admission::AdmissionPolicy;
 use crate::command::decode_exact;
 use crate::door::DoorTables;
 use crate::error::CodecError;
+use crate::users::Users;
 
-/// Snapshot format this binary writes; it reads this, 3 (before the door's tables), 2 (before
-/// the admission policy) and 1 (before service discovery).
-pub const SNAPSHOT_VERSION: u16 = 4;
+/// Snapshot format this binary writes; it reads this, 4 (before the user database), 3 (before
+/// the door's tables), 2 (before the admission policy) and 1 (before service discovery).
+pub const SNAPSHOT_VERSION: u16 = 5;
 
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
@@ -26,11 +27,24 @@ struct SnapshotRef<'a> {
     services: &'a Services,
     admission: &'a AdmissionPolicy,
     door: &'a DoorTables,
+    users: &'a Users,
 }
 
 #[derive(Deserialize)]
 struct SnapshotOwned {
     /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+    door: DoorTables,
+    users: Users,
+}
+
+/// Version 4 snapshots: no user database yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV4 {
     _version: u16,
     applied_index: u64,
     data: Data,
@@ -64,6 +78,7 @@ pub(super) fn encode_snapshot(
     services: &Services,
     admission: &AdmissionPolicy,
     door: &DoorTables,
+    users: &Users,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -72,6 +87,7 @@ pub(super) fn encode_snapshot(
         services,
         admission,
         door,
+        users,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -87,6 +103,7 @@ pub struct StateImage {
     pub(super) svc: Services,
     pub(super) adm: AdmissionPolicy,
     pub(super) door: DoorTables,
+    pub(super) users: Users,
     /// The indexes' aggregates at that index, in an image taken to be checked
     /// ([`State::checked_image`](super::State::checked_image)).
     pub(super) ix: Option<Index>,
@@ -109,6 +126,7 @@ impl StateImage {
             &self.svc,
             &self.adm,
             &self.door,
+            &self.users,
         )
     }
 
@@ -121,6 +139,9 @@ impl StateImage {
     }
 }
 
+/// What [`decode`] gives back, in snapshot order.
+pub(super) type SnapshotParts = (u64, Data, Services, AdmissionPolicy, DoorTables, Users);
+
 /// Version 1 snapshots: no service discovery yet.
 #[derive(Deserialize)]
 struct SnapshotOwnedV1 {
@@ -130,10 +151,9 @@ struct SnapshotOwnedV1 {
 }
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
-/// services, admission policy and door tables (the parts an older version lacks are defaults).
-pub(super) fn decode(
-    bytes: &[u8],
-) -> Result<(u64, Data, Services, AdmissionPolicy, DoorTables), CodecError> {
+/// services, admission policy, door tables and user database (the parts an older version lacks
+/// are defaults).
+pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
         .map_err(|e| CodecError::Decode(e.to_string()))?;
     if version > SNAPSHOT_VERSION {
@@ -142,7 +162,7 @@ pub(super) fn decode(
             supported: SNAPSHOT_VERSION,
         });
     }
-    let parts = match version {
+    let (applied_index, data, services, admission, door) = match version {
         1 => {
             let snap: SnapshotOwnedV1 = decode_exact(bytes)?;
             let svc = Services::default();
@@ -171,8 +191,8 @@ pub(super) fn decode(
                 door,
             )
         }
-        _ => {
-            let snap: SnapshotOwned = decode_exact(bytes)?;
+        4 => {
+            let snap: SnapshotOwnedV4 = decode_exact(bytes)?;
             (
                 snap.applied_index,
                 snap.data,
@@ -181,6 +201,18 @@ pub(super) fn decode(
                 snap.door,
             )
         }
+        _ => {
+            let snap: SnapshotOwned = decode_exact(bytes)?;
+            return Ok((
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                snap.door,
+                snap.users,
+            ));
+        }
     };
-    Ok(parts)
+    let users = Users::default();
+    Ok((applied_index, data, services, admission, door, users))
 }

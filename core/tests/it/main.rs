@@ -20,3 +20,4 @@ mod state_intents;
 mod state_props;
 mod state_reject;
 mod state_replica_modes;
+mod users;

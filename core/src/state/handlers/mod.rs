@@ -18,4 +18,5 @@ pub mod placement;
 mod reports;
 pub mod services;
 mod tenants;
+mod users;
 pub mod validate;

@@ -1,12 +1,23 @@
 //! Authentication (bearer token -> principal) and the authorisation rules by role.
 //!
-//! The token file has one principal per line: `TOKEN NAME ROLE`, where ROLE is `admin`,
-//! `operator` or `tenant:TENANT`; blank lines and lines starting with `#` are ignored. Tokens are
+//! Two sources of principals, tried in this order:
+//! - The token file (the bootstrap and break-glass path; the first admin comes from it): one
+//!   principal per line, `TOKEN NAME ROLE`, where ROLE is `admin`, `operator`, `auditor` or
+//!   `tenant:TENANT`; blank lines and lines starting with `#` are ignored.
+//! - The replicated user database (`fedraft_core::users`), for tokens of the form
+//!   `fedraft_ID_SECRET`: the id finds the record in the answering node's applied state, the
+//!   token's SHA-256 is compared with the record's in constant time, and a revoked token, an
+//!   expired one (by this node's clock or log time, whichever is later) or one of a deleted user
+//!   is 401 as soon as the node has applied that ([`TokenStore::authenticate_with`]). Such a
+//!   principal is named `user:NAME` (its actor in the log), or NAME for a tenant member, whose
+//!   actor is `tenant:TENANT/NAME`.
+//!
+//! Token-file Tokens are
 //! compared in constant time per candidate (with fedraft-raft's `constant_time_eq`, the one
 //! comparison the peer network's secret check uses too) and are never logged.
 //!
 //! Roles: an admin may do everything; an operator manages clusters and may read everything else;
-//! a tenant member reads and writes objects in the namespaces its tenant owns (per the replicated
+//! an auditor reads everything (the audit log included) and writes nothing; a tenant member reads and writes objects in the namespaces its tenant owns (per the replicated
 //! state) and reads its own tenant, nothing else. The API never accepts the cluster secret as a
 //! token: [`TokenStore::new`] refuses a token file containing it, and a request presenting it is 401.
 //!
@@ -22,6 +33,7 @@ use std::io::Read;
 use std::path::Path;
 
 use axum::http::{header, HeaderMap};
+use fedraft_core::users::{token_hash_hex, token_id, UserRole};
 use fedraft_raft::network::secret::constant_time_eq;
 
 use crate::error::ApiError;
@@ -33,6 +45,64 @@ pub enum Role {
     Operator,
     /// A member of the named tenant.
     Tenant(String),
+    /// Reads everything, writes nothing.
+    Auditor,
+}
+
+impl Role {
+    /// The API role of a replicated user's role.
+    pub fn of_user(role: &UserRole) -> Role {
+        match role {
+            UserRole::Admin => Role::Admin,
+            UserRole::Operator => Role::Operator,
+            UserRole::Auditor => Role::Auditor,
+            UserRole::Tenant { tenant } => Role::Tenant(tenant.clone()),
+        }
+    }
+}
+
+/// What the answering node's applied state says of a replicated token ([`TokenStore::authenticate_with`]).
+#[derive(Debug, Clone)]
+pub struct ReplicatedToken {
+    /// The record's SHA-256 of the token text, lowercase hex.
+    pub sha256_hex: String,
+    /// Neither revoked nor expired, by the node's clock and log time.
+    pub live: bool,
+    pub user: String,
+    pub role: UserRole,
+}
+
+/// The principal of replicated user `user`: named by its actor (`user:NAME`), except a tenant
+/// member, named NAME, whose writes the routes name `tenant:TENANT/NAME`.
+pub fn user_principal(user: &str, role: &UserRole) -> Principal {
+    let name = match role {
+        UserRole::Tenant { .. } => user.to_string(),
+        _ => fedraft_core::users::user_actor(user, role),
+    };
+    Principal {
+        name,
+        role: Role::of_user(role),
+    }
+}
+
+/// Looks a replicated token's id up in `node`'s applied state (no linearizable read: a revoke is
+/// effective on a node as soon as that node applied it). `now_ms` is this node's clock.
+pub fn replicated_token(
+    node: &fedraft_raft::FedNode,
+    id: &str,
+    now_ms: u64,
+) -> Option<ReplicatedToken> {
+    node.read_stale(|s| {
+        let users = s.users();
+        let t = users.token(id)?;
+        let u = users.user(&t.user)?;
+        Some(ReplicatedToken {
+            sha256_hex: t.sha256_hex.clone(),
+            live: t.is_live(now_ms.max(s.log_time_ms())),
+            user: u.spec.name.clone(),
+            role: u.spec.role.clone(),
+        })
+    })
 }
 
 /// An authenticated caller; its name is the actor on every log entry it causes.
@@ -228,10 +298,21 @@ impl TokenStore {
             };
             let role = parse_role(role).ok_or_else(|| TokenFileError::Syntax {
                 line: i + 1,
-                message: format!("unknown role {role:?} (admin, operator or tenant:NAME)"),
+                message: format!("unknown role {role:?} (admin, operator, auditor or tenant:NAME)"),
             })?;
             if cluster_secret.as_deref() == Some(token) {
                 return Err(TokenFileError::ClusterSecret { line: i + 1 });
+            }
+            // Those are the log's actor forms of replicated users and tenant members.
+            if name.starts_with(fedraft_core::users::USER_ACTOR_PREFIX)
+                || name.starts_with(fedraft_core::admission::TENANT_ACTOR_PREFIX)
+            {
+                return Err(TokenFileError::Syntax {
+                    line: i + 1,
+                    message: format!(
+                        "names starting with `user:` or `tenant:` are reserved ({name:?})"
+                    ),
+                });
             }
             if token.len() < min_token_bytes {
                 return Err(TokenFileError::ShortToken {
@@ -265,8 +346,24 @@ impl TokenStore {
         Self::parse_with_min(&text, cluster_secret, MIN_TOKEN_BYTES)
     }
 
-    /// The principal for the request's `Authorization: Bearer` header.
+    /// Whether the token file names a principal `name`.
+    pub fn has_principal(&self, name: &str) -> bool {
+        self.tokens.values().any(|p| p.name == name)
+    }
+
+    /// The principal for the request's `Authorization: Bearer` header, from the token file only.
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
+        self.authenticate_with(headers, |_| None)
+    }
+
+    /// The principal for the request's bearer token: from the token file, else from the
+    /// replicated user database through `replicated`, which gives what the node's applied
+    /// state holds for a token id (module doc).
+    pub fn authenticate_with(
+        &self,
+        headers: &HeaderMap,
+        replicated: impl FnOnce(&str) -> Option<ReplicatedToken>,
+    ) -> Result<Principal, ApiError> {
         let unauth = |m: &str| ApiError::Unauthenticated {
             message: m.to_string(),
         };
@@ -294,7 +391,22 @@ impl TokenStore {
                 found = Some(principal.clone());
             }
         }
-        found.ok_or_else(|| unauth("invalid token"))
+        if let Some(p) = found {
+            return Ok(p);
+        }
+        let record = token_id(token).and_then(replicated);
+        let Some(record) = record else {
+            return Err(unauth("invalid token"));
+        };
+        let hash = token_hash_hex(token);
+        if !constant_time_eq(hash.as_bytes(), record.sha256_hex.as_bytes()) {
+            return Err(unauth("invalid token"));
+        }
+        // Only the holder of the secret learns why its token no longer works.
+        if !record.live {
+            return Err(unauth("token revoked or expired"));
+        }
+        Ok(user_principal(&record.user, &record.role))
     }
 }
 
@@ -302,6 +414,7 @@ fn parse_role(s: &str) -> Option<Role> {
     match s {
         "admin" => Some(Role::Admin),
         "operator" => Some(Role::Operator),
+        "auditor" => Some(Role::Auditor),
         _ => {
             let tenant = s.strip_prefix("tenant:")?;
             (!tenant.is_empty()).then(|| Role::Tenant(tenant.to_string()))
@@ -335,6 +448,11 @@ pub fn authorize(
     let deny = |what: &str| Err(ApiError::forbidden(format!("{} may not {what}", p.name)));
     match (&p.role, access) {
         (Role::Admin, _) => Ok(()),
+        (
+            Role::Auditor,
+            Access::WriteClusters | Access::WriteNamespace(_) | Access::WriteTenant,
+        ) => deny("write anything"),
+        (Role::Auditor, _) => Ok(()),
         (Role::Operator, Access::WriteNamespace(_)) => deny("write objects"),
         (Role::Operator, Access::WriteTenant) => deny("write tenants"),
         (Role::Operator, _) => Ok(()),
@@ -358,74 +476,4 @@ pub fn authorize(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::http::HeaderValue;
-
-    fn bearer(t: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_str(&format!("Bearer {t}")).unwrap(),
-        );
-        h
-    }
-
-    #[test]
-    fn parses_roles_and_refuses_the_cluster_secret() {
-        let text = "# comment\nt1 alice admin\n\nt2 bob operator\nt3 carol tenant:blue\n";
-        let store = TokenStore::parse(text, Some("s3cret".into())).unwrap();
-        assert_eq!(
-            store.authenticate(&bearer("t3")).unwrap().role,
-            Role::Tenant("blue".into())
-        );
-        assert!(store.authenticate(&bearer("nope")).is_err());
-        assert!(store.authenticate(&bearer("s3cret")).is_err());
-        assert!(store.authenticate(&HeaderMap::new()).is_err());
-        assert!(TokenStore::parse("s3cret x admin", Some("s3cret".into())).is_err());
-        assert!(TokenStore::parse("a b wizard", None).is_err());
-        assert!(TokenStore::parse("a b", None).is_err());
-    }
-
-    #[test]
-    fn refuses_a_token_given_to_two_principals() {
-        let text = "t1 alice admin\nt2 bob operator\n\nt1 carol tenant:blue\n";
-        let err = TokenStore::parse(text, None).unwrap_err();
-        assert!(
-            matches!(
-                &err,
-                TokenFileError::DuplicateToken { line: 4, first_line: 1, name, first_name }
-                    if name == "carol" && first_name == "alice"
-            ),
-            "{err:?}"
-        );
-        assert!(!err.to_string().contains("t1"), "errors never show a token");
-        let p = |n: &str| Principal {
-            name: n.into(),
-            role: Role::Admin,
-        };
-        assert!(TokenStore::new([("x".into(), p("a")), ("x".into(), p("b"))], None).is_err());
-    }
-
-    #[test]
-    fn tenant_members_stay_in_their_namespaces() {
-        let p = Principal {
-            name: "carol".into(),
-            role: Role::Tenant("blue".into()),
-        };
-        let owned = vec!["blue-prod".to_string()];
-        assert!(authorize(&p, Access::WriteNamespace("blue-prod"), &owned).is_ok());
-        assert!(authorize(&p, Access::WriteNamespace("red"), &owned).is_err());
-        assert!(authorize(&p, Access::ReadClusters, &owned).is_err());
-        assert!(authorize(&p, Access::ReadTenant("blue"), &owned).is_ok());
-        assert!(authorize(&p, Access::ReadTenant("red"), &owned).is_err());
-        assert!(authorize(&p, Access::ReadSomeNamespace, &owned).is_ok());
-        assert!(authorize(&p, Access::ReadSomeNamespace, &[]).is_err());
-        let op = Principal {
-            name: "bob".into(),
-            role: Role::Operator,
-        };
-        assert!(authorize(&op, Access::WriteClusters, &[]).is_ok());
-        assert!(authorize(&op, Access::WriteNamespace("x"), &[]).is_err());
-    }
-}
+mod tests;
