@@ -359,6 +359,10 @@ pub async fn patch(call: &Call, body: Body) -> KResult<Response> {
         };
         let mut next = next;
         check_identity(t, &mut next)?;
+        // Apply leaves identity to the server; a patch must not change it.
+        if meta::name(&next).is_empty() {
+            meta::metadata_mut(&mut next).insert("name".into(), json!(name));
+        }
         if meta::name(&next) != name {
             return Err(Refusal::invalid(
                 kind_subject(t, &name),
