@@ -83,6 +83,10 @@ pub struct PutArgs {
     /// The fedraft binary for the started nodes. Default: this executable.
     #[arg(long)]
     pub fedraft_bin: Option<PathBuf>,
+    /// Also load fedraft through its Kubernetes-compatible door (a server-side apply of a
+    /// ConfigMap per put, as kubectl sends it), interleaved with the native API.
+    #[arg(long)]
+    pub door: bool,
     /// Namespace of the objects fedraft gets.
     #[arg(long, default_value = "bench")]
     pub namespace: String,
@@ -208,14 +212,27 @@ async fn measure(args: &PutArgs, procs: &mut Procs) -> anyhow::Result<bool> {
     let mut target = Target::new(
         "fedraft",
         System::Fedraft {
-            base: fedraft.0,
-            token: fedraft.1,
+            base: fedraft.0.clone(),
+            token: fedraft.1.clone(),
             namespace: args.namespace.clone(),
         },
         &value,
     )?;
     target.pids = procs.pids("fedraft");
     targets.push(target);
+    if args.door {
+        let mut target = Target::new(
+            "door",
+            System::Door {
+                base: fedraft.0,
+                token: fedraft.1,
+                namespace: args.namespace.clone(),
+            },
+            &value,
+        )?;
+        target.pids = procs.pids("fedraft");
+        targets.push(target);
+    }
 
     if let Some(url) = &args.etcd {
         let url = url.trim_end_matches('/').to_string();

@@ -3,7 +3,8 @@
 //!
 //! Every Kubernetes resource path lands in [`dispatch`], which parses it into a [`Call`] (the
 //! served type from `catalog`, namespace, name, subresource, query) and hands it to a verb:
-//! `read` (get, list, Table), `write` (create, replace, patch, apply, delete, scale), `watch`.
+//! `read` (get, list, Table), `write` (create, replace, patch, apply, delete), `scale` (the scale
+//! subresource), `watch`.
 //! Templates and policies are read from `State::door()` and the templates' federated objects
 //! (`render` turns them into Kubernetes objects); every write is ONE `PutResource` or
 //! `DeleteResource` proposal computed on a linearizable read, with the principal as actor.
@@ -18,6 +19,7 @@ mod errors;
 mod protobuf;
 mod read;
 mod render;
+mod scale;
 mod watch;
 mod write;
 

@@ -90,7 +90,7 @@ pub async fn get(call: &Call) -> KResult<Response> {
     let name = t.name.clone().unwrap_or_default();
     authorize_read(call, t.ns.as_deref())?;
     if t.sub.as_deref() == Some("scale") {
-        return super::write::get_scale(call).await;
+        return super::scale::get_scale(call).await;
     }
     let loaded = load_one(call, &name)
         .await?

@@ -1,5 +1,5 @@
 //! The write verbs: create (POST), replace (PUT), patch (JSON, merge, strategic merge, apply)
-//! and delete, plus the `scale` subresource, for templates, namespaces and policies.
+//! and delete, for templates, namespaces and policies (the `scale` subresource is `scale`).
 //!
 //! Each computes the new object on a linearizable read with `fedraft_kubeapi` and proposes it
 //! as ONE `PutResource` or `DeleteResource` entry whose `expected_version` is the read's
@@ -22,7 +22,7 @@ use fedraft_core::karmada;
 use fedraft_kubeapi::{apply, meta, patch, PatchType};
 use serde_json::{json, Value};
 
-use super::read::{authorize_read, load, load_one, reply};
+use super::read::{load, load_one};
 use super::render::{self, Loaded};
 use super::{Call, KResult, Refusal, Store, Target};
 use crate::auth::Access;
@@ -30,7 +30,7 @@ use crate::routes::common::{allow, submit};
 use crate::routes::objects::as_actor;
 
 /// Attempts of a write without its own precondition when another writer got in between.
-const CONFLICT_ATTEMPTS: usize = 5;
+pub(super) const CONFLICT_ATTEMPTS: usize = 5;
 
 fn authorize_write(call: &Call, name: &str) -> KResult<()> {
     let ns = match call.target.store() {
@@ -145,7 +145,7 @@ fn validate_name(t: &Target, name: &str) -> KResult<()> {
 }
 
 /// Invalid-object Statuses name the Kind, as kube-apiserver's do.
-fn kind_subject(t: &Target, name: &str) -> fedraft_kubeapi::Subject {
+pub(super) fn kind_subject(t: &Target, name: &str) -> fedraft_kubeapi::Subject {
     fedraft_kubeapi::Subject {
         group: t.served.def.group.clone(),
         kind: t.served.def.kind.clone(),
@@ -154,7 +154,7 @@ fn kind_subject(t: &Target, name: &str) -> fedraft_kubeapi::Subject {
 }
 
 /// The precondition a body names, if any.
-fn precondition(obj: &Value) -> Option<String> {
+pub(super) fn precondition(obj: &Value) -> Option<String> {
     meta::meta_str(obj, "resourceVersion")
         .filter(|s| !s.is_empty())
         .map(str::to_string)
@@ -172,7 +172,7 @@ fn manifest(t: &Target, obj: &Value) -> String {
 }
 
 /// Proposes the object, answering a version conflict as kube-apiserver does.
-async fn propose_put(call: &Call, obj: &Value, expected: u64) -> KResult<()> {
+pub(super) async fn propose_put(call: &Call, obj: &Value, expected: u64) -> KResult<()> {
     let command = Command::PutResource {
         manifest: manifest(&call.target, obj),
         expected_version: Some(expected),
@@ -193,7 +193,7 @@ async fn propose(call: &Call, name: &str, command: Command) -> KResult<()> {
 }
 
 /// The object as this node holds it right after the write applied here.
-fn written(call: &Call, name: &str) -> KResult<Value> {
+pub(super) fn written(call: &Call, name: &str) -> KResult<Value> {
     let t = call.target.clone();
     let owned = name.to_string();
     call.app
@@ -204,7 +204,7 @@ fn written(call: &Call, name: &str) -> KResult<Value> {
 }
 
 /// What a dry run answers: the computed object with the server's metadata of `current`.
-fn preview(current: Option<&Loaded>, mut next: Value) -> Value {
+pub(super) fn preview(current: Option<&Loaded>, mut next: Value) -> Value {
     if let Some(cur) = current.map(Loaded::render) {
         let m = meta::metadata_mut(&mut next);
         for f in ["resourceVersion", "uid", "creationTimestamp", "generation"] {
@@ -254,7 +254,7 @@ pub async fn replace(call: &Call, body: Body) -> KResult<Response> {
     authorize_write(call, &name)?;
     if t.sub.as_deref() == Some("scale") {
         let replicas = obj.pointer("/spec/replicas").cloned();
-        return set_replicas(call, &name, replicas, precondition(&obj)).await;
+        return super::scale::set_replicas(call, &name, replicas, precondition(&obj)).await;
     }
     let pre = precondition(&obj);
     let mut attempts = 0;
@@ -317,7 +317,7 @@ pub async fn patch(call: &Call, body: Body) -> KResult<Response> {
     // Apply bodies are YAML; JSON is YAML too.
     let body = read_body_as(call, body, kind == PatchType::Apply).await?;
     if t.sub.as_deref() == Some("scale") {
-        return patch_scale(call, &name, kind, &body).await;
+        return super::scale::patch_scale(call, &name, kind, &body).await;
     }
     let mut applied = body.clone();
     if kind == PatchType::Apply {
@@ -359,6 +359,10 @@ pub async fn patch(call: &Call, body: Body) -> KResult<Response> {
         };
         let mut next = next;
         check_identity(t, &mut next)?;
+        // Apply leaves identity to the server; a patch must not change it.
+        if meta::name(&next).is_empty() {
+            meta::metadata_mut(&mut next).insert("name".into(), json!(name));
+        }
         if meta::name(&next) != name {
             return Err(Refusal::invalid(
                 kind_subject(t, &name),
@@ -497,101 +501,6 @@ pub async fn delete(call: &Call, body: Body) -> KResult<Response> {
             Err(e) if e.is_conflict() && pre.is_none() && attempts < CONFLICT_ATTEMPTS => continue,
             Err(e) => return Err(e),
             Ok(()) => return Ok(Json(gone).into_response()),
-        }
-    }
-}
-
-/// The `autoscaling/v1` Scale of a template.
-fn scale_of(obj: &Value) -> Value {
-    let m = meta::metadata(obj).cloned().unwrap_or_default();
-    let selector = obj
-        .pointer("/spec/selector/matchLabels")
-        .and_then(Value::as_object)
-        .map(|l| {
-            l.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
-    json!({
-        "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
-        "metadata": {
-            "name": m.get("name"),
-            "namespace": m.get("namespace"),
-            "resourceVersion": m.get("resourceVersion"),
-            "uid": m.get("uid"),
-            "creationTimestamp": m.get("creationTimestamp"),
-        },
-        "spec": { "replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1)) },
-        "status": {
-            "replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
-            "selector": selector,
-        },
-    })
-}
-
-pub async fn get_scale(call: &Call) -> KResult<Response> {
-    let t = &call.target;
-    let name = t.name.clone().unwrap_or_default();
-    authorize_read(call, t.ns.as_deref())?;
-    let cur = load_one(call, &name)
-        .await?
-        .ok_or_else(|| Refusal::not_found(t.subject(&name)))?;
-    Ok(reply(call, StatusCode::OK, scale_of(&cur.render()), false))
-}
-
-async fn patch_scale(call: &Call, name: &str, kind: PatchType, body: &Value) -> KResult<Response> {
-    let t = &call.target;
-    let cur = load_one(call, name)
-        .await?
-        .ok_or_else(|| Refusal::not_found(t.subject(name)))?;
-    let scale = scale_of(&cur.render());
-    let next = match kind {
-        PatchType::Json => {
-            patch::json_patch(&scale, body).map_err(|e| e.into_api_error(&t.served.def, name))?
-        }
-        _ => patch::merge_patch(&scale, body),
-    };
-    let replicas = next.pointer("/spec/replicas").cloned();
-    set_replicas(call, name, replicas, precondition(body)).await
-}
-
-/// Sets `spec.replicas` of the template (the scale subresource's one write).
-async fn set_replicas(
-    call: &Call,
-    name: &str,
-    replicas: Option<Value>,
-    pre: Option<String>,
-) -> KResult<Response> {
-    let t = &call.target;
-    let replicas = replicas.and_then(|r| r.as_u64()).ok_or_else(|| {
-        Refusal::invalid(
-            kind_subject(t, name),
-            "spec.replicas",
-            "Required value: a non-negative integer",
-        )
-    })?;
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let cur = load_one(call, name)
-            .await?
-            .ok_or_else(|| Refusal::not_found(t.subject(name)))?;
-        let rv = cur.resource_version();
-        if pre.as_ref().is_some_and(|p| *p != rv.to_string()) {
-            return Err(Refusal::stale(t.subject(name), &t.plural()));
-        }
-        let mut next = cur.render();
-        next["spec"]["replicas"] = json!(replicas);
-        if call.params.dry_run() {
-            return Ok(Json(scale_of(&preview(Some(&cur), next))).into_response());
-        }
-        match propose_put(call, &next, rv).await {
-            Err(e) if e.is_conflict() && pre.is_none() && attempts < CONFLICT_ATTEMPTS => continue,
-            Err(e) => return Err(e),
-            Ok(()) => return Ok(Json(scale_of(&written(call, name)?)).into_response()),
         }
     }
 }

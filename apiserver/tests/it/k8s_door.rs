@@ -225,6 +225,25 @@ async fn templates_through_the_door() {
     assert_ne!(r.json["metadata"]["resourceVersion"], json!(rv));
     assert_eq!(r.json["metadata"]["labels"]["v"], "2");
 
+    // Server-side apply creates, then updates.
+    for (expect, value) in [(201, "one"), (200, "two")] {
+        let apply = c
+            .req(
+                leader,
+                Method::PATCH,
+                &format!("{cms}/applied?fieldManager=t"),
+                Some(ADMIN),
+            )
+            .header("content-type", "application/apply-patch+yaml")
+            .body(format!(
+                "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"data\":{{\"k\":\"{value}\"}}}}"
+            ));
+        let r = send(apply, &seen).await;
+        assert_eq!(r.status, expect, "{}", r.text);
+        assert_eq!(r.json["data"]["k"], value);
+        assert_eq!(r.json["metadata"]["name"], "applied");
+    }
+
     // Dry run: answered, nothing written.
     let r = call(
         leader,

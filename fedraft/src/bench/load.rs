@@ -1,5 +1,6 @@
-//! The load generator: one HTTP client implementation for both systems, and the two request
-//! builders (fedraft's object PUT, etcd's JSON-gateway put). Closed loop: each client sends a
+//! The load generator: one HTTP client implementation for every target, and the request
+//! builders (fedraft's object PUT, the same through the Kubernetes-compatible door as a
+//! server-side apply, etcd's JSON-gateway put). Closed loop: each client sends a
 //! request, waits for the answer, records the latency and sends the next, with no think time.
 //!
 //! Must not: treat the two systems differently anywhere except in [`Target::request`] and
@@ -20,6 +21,14 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum System {
     /// `PUT {base}/v1/namespaces/{namespace}/objects/k{key}` with a ConfigMap template.
     Fedraft {
+        base: String,
+        token: String,
+        namespace: String,
+    },
+    /// `PATCH {base}/api/v1/namespaces/{namespace}/configmaps/k{key}` through the
+    /// Kubernetes-compatible door: a server-side apply of a ConfigMap, as `kubectl apply
+    /// --server-side` sends it (creates, then updates).
+    Door {
         base: String,
         token: String,
         namespace: String,
@@ -67,7 +76,7 @@ impl Target {
             .context("building the HTTP client")?;
         let value_tail = match &system {
             // JSON string of the value's hex digits: no escaping needed, same size class.
-            System::Fedraft { .. } => hex(tail),
+            System::Fedraft { .. } | System::Door { .. } => hex(tail),
             System::Etcd { .. } => base64(tail),
         };
         Ok(Target {
@@ -99,6 +108,25 @@ impl Target {
                     .header("content-type", "application/json")
                     .body(body)
             }
+            System::Door {
+                base,
+                token,
+                namespace,
+            } => {
+                let name = format!("k{key:08}");
+                let body = format!(
+                    r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"{namespace}"}},"data":{{"v":"{}{}"}}}}"#,
+                    hex(&prefix(seq)),
+                    self.value_tail
+                );
+                self.http
+                    .patch(format!(
+                        "{base}/api/v1/namespaces/{namespace}/configmaps/{name}?fieldManager=bench&force=true"
+                    ))
+                    .bearer_auth(token)
+                    .header("content-type", "application/apply-patch+yaml")
+                    .body(body)
+            }
             System::Etcd { base } => {
                 // etcd's benchmark uses 8-byte keys; so does this one.
                 let key = format!("{:08}", key % 100_000_000);
@@ -120,6 +148,7 @@ impl Target {
     fn accepted(&self, status: StatusCode, body: &[u8]) -> bool {
         match self.system {
             System::Fedraft { .. } => status == StatusCode::OK,
+            System::Door { .. } => status == StatusCode::OK || status == StatusCode::CREATED,
             // The gateway answers 200 with a `header` on success, an `error` object otherwise.
             System::Etcd { .. } => {
                 status == StatusCode::OK && body.windows(8).any(|w| w == b"\"header\"")
