@@ -11,7 +11,9 @@
 //! - [`nemesis`]: seeded fault schedules.
 //! - [`run`]: the `fedraft-jepsen run` harness (processes, workloads, fault execution, results); [`plot`]
 //!   draws its latency plot.
+//! - [`campaign`]: `fedraft-jepsen campaign`, many seeded runs rotating workloads and nemeses, one summary.
 
+pub mod campaign;
 pub mod check;
 pub mod error;
 pub mod history;

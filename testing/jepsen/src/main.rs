@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use fedraft_jepsen::run::env::Binaries;
 use fedraft_jepsen::run::{NemesisChoice, RunConfig, WorkloadChoice};
-use fedraft_jepsen::Mesh;
+use fedraft_jepsen::{campaign, Mesh};
 
 #[derive(Parser)]
 #[command(name = "fedraft-jepsen", about = "Fault injection for fedraft")]
@@ -30,6 +30,10 @@ enum Command {
     Run(RunArgs),
     /// Print the fault schedule a `run` with these arguments would execute (JSON), without starting anything.
     Schedule(RunArgs),
+    /// Many bounded runs one after another (seeds `first-seed`, `first-seed + 1`, ...), rotating the
+    /// workloads and nemeses; writes `OUT/summary.md` (runs, operations, faults, verdicts, failing seeds with
+    /// the command that replays each) after every run. Exits 0 only when every run passed.
+    Campaign(CampaignArgs),
     /// Proxy every ordered pair of nodes. Link `a -> b` listens on 127.0.0.1:(listen_base + a * N + b), where
     /// N is the number of nodes; node `a` must dial that port to reach node `b`. Prints one line per link,
     /// then reads commands from stdin: `cut A B`, `isolate N`, `heal`, `delay MS`, `status`, `quit`.
@@ -90,6 +94,32 @@ struct RunArgs {
     converge_limit: u64,
 }
 
+#[derive(clap::Args)]
+struct CampaignArgs {
+    /// Runs to do.
+    #[arg(long, default_value_t = 20)]
+    runs: u64,
+    /// Seed of the first run; run i uses first-seed + i.
+    #[arg(long, default_value_t = 1)]
+    first_seed: u64,
+    /// Seconds of workload and faults per run.
+    #[arg(long, default_value_t = 20)]
+    time_limit: u64,
+    /// Results directory (created): summary.md and one directory per run.
+    #[arg(long)]
+    out: PathBuf,
+    /// Client workers per workload.
+    #[arg(long, default_value_t = 4)]
+    workers: u64,
+    /// Client requests per run, at most.
+    #[arg(long, default_value_t = 200_000)]
+    max_requests: u64,
+    #[arg(long, env = "FEDRAFT_BIN")]
+    fedraft_bin: Option<PathBuf>,
+    #[arg(long, env = "KUBESIM_BIN")]
+    kubesim_bin: Option<PathBuf>,
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -112,6 +142,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(args) => return runtime.block_on(run(args)),
+        Command::Campaign(args) => return runtime.block_on(campaign(args)),
         Command::Schedule(args) => print_schedule(args),
         Command::Mesh {
             nodes,
@@ -169,6 +200,78 @@ async fn run(args: RunArgs) -> ExitCode {
         }
         Err(_) => {
             eprintln!("fedraft-jepsen: run exceeded its {backstop:?} backstop (seed {seed})");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn campaign(a: CampaignArgs) -> ExitCode {
+    let setup = || -> Result<(RunConfig, campaign::Plan)> {
+        if a.time_limit == 0 {
+            bail!("--time-limit must be at least 1 second");
+        }
+        let faketime = Binaries::faketime_lib().ok();
+        let nemeses = campaign::NEMESES
+            .into_iter()
+            .filter(|n| {
+                faketime.is_some() || !matches!(n, NemesisChoice::Clock | NemesisChoice::All)
+            })
+            .collect();
+        let base = RunConfig {
+            workload: WorkloadChoice::All,
+            nemesis: NemesisChoice::All,
+            time_limit: Duration::from_secs(a.time_limit),
+            seed: a.first_seed,
+            out: a.out.clone(),
+            bins: Binaries {
+                fedraft: Binaries::locate(a.fedraft_bin.clone(), "FEDRAFT_BIN", "fedraft")?,
+                kubesim: Binaries::locate(a.kubesim_bin.clone(), "KUBESIM_BIN", "fedraft-kubesim")?,
+                faketime,
+            },
+            max_requests: a.max_requests,
+            max_clock_shift: Duration::from_secs(120),
+            max_clock_leap: Duration::from_secs(120),
+            clock_tolerance: Duration::from_millis(2_000),
+            converge_limit: Duration::from_secs(90),
+            workers: a.workers.max(1),
+            failure_threshold_s: fedraft_jepsen::run::env::FAILURE_THRESHOLD_S,
+        };
+        let plan = campaign::Plan {
+            runs: a.runs,
+            first_seed: a.first_seed,
+            nemeses,
+            backstop_extra: Duration::from_secs(420),
+        };
+        Ok((base, plan))
+    };
+    let (base, plan) = match setup() {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("fedraft-jepsen: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let rows = tokio::select! {
+        r = campaign::campaign(&base, &plan) => r,
+        _ = shutdown_signal() => {
+            eprintln!("fedraft-jepsen: campaign interrupted; {} holds the runs done", base.out.join("summary.md").display());
+            return ExitCode::from(130);
+        }
+    };
+    match rows {
+        Ok(rows) => {
+            println!("{}", base.out.join("summary.md").display());
+            if rows
+                .iter()
+                .all(|r| matches!(r.ending, campaign::Ending::Pass))
+            {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("fedraft-jepsen: writing the campaign summary: {e}");
             ExitCode::from(2)
         }
     }

@@ -108,6 +108,9 @@ pub struct Report {
     pub verdicts: BTreeMap<&'static str, Verdict>,
     pub summary: String,
     pub pass: bool,
+    /// Operations the clients recorded, and faults the nemesis applied.
+    pub operations: u64,
+    pub faults: u64,
 }
 
 fn nemesis_config(cfg: &RunConfig) -> NemesisConfig {
@@ -352,6 +355,8 @@ pub async fn run(cfg: RunConfig) -> Result<Report> {
         verdicts,
         summary,
         pass,
+        operations: history.len() as u64,
+        faults: applied.len() as u64,
     })
 }
 
