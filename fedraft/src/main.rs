@@ -2,8 +2,9 @@
 //! API (`apply`, `get`, `describe`, `delete`, `cordon`, `uncordon`, `drain`, `watch`, `join`),
 //! the client's contexts (`config`), shell completions (`completion`), offline scheduling
 //! (`schedule`), the load tool (`bench put`), the demo entry point, offline incident analysis of
-//! a data directory (`audit`), and the operator tools `certs` (CA and certificates), `backup`
-//! (online, through the API) and `restore` (offline, seeds a new cluster's data directories).
+//! a data directory (`audit`), the operator tools `certs` (CA and certificates), `backup`
+//! (online, through the API) and `restore` (offline, seeds a new cluster's data directories),
+//! and the replicated user database (`user`, `token`).
 //!
 //! Start at [`Cli`]: one enum variant per verb, dispatched by one `match` in [`run`]. Exit codes:
 //! 0 success; 1 the server refused the request or answered an error (or a demo step failed); 2
@@ -32,6 +33,7 @@ mod server;
 mod timefmt;
 mod tls;
 mod usage;
+mod users;
 mod verbs;
 
 use std::path::PathBuf;
@@ -188,6 +190,18 @@ pub enum Verb {
         #[command(subcommand)]
         cmd: admin::AdmissionCmd,
     },
+    /// Users and service accounts of the replicated user database (create, set-role, list,
+    /// delete; writes: admin).
+    User {
+        #[command(subcommand)]
+        cmd: users::UserCmd,
+    },
+    /// API tokens of the replicated user database (issue, list, revoke; issue and revoke:
+    /// admin). Only a token's hash is stored; `issue` shows its text once.
+    Token {
+        #[command(subcommand)]
+        cmd: users::TokenCmd,
+    },
 }
 
 /// The client settings typed on the command line itself, for `config set-context` (which
@@ -301,6 +315,8 @@ async fn run(cli: Cli, given: context::GivenFlags) -> anyhow::Result<ExitCode> {
         Verb::Members { cmd } => admin::members(&Client::new(&opts)?, cmd).await,
         Verb::Credentials { cmd } => admin::credentials(&Client::new(&opts)?, cmd).await,
         Verb::Admission { cmd } => admin::admission(&Client::new(&opts)?, cmd).await,
+        Verb::User { cmd } => users::user(&Client::new(&opts)?, cmd).await,
+        Verb::Token { cmd } => users::token(&Client::new(&opts)?, cmd).await,
     }
 }
 

@@ -26,3 +26,4 @@ mod failpoints;
 mod metrics_exposition;
 mod secrets_at_rest;
 mod tidy;
+mod users_procs;
