@@ -88,6 +88,10 @@ pub enum AuditCmd {
         /// End here: INDEX or RFC 3339 time.
         #[arg(long)]
         to: Option<String>,
+        /// Only the records of this actor: its exact name in the log, or a principal's name
+        /// (`NAME` selects `user:NAME` and `tenant:T/NAME` too).
+        #[arg(long)]
+        actor: Option<String>,
     },
     /// Check the hash chain and replay from the start against the node's own state.
     Verify {
@@ -195,17 +199,26 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             let times = Times::of(output == Format::Wide);
             emit(&doc, output, || explain_table(&changes, times))?;
         }
-        AuditCmd::Export { format, from, to } => {
+        AuditCmd::Export {
+            format,
+            from,
+            to,
+            actor,
+        } => {
             let ExportFormat::Jsonl = format;
             let filter = Filter {
                 from: from.map(|f| point(&log, &f, "from")).transpose()?,
                 to: to.map(|t| point(&log, &t, "to")).transpose()?,
+                actor,
                 ..Filter::default()
             };
             let (lo, hi) = filter.index_range();
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             log.reader().audit_scan(lo, hi, |rec| {
                 let r = decode_record(&rec)?;
+                if !filter.matches(&r) {
+                    return Ok(true);
+                }
                 let line = serde_json::to_string(&record_json(&r, None, None))?;
                 writeln!(out, "{line}")?;
                 Ok::<bool, anyhow::Error>(true)

@@ -1,9 +1,10 @@
 //! The `fedraft` binary: one node's server (`fedraft server`), the client verbs that talk to the
 //! API (`apply`, `get`, `describe`, `delete`, `cordon`, `uncordon`, `drain`, `watch`, `join`),
 //! the client's contexts (`config`), a kubeconfig for kubectl (`kubeconfig`), shell completions
-//! (`completion`), offline scheduling (`schedule`), the load tool (`bench put`), the demo entry point, offline incident analysis of
-//! a data directory (`audit`), and the operator tools `certs` (CA and certificates), `backup`
-//! (online, through the API) and `restore` (offline, seeds a new cluster's data directories).
+//! (`completion`), offline scheduling (`schedule`), the load tool (`bench put`), the demo entry
+//! point, offline incident analysis of a data directory (`audit`), the operator tools `certs` (CA
+//! and certificates), `backup` (online, through the API) and `restore` (offline, seeds a new
+//! cluster's data directories), and the replicated user database (`user`, `token`).
 //!
 //! Start at [`Cli`]: one enum variant per verb, dispatched by one `match` in [`run`]. Exit codes:
 //! 0 success; 1 the server refused the request or answered an error (or a demo step failed); 2
@@ -33,6 +34,7 @@ mod server;
 mod timefmt;
 mod tls;
 mod usage;
+mod users;
 mod verbs;
 
 use std::path::PathBuf;
@@ -192,6 +194,18 @@ pub enum Verb {
         #[command(subcommand)]
         cmd: admin::AdmissionCmd,
     },
+    /// Users and service accounts of the replicated user database (create, set-role, list,
+    /// delete; writes: admin).
+    User {
+        #[command(subcommand)]
+        cmd: users::UserCmd,
+    },
+    /// API tokens of the replicated user database (issue, list, revoke; issue and revoke:
+    /// admin). Only a token's hash is stored; `issue` shows its text once.
+    Token {
+        #[command(subcommand)]
+        cmd: users::TokenCmd,
+    },
 }
 
 /// The client settings typed on the command line itself, for `config set-context` (which
@@ -308,6 +322,8 @@ async fn run(cli: Cli, given: context::GivenFlags) -> anyhow::Result<ExitCode> {
         Verb::Members { cmd } => admin::members(&Client::new(&opts)?, cmd).await,
         Verb::Credentials { cmd } => admin::credentials(&Client::new(&opts)?, cmd).await,
         Verb::Admission { cmd } => admin::admission(&Client::new(&opts)?, cmd).await,
+        Verb::User { cmd } => users::user(&Client::new(&opts)?, cmd).await,
+        Verb::Token { cmd } => users::token(&Client::new(&opts)?, cmd).await,
     }
 }
 

@@ -27,3 +27,4 @@ mod kubectl_door;
 mod metrics_exposition;
 mod secrets_at_rest;
 mod tidy;
+mod users_procs;
