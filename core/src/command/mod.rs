@@ -32,7 +32,8 @@ use crate::users::{TokenIssue, UserSpec};
 /// same envelope, whose placements may name a cluster by `policy::CLUSTER_NAME_KEY` and whose
 /// Karmada policies may use `exclude` without `clusterNames`, `spreadByField: cluster`, a
 /// toleration with an empty key and operator `Equal` and the `Aggregated` division (all refused
-/// before; the native API's `aggregated` division is new in the same version).
+/// before; the native API's `aggregated` division and the user database's commands are new in
+/// the same version).
 pub const LOG_ENTRY_VERSION: u16 = 4;
 
 /// The first envelope version whose request ids are scoped by actor and command.
