@@ -22,6 +22,7 @@ use fedraft_raft::{FedNode, NodeConfig, Proposal};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+mod kubectl;
 mod scenario;
 
 const CLUSTERS: [&str; 3] = ["dc1", "dc2", "dc3"];
@@ -46,6 +47,8 @@ struct Demo {
     dns: Vec<fedraft_dns::DnsServer>,
     api_task: JoinHandle<()>,
     api_url: String,
+    /// The same API over TLS, with a kubeconfig for it.
+    kubectl: kubectl::KubectlDoor,
     token: String,
     http: reqwest::Client,
     /// Holds the temporary data directories alive until the demo ends.
@@ -61,6 +64,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     println!(
         "  console:     {}/ui/ (sign in with the admin token)",
         demo.api_url
+    );
+    println!(
+        "  kubectl:     export KUBECONFIG={}   (TLS at {}; then: kubectl get clusters)",
+        demo.kubectl.kubeconfig.display(),
+        demo.kubectl.url
     );
     for (name, sim) in CLUSTERS.iter().zip(&demo.sims) {
         println!("  cluster {name}: {} (region={name})", sim.url());
@@ -87,6 +95,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         println!(
             "  fedraft --server {} --token {} get objects",
             demo.api_url, demo.token
+        );
+        println!(
+            "  KUBECONFIG={} kubectl get clusters",
+            demo.kubectl.kubeconfig.display()
         );
         println!("press Ctrl-C to stop");
         let _ = tokio::signal::ctrl_c().await;
@@ -236,6 +248,7 @@ async fn start(data_dir: Option<PathBuf>) -> anyhow::Result<Demo> {
         .context("binding the API port")?;
     let api_url = format!("http://{}", api_listener.local_addr()?);
     let router = Api::new(nodes[0].clone(), tokens, ApiConfig::default()).router();
+    let kubectl = kubectl::start(router.clone(), &token, &root.join("kubectl")).await?;
     let api_task = tokio::spawn(async move {
         let _ = axum::serve(api_listener, router).await;
     });
@@ -265,6 +278,7 @@ async fn start(data_dir: Option<PathBuf>) -> anyhow::Result<Demo> {
         dns,
         api_task,
         api_url,
+        kubectl,
         token,
         http: reqwest::Client::builder()
             .timeout(Duration::from_secs(2))
@@ -282,6 +296,7 @@ impl Demo {
             d.shutdown().await;
         }
         self.api_task.abort();
+        self.kubectl.stop();
         for n in &self.nodes {
             if let Err(e) = n.shutdown().await {
                 tracing::warn!(error = %e, "stopping a raft node");

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use base64::Engine as _;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::usage::UsageError;
 
@@ -44,27 +44,50 @@ pub fn run(
             return Err(UsageError("kubeconfig needs --token-file FILE (or --token)".into()).into())
         }
     };
+    let ca = match &args.ca {
+        Some(path) => {
+            Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+        }
+        None => None,
+    };
+    let doc = document(
+        server,
+        &token,
+        ca.as_deref(),
+        &args.name,
+        args.namespace.as_deref(),
+    );
+    print!("{}", serde_yaml::to_string(&doc)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The kubeconfig itself: one cluster (with its CA inline when given), one user holding the
+/// bearer token, and one context joining them, named `name`.
+pub fn document(
+    server: &str,
+    token: &str,
+    ca_pem: Option<&[u8]>,
+    name: &str,
+    namespace: Option<&str>,
+) -> Value {
     let mut cluster = json!({ "server": server.trim_end_matches('/') });
-    if let Some(ca) = &args.ca {
-        let pem = std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
+    if let Some(pem) = ca_pem {
         cluster["certificate-authority-data"] =
             json!(base64::engine::general_purpose::STANDARD.encode(pem));
     }
-    let mut context = json!({ "cluster": args.name, "user": args.name });
-    if let Some(ns) = &args.namespace {
+    let mut context = json!({ "cluster": name, "user": name });
+    if let Some(ns) = namespace {
         context["namespace"] = json!(ns);
     }
-    let doc = json!({
+    json!({
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{ "name": args.name, "cluster": cluster }],
-        "users": [{ "name": args.name, "user": { "token": token } }],
-        "contexts": [{ "name": args.name, "context": context }],
-        "current-context": args.name,
+        "clusters": [{ "name": name, "cluster": cluster }],
+        "users": [{ "name": name, "user": { "token": token } }],
+        "contexts": [{ "name": name, "context": context }],
+        "current-context": name,
         "preferences": {},
-    });
-    print!("{}", serde_yaml::to_string(&doc)?);
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 fn read_token(path: &Path) -> anyhow::Result<String> {

@@ -343,6 +343,22 @@ pub(super) async fn run(demo: &Demo) -> Vec<(String, bool)> {
         ),
         still_ok
     );
+
+    println!("6. kubectl reads the same federation through the Kubernetes-compatible door");
+    match demo.kubectl.clusters_seen_by_kubectl().await {
+        None => println!("    (kubectl is not installed; skipped)"),
+        Some(seen) => {
+            let seen = seen.unwrap_or_else(|e| {
+                println!("    {e:#}");
+                Vec::new()
+            });
+            println!("    kubectl get clusters: {}", seen.join(", "));
+            step!(
+                "kubectl, with the demo's kubeconfig, lists dc1, dc2 and dc3",
+                seen == CLUSTERS
+            );
+        }
+    }
     results
 }
 
