@@ -11,6 +11,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::meta;
+use crate::negotiate::ObjectForm;
 use crate::printers;
 use crate::resource::ResourceDef;
 use crate::status::ApiError;
@@ -396,6 +397,45 @@ pub fn format_labels(m: Option<&Map<String, Value>>) -> String {
     } else {
         pairs.join(",")
     }
+}
+
+/// The body of a get (`list` false) or list answer `v` in `form`: `None` for the objects as they
+/// are, else a `Table` built by `table` (from the objects and the `includeObject` query value
+/// `include_object`) or partial object metadata. A list's `metadata` (resourceVersion, continue)
+/// is carried over.
+pub fn read_body(
+    form: ObjectForm,
+    v: &Value,
+    list: bool,
+    include_object: Option<&str>,
+    table: impl FnOnce(&[Value], IncludeObject) -> Value,
+) -> Result<Option<Value>, ApiError> {
+    let objects = || -> Vec<Value> {
+        if list {
+            v["items"].as_array().cloned().unwrap_or_default()
+        } else {
+            vec![v.clone()]
+        }
+    };
+    Ok(Some(match form {
+        ObjectForm::Object => return Ok(None),
+        ObjectForm::Table(version) => {
+            let include = IncludeObject::from_query(include_object)?;
+            let mut t = table(&objects(), include);
+            t["apiVersion"] = json!(format!("meta.k8s.io/{version}"));
+            if list {
+                t["metadata"] = v["metadata"].clone();
+            }
+            t
+        }
+        ObjectForm::Metadata if list => json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": v["metadata"].clone(),
+            "items": objects().iter().map(partial_metadata).collect::<Vec<_>>(),
+        }),
+        ObjectForm::Metadata => partial_metadata(v),
+    }))
 }
 
 #[cfg(test)]

@@ -334,34 +334,17 @@ pub fn table_of(t: &Target, objects: &[Value], include: IncludeObject) -> Value 
 pub fn reply(call: &Call, code: StatusCode, v: Value, list: bool) -> Response {
     let accept = call.header(header::ACCEPT);
     let form = negotiate::object_form(accept).unwrap_or(ObjectForm::Object);
-    let objects = || -> Vec<Value> {
-        if list {
-            v["items"].as_array().cloned().unwrap_or_default()
-        } else {
-            vec![v.clone()]
-        }
-    };
-    let body = match form {
-        ObjectForm::Object => return (code, Json(v)).into_response(),
-        ObjectForm::Table(version) => {
-            let include = match IncludeObject::from_query(call.params.get("includeObject")) {
-                Ok(i) => i,
-                Err(e) => return Refusal::from(e).into_response(),
-            };
-            let mut t = table_of(&call.target, &objects(), include);
-            t["apiVersion"] = json!(format!("meta.k8s.io/{version}"));
-            if list {
-                t["metadata"] = v["metadata"].clone();
-            }
-            t
-        }
-        ObjectForm::Metadata if list => json!({
-            "kind": "PartialObjectMetadataList",
-            "apiVersion": "meta.k8s.io/v1",
-            "metadata": v["metadata"].clone(),
-            "items": objects().iter().map(table::partial_metadata).collect::<Vec<_>>(),
-        }),
-        ObjectForm::Metadata => table::partial_metadata(&v),
+    let shaped = table::read_body(
+        form,
+        &v,
+        list,
+        call.params.get("includeObject"),
+        |objects, include| table_of(&call.target, objects, include),
+    );
+    let body = match shaped {
+        Ok(Some(body)) => body,
+        Ok(None) => return (code, Json(v)).into_response(),
+        Err(e) => return Refusal::from(e).into_response(),
     };
     let mut resp = (code, Json(body)).into_response();
     if let Ok(ct) = HeaderValue::from_str(&form.content_type(list)) {

@@ -21,7 +21,6 @@ use fedraft_kubeapi::negotiate::{self, ObjectForm};
 use fedraft_kubeapi::selector::{FieldSelector, LabelSelector};
 use fedraft_kubeapi::table::IncludeObject;
 use serde_json::{json, Value};
-use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
 use super::read::{authorize_read, candidates, selectors, table_of};
@@ -30,6 +29,7 @@ use super::{Call, KResult, Refusal, Store, Target};
 use crate::auth::Role;
 use crate::routes::common::{read, tenant_namespaces};
 use crate::watch::ring::{EventType, LiveMsg, Payload, WatchEvent};
+use crate::watch::stream::{follow, Lines};
 use crate::App;
 
 /// Lines buffered per stream before the pump waits for the client.
@@ -282,7 +282,7 @@ async fn pump(
     filter: &Filter,
     initial: Vec<Loaded>,
     backlog: Vec<Arc<WatchEvent>>,
-    mut rx: tokio::sync::broadcast::Receiver<LiveMsg>,
+    rx: tokio::sync::broadcast::Receiver<LiveMsg>,
     from: u64,
     bookmarks: bool,
     every: Duration,
@@ -303,53 +303,14 @@ async fn pump(
         }
     }
     drop(initial);
-    let mut sent = from;
-    let mut seen = from;
-    let send = |e: &WatchEvent| filter.render(app, e);
-    for e in backlog.iter().filter(|e| e.resource_version > from) {
-        seen = seen.max(e.resource_version);
-        if let Some((kind, obj)) = send(e) {
-            sent = e.resource_version;
-            if tx.send(Ok(line(&filter.event(kind, obj)))).await.is_err() {
-                return;
-            }
-        }
-    }
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            msg = rx.recv() => match msg {
-                Ok(LiveMsg::Event(e)) => {
-                    if e.resource_version <= from {
-                        continue;
-                    }
-                    seen = seen.max(e.resource_version);
-                    if let Some((kind, obj)) = send(&e) {
-                        sent = e.resource_version;
-                        if tx.send(Ok(line(&filter.event(kind, obj)))).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                Ok(LiveMsg::Progress(i)) => seen = seen.max(i),
-                Ok(LiveMsg::Reset) | Err(RecvError::Lagged(_)) => {
-                    let _ = tx.send(Ok(line(&expired(
-                        "watch fell behind; restart from a fresh list".into(),
-                    )))).await;
-                    return;
-                }
-                Err(RecvError::Closed) => return,
-            },
-            _ = tick.tick() => {
-                if bookmarks && seen > sent {
-                    sent = seen;
-                    if tx.send(Ok(line(&filter.bookmark(seen)))).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            _ = tx.closed() => return,
-        }
-    }
+    let lines = Lines {
+        event: |e: &WatchEvent| {
+            filter
+                .render(app, e)
+                .map(|(kind, obj)| line(&filter.event(kind, obj)))
+        },
+        bookmark: |rv| bookmarks.then(|| line(&filter.bookmark(rv))),
+        gone: |_, message: &str| line(&expired(message.to_string())),
+    };
+    follow(tx, &lines, &backlog, rx, from, every, |_| {}).await;
 }

@@ -221,15 +221,13 @@ async fn pump(
     filter: Filter,
     initial: Vec<WatchEvent>,
     backlog: Vec<Arc<WatchEvent>>,
-    mut rx: tokio::sync::broadcast::Receiver<LiveMsg>,
+    rx: tokio::sync::broadcast::Receiver<LiveMsg>,
     from: u64,
     initial_bookmark: bool,
     bookmark_every: Duration,
     metrics: ApiMetrics,
 ) {
     let _live = metrics.watching(WatchKind::Resources);
-    let mut sent_rv = from;
-    let mut seen_rv = from;
     for e in initial.iter().filter(|e| filter.passes(e)) {
         if tx.send(Ok(line(e))).await.is_err() {
             return;
@@ -243,16 +241,53 @@ async fn pump(
     {
         return;
     }
+    let lines = Lines {
+        event: |e: &WatchEvent| filter.passes(e).then(|| line(e)),
+        bookmark: |rv| Some(line(&WatchEvent::bookmark(rv))),
+        gone: |rv, message: &str| line(&WatchEvent::gone(rv, message)),
+    };
+    follow(&tx, &lines, &backlog, rx, from, bookmark_every, |drop| {
+        metrics.watch_dropped(drop)
+    })
+    .await;
+}
+
+/// How one kind of watch stream writes an event (None: the watcher may not see it), a bookmark
+/// (None: bookmarks were not asked for) and the final 410 line.
+pub(crate) struct Lines<E, B, G> {
+    pub event: E,
+    pub bookmark: B,
+    pub gone: G,
+}
+
+/// The part every watch stream shares: the retained events after `from`, then the live ones,
+/// with a bookmark every `every` when the log moved past what was last sent, until the client
+/// leaves or the stream falls behind the ring (a final 410 line, and `dropped` says why).
+pub(crate) async fn follow<E, B, G>(
+    tx: &mpsc::Sender<Result<Bytes, Infallible>>,
+    lines: &Lines<E, B, G>,
+    backlog: &[Arc<WatchEvent>],
+    mut rx: tokio::sync::broadcast::Receiver<LiveMsg>,
+    from: u64,
+    every: Duration,
+    dropped: impl FnOnce(WatchDrop),
+) where
+    E: Fn(&WatchEvent) -> Option<Bytes>,
+    B: Fn(u64) -> Option<Bytes>,
+    G: Fn(u64, &str) -> Bytes,
+{
+    let mut sent_rv = from;
+    let mut seen_rv = from;
     for e in backlog.iter().filter(|e| e.resource_version > from) {
         seen_rv = seen_rv.max(e.resource_version);
-        if filter.passes(e) {
+        if let Some(bytes) = (lines.event)(e) {
             sent_rv = e.resource_version;
-            if tx.send(Ok(line(e))).await.is_err() {
+            if tx.send(Ok(bytes)).await.is_err() {
                 return;
             }
         }
     }
-    let mut tick = tokio::time::interval(bookmark_every);
+    let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -262,30 +297,33 @@ async fn pump(
                         continue;
                     }
                     seen_rv = seen_rv.max(e.resource_version);
-                    if filter.passes(&e) {
+                    if let Some(bytes) = (lines.event)(&e) {
                         sent_rv = e.resource_version;
-                        if tx.send(Ok(line(&e))).await.is_err() {
+                        if tx.send(Ok(bytes)).await.is_err() {
                             return;
                         }
                     }
                 }
                 Ok(LiveMsg::Progress(i)) => seen_rv = seen_rv.max(i),
                 Ok(LiveMsg::Reset) | Err(RecvError::Lagged(_)) => {
-                    metrics.watch_dropped(if matches!(msg, Ok(LiveMsg::Reset)) {
+                    dropped(if matches!(msg, Ok(LiveMsg::Reset)) {
                         WatchDrop::Reset
                     } else {
                         WatchDrop::Lagged
                     });
-                    let _ = tx.send(Ok(line(&WatchEvent::gone(seen_rv, "watch fell behind; restart from a fresh list")))).await;
+                    let gone = (lines.gone)(seen_rv, "watch fell behind; restart from a fresh list");
+                    let _ = tx.send(Ok(gone)).await;
                     return;
                 }
                 Err(RecvError::Closed) => return,
             },
             _ = tick.tick() => {
                 if seen_rv > sent_rv {
-                    sent_rv = seen_rv;
-                    if tx.send(Ok(line(&WatchEvent::bookmark(seen_rv)))).await.is_err() {
-                        return;
+                    if let Some(bytes) = (lines.bookmark)(seen_rv) {
+                        sent_rv = seen_rv;
+                        if tx.send(Ok(bytes)).await.is_err() {
+                            return;
+                        }
                     }
                 }
             }

@@ -28,7 +28,7 @@ use crate::{admin, faults, meta, watch, writes, Shared};
 use fedraft_kubeapi::discovery::AggregatedVersion;
 use fedraft_kubeapi::negotiate::{self, DiscoveryForm, ObjectForm};
 use fedraft_kubeapi::paging::{self, ContinueToken};
-use fedraft_kubeapi::table::{self, IncludeObject};
+use fedraft_kubeapi::table;
 
 /// kube-apiserver's own request body limit is 3 MiB.
 const BODY_LIMIT_BYTES: usize = 3 * 1024 * 1024;
@@ -270,34 +270,17 @@ fn read_reply(call: &Call, code: StatusCode, v: Value, list: bool) -> Response {
         .get(header::ACCEPT)
         .and_then(|a| a.to_str().ok());
     let form = negotiate::object_form(accept).unwrap_or(ObjectForm::Object);
-    let objects = || -> Vec<Value> {
-        if list {
-            v["items"].as_array().cloned().unwrap_or_default()
-        } else {
-            vec![v.clone()]
-        }
-    };
-    let body = match form {
-        ObjectForm::Object => return (code, Json(v)).into_response(),
-        ObjectForm::Table(version) => {
-            let include = match IncludeObject::from_query(call.params.get("includeObject")) {
-                Ok(i) => i,
-                Err(e) => return status::respond(e),
-            };
-            let mut t = table::table(call.target.res, &objects(), meta::now_unix(), include);
-            t["apiVersion"] = json!(format!("meta.k8s.io/{version}"));
-            if list {
-                t["metadata"] = v["metadata"].clone();
-            }
-            t
-        }
-        ObjectForm::Metadata if list => json!({
-            "kind": "PartialObjectMetadataList",
-            "apiVersion": "meta.k8s.io/v1",
-            "metadata": v["metadata"].clone(),
-            "items": objects().iter().map(table::partial_metadata).collect::<Vec<_>>(),
-        }),
-        ObjectForm::Metadata => table::partial_metadata(&v),
+    let shaped = table::read_body(
+        form,
+        &v,
+        list,
+        call.params.get("includeObject"),
+        |objects, include| table::table(call.target.res, objects, meta::now_unix(), include),
+    );
+    let body = match shaped {
+        Ok(Some(body)) => body,
+        Ok(None) => return (code, Json(v)).into_response(),
+        Err(e) => return status::respond(e),
     };
     let mut reply = (code, Json(body)).into_response();
     if let Ok(ct) = header::HeaderValue::from_str(&form.content_type(list)) {
