@@ -100,20 +100,21 @@ pub(crate) struct Data {
 }
 
 /// What one `apply` accumulates for its caller.
-pub(crate) struct Ctx {
+pub(crate) struct Ctx<'e> {
     pub index: u64,
     /// The entry's envelope version: what its commands may mean (`LOG_ENTRY_VERSION`).
     pub version: u16,
     /// The entry's actor, as far as rights go (`admission::Actor`).
     pub actor: Actor,
-    /// The entry's actor as written (the user database resolves `user:NAME` by it).
-    pub actor_id: String,
+    /// The entry's actor as written (the user database resolves `user:NAME` by it), borrowed
+    /// from the entry: most commands never read it.
+    pub actor_id: &'e str,
     pub now_ms: u64,
     pub changes: Vec<Change>,
     pub decisions: Vec<(ObjectKey, Decision)>,
 }
 
-impl Ctx {
+impl Ctx<'_> {
     pub fn change(&mut self, kind: ChangeKind, key: impl Into<String>, op: ChangeOp) {
         self.changes.push(Change {
             kind,
@@ -225,7 +226,7 @@ impl State {
             index,
             version: entry.version,
             actor: Actor::of_entry(entry.version, &entry.actor),
-            actor_id: entry.actor.clone(),
+            actor_id: &entry.actor,
             now_ms,
             changes: Vec::new(),
             decisions: Vec::new(),

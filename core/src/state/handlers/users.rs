@@ -57,7 +57,7 @@ impl State {
                 None => Err(forbidden(format!("user {name:?} no longer exists"))),
             };
         }
-        match Actor::parse(&ctx.actor_id) {
+        match Actor::parse(ctx.actor_id) {
             Actor::Tenant { name, .. } => Err(forbidden(format!(
                 "{name:?} is a tenant member and only admins manage users"
             ))),
@@ -211,7 +211,7 @@ impl State {
                 created_ms: now,
                 expires_ms: issue.ttl_ms.map(|t| now.saturating_add(t)),
                 revoked_ms: None,
-                issued_by: ctx.actor_id.clone(),
+                issued_by: ctx.actor_id.to_string(),
             },
         );
         Ok(Some(ctx.index))
