@@ -225,16 +225,16 @@ impl From<FieldError> for UserError {
 
 /// Checks a spec on its own (names are DNS labels, as namespaces and tenants are).
 pub fn validate_spec(spec: &UserSpec) -> Result<(), UserError> {
-    crate::state::validate::dns_label(&spec.name, "name")?;
+    crate::policy::validate_dns_label(&spec.name, "name")?;
     if let UserRole::Tenant { tenant } = &spec.role {
-        crate::state::validate::dns_label(tenant, "role")?;
+        crate::policy::validate_dns_label(tenant, "role")?;
     }
     Ok(())
 }
 
 /// Checks an issue on its own: the id's and the hash's shapes, and the lifetime.
 pub fn validate_issue(issue: &TokenIssue) -> Result<(), UserError> {
-    crate::state::validate::dns_label(&issue.user, "user")?;
+    crate::policy::validate_dns_label(&issue.user, "user")?;
     if !is_lower_hex(&issue.id, TOKEN_ID_HEX_LEN) {
         return Err(UserError::invalid(
             "id",

@@ -136,7 +136,7 @@ impl AdmissionPolicy {
                 && kind.chars().next().is_some_and(|c| c.is_ascii_uppercase())
                 && kind.chars().all(|c| c.is_ascii_alphanumeric());
             let group_ok =
-                group.is_empty() || crate::state::validate::dns_subdomain(group, &field).is_ok();
+                group.is_empty() || crate::policy::validate_dns_subdomain(group, &field).is_ok();
             if !kind_ok || !group_ok {
                 return Err(FieldError::new(
                     field,

@@ -19,7 +19,9 @@ mod names;
 mod overrides;
 mod selector;
 
-pub use names::{validate_dns_label, validate_label_key, validate_label_value};
+pub use names::{
+    validate_dns_label, validate_dns_subdomain, validate_label_key, validate_label_value,
+};
 pub use overrides::{ImageOverride, JsonPatchOp, Override, PatchOpKind};
 pub use selector::{
     LabelSelector, LabelSelectorRequirement, SelectorOperator, CLUSTER_NAME_KEY,

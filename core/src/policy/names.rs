@@ -23,6 +23,23 @@ pub fn validate_dns_label(name: &str, field: &str) -> Result<(), FieldError> {
     }
 }
 
+/// A DNS-1123 subdomain: dot-separated DNS labels, at most 253 bytes in all.
+pub fn validate_dns_subdomain(name: &str, field: &str) -> Result<(), FieldError> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .split('.')
+            .all(|part| validate_dns_label(part, field).is_ok());
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            format!("{name:?} is not a DNS-1123 subdomain"),
+        ))
+    }
+}
+
 /// A Kubernetes label key: optional DNS prefix and `/`, then a name of 1 to 63 characters.
 pub fn validate_label_key(key: &str, field: &str) -> Result<(), FieldError> {
     let (prefix, name) = match key.rsplit_once('/') {

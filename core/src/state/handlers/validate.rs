@@ -9,30 +9,16 @@ use serde_json::Value;
 
 use crate::error::FieldError;
 use crate::model::TemplateInfo;
-use crate::policy::{validate_dns_label, validate_label_key, validate_label_value, Taint};
+use crate::policy::{
+    validate_dns_label, validate_dns_subdomain, validate_label_key, validate_label_value, Taint,
+};
 use crate::render;
 
 /// Largest template accepted, in bytes of JSON text (Kubernetes' own object limit is ~1.5 MiB
 /// in etcd; one MiB leaves room for fedraft's labels and overrides).
 pub const MAX_TEMPLATE_BYTES: usize = 1024 * 1024;
-/// Largest DNS-1123 subdomain (object names).
-const MAX_SUBDOMAIN_BYTES: usize = 253;
-
-/// A DNS-1123 subdomain: dot-separated labels, at most 253 characters (Kubernetes object names).
 pub fn dns_subdomain(name: &str, field: &str) -> Result<(), FieldError> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_SUBDOMAIN_BYTES
-        && name
-            .split('.')
-            .all(|part| validate_dns_label(part, field).is_ok());
-    if ok {
-        Ok(())
-    } else {
-        Err(FieldError::new(
-            field,
-            format!("{name:?} is not a DNS-1123 subdomain"),
-        ))
-    }
+    validate_dns_subdomain(name, field)
 }
 
 pub fn dns_label(name: &str, field: &str) -> Result<(), FieldError> {
