@@ -19,8 +19,7 @@ use openraft::{AnyError, OptionalSend, RaftLogId, RaftLogReader, StorageIOError}
 
 use crate::codec;
 use crate::log_cache::{LogCache, MAX_CACHED_BYTES, MAX_CACHED_ENTRIES};
-use crate::state_machine::SavedSnapshot;
-use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
+use crate::types::{Entry, LogId, SavedSnapshot, StorageError, TypeConfig, Vote};
 
 /// Awaits a queued store write.
 pub(crate) async fn store_op(f: impl FnOnce(Done)) -> Result<(), StoreError> {

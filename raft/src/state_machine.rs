@@ -35,11 +35,9 @@ use crate::failure::FirstFailure;
 use crate::log_store::{store_op, store_read};
 use crate::metrics::ImageMetrics;
 use crate::types::{
-    AppliedEntry, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
+    AppliedEntry, Entry, LogId, SavedSnapshot, Snapshot, SnapshotMeta, StorageError,
+    StoredMembership, TypeConfig,
 };
-
-/// The raft position of the snapshot saved in the store, shared with the log store.
-pub(crate) type SavedSnapshot = Arc<tokio::sync::Mutex<Option<LogId>>>;
 
 /// Applied entries kept for slow subscribers before they see `Lagged`.
 pub const SUBSCRIBER_BUFFER_ENTRIES: usize = 4096;

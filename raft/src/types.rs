@@ -59,6 +59,10 @@ pub type Snapshot = openraft::Snapshot<TypeConfig>;
 pub type StorageError = openraft::StorageError<NodeId>;
 pub type Raft = openraft::Raft<TypeConfig>;
 
+/// The raft position of the snapshot saved in the store, written by the state machine and
+/// read by the log store (which must not purge past it).
+pub(crate) type SavedSnapshot = std::sync::Arc<tokio::sync::Mutex<Option<LogId>>>;
+
 /// A command to commit. The leader wraps it in a `LogEntry` and stamps the time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Proposal {
