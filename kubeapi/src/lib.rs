@@ -27,7 +27,6 @@ mod printers;
 pub mod resource;
 pub mod selector;
 pub mod status;
-pub mod strategic;
 pub mod strategy;
 pub mod table;
 

@@ -5,10 +5,18 @@
 
 use serde_json::Value;
 
+mod error;
+mod merge;
+mod strategic;
+
+pub use error::PatchError;
+pub use merge::{merge_diff, merge_patch};
+pub use strategic::strategic_merge_patch;
+
 use crate::meta;
 use crate::resource::ResourceDef;
-use crate::status::{ApiError, Subject};
-use crate::{strategic, strategy};
+use crate::status::ApiError;
+use crate::strategy;
 
 /// A PATCH body's media type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,75 +61,6 @@ impl PatchType {
     }
 }
 
-/// A patch that could not be applied.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum PatchError {
-    /// The body is not a patch of its type (400 in Kubernetes).
-    #[error("invalid {patch} patch: {message}")]
-    Malformed {
-        patch: &'static str,
-        message: String,
-    },
-    /// The patch is well formed but fails against this object (422); `path` is a JSON pointer.
-    #[error("{message}")]
-    Failed { path: String, message: String },
-    /// Strategic merge patch of a kind without a patch schema (a custom resource): 415.
-    #[error("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")]
-    StrategicUnsupported,
-}
-
-impl PatchError {
-    /// The Status a server answers with, about the object `name` of type `res`.
-    pub fn into_api_error(self, res: &ResourceDef, name: &str) -> ApiError {
-        match self {
-            PatchError::Malformed { .. } => ApiError::BadRequest(self.to_string()),
-            PatchError::Failed { message, .. } => ApiError::invalid(
-                Subject {
-                    group: res.group.clone(),
-                    kind: res.kind.clone(),
-                    name: name.to_string(),
-                },
-                "patch",
-                &message,
-            ),
-            PatchError::StrategicUnsupported => ApiError::UnsupportedMediaType(self.to_string()),
-        }
-    }
-}
-
-/// Applies a JSON merge patch (RFC 7386): maps merge, null deletes, anything else replaces.
-pub fn merge_patch(current: &Value, patch: &Value) -> Value {
-    let mut out = current.clone();
-    json_patch::merge(&mut out, patch);
-    out
-}
-
-/// The JSON merge patch that turns `from` into `to` (removed keys become `null`). Exact when
-/// `to` holds no `null` values, which a merge patch cannot express.
-pub fn merge_diff(from: &Value, to: &Value) -> Value {
-    match (from, to) {
-        (Value::Object(a), Value::Object(b)) => {
-            let mut out = serde_json::Map::new();
-            for k in a.keys().filter(|k| !b.contains_key(*k)) {
-                out.insert(k.clone(), Value::Null);
-            }
-            for (k, v) in b {
-                match a.get(k) {
-                    Some(old) if old == v => {}
-                    Some(old) => {
-                        out.insert(k.clone(), merge_diff(old, v));
-                    }
-                    None => {
-                        out.insert(k.clone(), merge_diff(&Value::Null, v));
-                    }
-                }
-            }
-            Value::Object(out)
-        }
-        _ => to.clone(),
-    }
-}
-
 /// Applies a JSON patch (RFC 6902) atomically: on failure nothing is applied and the error
 /// names the operation's path.
 pub fn json_patch(current: &Value, patch: &Value) -> Result<Value, PatchError> {
@@ -154,10 +93,8 @@ pub fn patch(
         PatchType::StrategicMerge if !strategy::supports_strategic(&res.group, &res.kind) => {
             Err(PatchError::StrategicUnsupported.into_api_error(res, name))
         }
-        PatchType::StrategicMerge => {
-            strategic::strategic_merge_patch(&res.group, &res.kind, current, body)
-                .map_err(|e| e.into_api_error(res, name))
-        }
+        PatchType::StrategicMerge => strategic_merge_patch(&res.group, &res.kind, current, body)
+            .map_err(|e| e.into_api_error(res, name)),
         PatchType::Apply => Err(ApiError::UnsupportedMediaType(
             "server-side apply needs a field manager; use apply::apply".into(),
         )),

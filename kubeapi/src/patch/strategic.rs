@@ -19,7 +19,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::patch::PatchError;
+use super::error::PatchError;
+use super::merge::merge_patch;
 use crate::strategy::{self, Strategy};
 
 const PATCH: &str = "$patch";
@@ -36,7 +37,7 @@ pub fn strategic_merge_patch(
     patch: &Value,
 ) -> Result<Value, PatchError> {
     let Some(root) = strategy::root_type(group, kind) else {
-        return Ok(crate::patch::merge_patch(current, patch));
+        return Ok(merge_patch(current, patch));
     };
     let Value::Object(p) = patch else {
         return Err(PatchError::Malformed {
@@ -541,7 +542,7 @@ mod tests {
         let cr = json!({"spec": {"items": [{"name": "a", "v": 1}], "m": {"x": 1}}});
         let patch = json!({"spec": {"items": [{"name": "b"}], "m": {"y": 2}}});
         let out = strategic_merge_patch("example.com", "Widget", &cr, &patch).unwrap();
-        assert_eq!(out, crate::patch::merge_patch(&cr, &patch));
+        assert_eq!(out, merge_patch(&cr, &patch));
         assert_eq!(out["spec"]["items"], json!([{"name": "b"}]));
     }
 }

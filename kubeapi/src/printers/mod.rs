@@ -5,11 +5,12 @@
 //! read a clock: ages come from the caller's `now` (Unix seconds).
 
 mod derived;
+pub(crate) mod format;
 
 use serde_json::{json, Value};
 
 use crate::selector::LabelSelector;
-use crate::table::{age, format_labels, human_duration, unix_seconds, Column};
+use format::{age, format_labels, human_duration, unix_seconds, Column};
 
 const NAME: &str = "Name must be unique within a namespace.";
 const AGE: &str =

@@ -4,7 +4,7 @@
 //! - a strategic merge patch, applied twice, changes nothing the second time;
 //! - server-side apply of the same configuration twice is a no-op.
 
-use fedraft_kubeapi::{apply, meta, patch, resource, strategic};
+use fedraft_kubeapi::{apply, meta, patch, resource};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
@@ -104,7 +104,7 @@ proptest! {
     fn strategic_without_directives_on_maps_is_merge_patch(a in map_doc(), p in map_patch()) {
         let want = patch::merge_patch(&a, &p);
         for (group, kind) in [("", "ConfigMap"), ("apps", "Deployment"), ("", "Pod")] {
-            let got = strategic::strategic_merge_patch(group, kind, &a, &p).unwrap();
+            let got = patch::strategic_merge_patch(group, kind, &a, &p).unwrap();
             prop_assert_eq!(&got, &want, "{}", kind);
         }
     }
@@ -122,8 +122,8 @@ proptest! {
             "metadata": {"finalizers": pf},
             "spec": {"template": {"spec": {"containers": upd}}}
         });
-        let once = strategic::strategic_merge_patch("apps", "Deployment", &a, &p).unwrap();
-        let twice = strategic::strategic_merge_patch("apps", "Deployment", &once, &p).unwrap();
+        let once = patch::strategic_merge_patch("apps", "Deployment", &a, &p).unwrap();
+        let twice = patch::strategic_merge_patch("apps", "Deployment", &once, &p).unwrap();
         prop_assert_eq!(once, twice);
     }
 

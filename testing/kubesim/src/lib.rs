@@ -64,7 +64,7 @@ mod watch;
 mod writes;
 
 // Kubernetes semantics shared with fedraft's door; the modules here use them by these names.
-use fedraft_kubeapi::{apply, fields, patch, selector, strategic};
+use fedraft_kubeapi::{apply, fields, patch, selector};
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use crate::call::{Call, Reply, Target};
 use crate::status::ApiError;
 use crate::store::{Change, Outcome};
-use crate::{apply, controller, fields, meta, patch, strategic, validate};
+use crate::{apply, controller, fields, meta, patch, validate};
 
 fn content_type(call: &Call) -> &str {
     call.headers
@@ -319,7 +319,7 @@ pub fn patch(call: &Call) -> Reply {
                 // Lists merge by their patch keys, which kubectl's client-side apply relies on
                 // (it deletes a container with a `$patch: delete` item); kinds without a patch
                 // schema are merged as by a merge patch.
-                strategic::strategic_merge_patch(&t.res.group, &t.res.kind, cur, &patch)
+                patch::strategic_merge_patch(&t.res.group, &t.res.kind, cur, &patch)
                     .map_err(|e| e.into_api_error(t.res, meta::name(cur)))?
             } else {
                 check_precondition(t, &patch, cur)?;
