@@ -259,7 +259,12 @@ async fn dispatch(
     if !call.target.served.def.verbs.iter().any(|v| v == verb) {
         return Refusal::method_not_allowed(method.as_str()).into_response();
     }
+    // The scale subresource has its own handlers; only these three verbs reach it.
+    let scale = call.target.sub.as_deref() == Some("scale");
     let result = match verb {
+        "get" if scale => scale::get(&call).await,
+        "update" if scale => scale::replace(&call, body).await,
+        "patch" if scale => scale::patch(&call, body).await,
         "get" => read::get(&call).await,
         "list" => read::list(&call).await,
         "watch" => watch::watch(&call).await,

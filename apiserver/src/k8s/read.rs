@@ -89,9 +89,6 @@ pub async fn get(call: &Call) -> KResult<Response> {
     let t = &call.target;
     let name = t.name.clone().unwrap_or_default();
     authorize_read(call, t.ns.as_deref())?;
-    if t.sub.as_deref() == Some("scale") {
-        return super::scale::get_scale(call).await;
-    }
     let loaded = load_one(call, &name)
         .await?
         .ok_or_else(|| Refusal::not_found(t.subject(&name)))?;

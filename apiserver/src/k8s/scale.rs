@@ -3,6 +3,7 @@
 //! `spec.replicas` through the same one-proposal path as every other write (`write`). Must not:
 //! change anything of the template but `spec.replicas`.
 
+use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -10,7 +11,10 @@ use fedraft_kubeapi::{meta, patch, PatchType};
 use serde_json::{json, Value};
 
 use super::read::{authorize_read, load_one, reply};
-use super::write::{kind_subject, precondition, preview, propose_put, written, CONFLICT_ATTEMPTS};
+use super::write::{
+    kind_subject, patch_request, precondition, preview, propose_put, replacement, written,
+    CONFLICT_ATTEMPTS,
+};
 use super::{Call, KResult, Refusal};
 
 /// The `autoscaling/v1` Scale of a template.
@@ -44,7 +48,7 @@ fn scale_of(obj: &Value) -> Value {
     })
 }
 
-pub async fn get_scale(call: &Call) -> KResult<Response> {
+pub async fn get(call: &Call) -> KResult<Response> {
     let t = &call.target;
     let name = t.name.clone().unwrap_or_default();
     authorize_read(call, t.ns.as_deref())?;
@@ -54,12 +58,17 @@ pub async fn get_scale(call: &Call) -> KResult<Response> {
     Ok(reply(call, StatusCode::OK, scale_of(&cur.render()), false))
 }
 
-pub(super) async fn patch_scale(
-    call: &Call,
-    name: &str,
-    kind: PatchType,
-    body: &Value,
-) -> KResult<Response> {
+/// `kubectl scale`: a PUT of the whole Scale.
+pub async fn replace(call: &Call, body: Body) -> KResult<Response> {
+    let (obj, name) = replacement(call, body).await?;
+    let replicas = obj.pointer("/spec/replicas").cloned();
+    set_replicas(call, &name, replicas, precondition(&obj)).await
+}
+
+/// A JSON or merge patch of the Scale (`kubectl patch --subresource=scale`).
+pub async fn patch(call: &Call, body: Body) -> KResult<Response> {
+    let (name, kind, body) = patch_request(call, body).await?;
+    let name = name.as_str();
     let t = &call.target;
     let cur = load_one(call, name)
         .await?
@@ -67,16 +76,16 @@ pub(super) async fn patch_scale(
     let scale = scale_of(&cur.render());
     let next = match kind {
         PatchType::Json => {
-            patch::json_patch(&scale, body).map_err(|e| e.into_api_error(&t.served.def, name))?
+            patch::json_patch(&scale, &body).map_err(|e| e.into_api_error(&t.served.def, name))?
         }
-        _ => patch::merge_patch(&scale, body),
+        _ => patch::merge_patch(&scale, &body),
     };
     let replicas = next.pointer("/spec/replicas").cloned();
-    set_replicas(call, name, replicas, precondition(body)).await
+    set_replicas(call, name, replicas, precondition(&body)).await
 }
 
 /// Sets `spec.replicas` of the template (the scale subresource's one write).
-pub(super) async fn set_replicas(
+async fn set_replicas(
     call: &Call,
     name: &str,
     replicas: Option<Value>,

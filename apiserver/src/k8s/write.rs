@@ -246,16 +246,19 @@ pub async fn create(call: &Call, body: Body) -> KResult<Response> {
     Ok((StatusCode::CREATED, Json(written(call, &name)?)).into_response())
 }
 
-pub async fn replace(call: &Call, body: Body) -> KResult<Response> {
+/// A PUT body checked against the URL and the caller's rights: the object and its name.
+pub(super) async fn replacement(call: &Call, body: Body) -> KResult<(Value, String)> {
     let t = &call.target;
     let mut obj = read_body(call, body).await?;
     check_identity(t, &mut obj)?;
     let name = check_name(t, &mut obj)?;
     authorize_write(call, &name)?;
-    if t.sub.as_deref() == Some("scale") {
-        let replicas = obj.pointer("/spec/replicas").cloned();
-        return super::scale::set_replicas(call, &name, replicas, precondition(&obj)).await;
-    }
+    Ok((obj, name))
+}
+
+pub async fn replace(call: &Call, body: Body) -> KResult<Response> {
+    let t = &call.target;
+    let (obj, name) = replacement(call, body).await?;
     let pre = precondition(&obj);
     let mut attempts = 0;
     loop {
@@ -291,7 +294,9 @@ fn manager(call: &Call) -> String {
         .collect()
 }
 
-pub async fn patch(call: &Call, body: Body) -> KResult<Response> {
+/// A PATCH request checked against the caller's rights and the patch rules: the object's name,
+/// the patch type and the body.
+pub(super) async fn patch_request(call: &Call, body: Body) -> KResult<(String, PatchType, Value)> {
     let t = &call.target;
     let name = t.name.clone().unwrap_or_default();
     authorize_write(call, &name)?;
@@ -316,9 +321,13 @@ pub async fn patch(call: &Call, body: Body) -> KResult<Response> {
     }
     // Apply bodies are YAML; JSON is YAML too.
     let body = read_body_as(call, body, kind == PatchType::Apply).await?;
-    if t.sub.as_deref() == Some("scale") {
-        return super::scale::patch_scale(call, &name, kind, &body).await;
-    }
+    Ok((name, kind, body))
+}
+
+pub async fn patch(call: &Call, body: Body) -> KResult<Response> {
+    let t = &call.target;
+    let (name, kind, body) = patch_request(call, body).await?;
+    let force = call.params.flag("force");
     let mut applied = body.clone();
     if kind == PatchType::Apply {
         check_identity(t, &mut applied)?;
