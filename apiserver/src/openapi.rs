@@ -83,6 +83,7 @@ pub fn document() -> Value {
             "put": op("Create or replace an object", "200", Some("FederatedObject"), Some("FederatedObjectInput"), WRITE),
             "delete": op("Delete an object", "200", Some("Status"), None, WRITE),
         },
+        "/v1/namespaces/{ns}/objects/{name}/rendered": {"get": op("The manifest written to each member cluster the object is placed on (Secret values redacted)", "200", None, None, READ)},
         "/v1/tenants": {"get": op("List tenants", "200", Some("TenantList"), None, READ)},
         "/v1/tenants/{name}": {
             "get": op("Read a tenant", "200", Some("Tenant"), None, READ),
@@ -314,6 +315,7 @@ mod tests {
             "/v1/objects",
             "/v1/namespaces/{ns}/objects",
             "/v1/namespaces/{ns}/objects/{name}",
+            "/v1/namespaces/{ns}/objects/{name}/rendered",
             "/v1/tenants",
             "/v1/tenants/{name}",
             "/v1/schedule/dry-run",

@@ -11,6 +11,7 @@ mod endpoints;
 mod kubeconfig;
 mod members;
 pub(crate) mod objects;
+mod rendered;
 mod rotate;
 mod schedule;
 pub(crate) mod system;
@@ -42,6 +43,10 @@ pub(crate) fn router(app: App) -> Router {
             get(objects::get_one)
                 .put(objects::put)
                 .delete(objects::delete),
+        )
+        .route(
+            "/v1/namespaces/{ns}/objects/{name}/rendered",
+            get(rendered::get),
         )
         .route(
             "/v1/namespaces/{ns}/services/{name}/endpoints",

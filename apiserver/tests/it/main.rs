@@ -13,5 +13,6 @@ mod api;
 mod audit_api;
 mod endpoints;
 mod k8s_door;
+mod rendered;
 mod users_api;
 mod watch_resume;

@@ -18,6 +18,19 @@ function problems(o) {
   return ((o.status && o.status.conditions) || []).filter((c) => c.status !== "True");
 }
 
+// The manifest each member cluster receives, as the server rendered it (Secret values redacted
+// there, never here).
+function renderedDetails(rendered) {
+  const body = !rendered ? [h("p", {}, "Loading…")]
+    : rendered.error ? [h("p", { class: "muted" }, `Unavailable: ${rendered.error}`)]
+    : !(rendered.clusters || []).length ? [h("p", { class: "muted" }, "Placed on no cluster.")]
+    : rendered.clusters.flatMap((c) => [
+      h("h4", {}, `${c.cluster} (${c.replicas} replicas)`),
+      c.error ? h("p", { class: "warn" }, c.error) : h("pre", { "data-cluster": c.cluster }, JSON.stringify(c.manifest, null, 2)),
+    ]);
+  return h("details", { id: "wl-rendered" }, h("summary", {}, "Rendered per cluster"), ...body);
+}
+
 export function workloadsView(root, ctx) {
   const p = ctx.route.params;
   let page = Number(p.get("page") || 0);
@@ -68,6 +81,7 @@ export function workloadsView(root, ctx) {
   let history = null;
   let historyFor = "";
   let fullDoc = null;
+  let rendered = null;
   async function renderDetail(fetchMore) {
     const o = ctx.live.objects.get(selected);
     if (!o) { replace(detail, h("p", {}, `${selected} does not exist (or is not yours to see).`)); return; }
@@ -77,7 +91,9 @@ export function workloadsView(root, ctx) {
       historyFor = selected;
       history = null;
       fullDoc = null;
+      rendered = null;
       try { fullDoc = await api(path); } catch { fullDoc = null; }
+      try { rendered = await api(`${path}/rendered`); } catch (e) { rendered = { error: e.message }; }
       try { history = await api(`/v1/audit/explain/${encodeURIComponent(ns)}/${encodeURIComponent(name)}`); } catch (e) { history = { error: e.message }; }
     }
     const st = o.status;
@@ -109,7 +125,8 @@ export function workloadsView(root, ctx) {
           history && history.changes ? h("p", {}, h("a", { href: `#/timeline?object=${encodeURIComponent(selected)}` }, "This object on the timeline")) : null)),
       h("details", {}, h("summary", {}, "Template and overrides"),
         h("p", { class: "muted" }, "What fedraft applies to each cluster is this template with the overrides for that cluster; credentials never appear here."),
-        h("pre", {}, JSON.stringify({ template: o.template, overrides: o.overrides, placement: o.placement }, null, 2))));
+        h("pre", {}, JSON.stringify({ template: o.template, overrides: o.overrides, placement: o.placement }, null, 2))),
+      renderedDetails(rendered));
   }
 
   filter.addEventListener("input", debounce(() => { page = 0; ctx.setParams(params()); render(); }, 150));
