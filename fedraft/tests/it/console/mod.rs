@@ -92,9 +92,72 @@ return [...document.querySelectorAll('input, button, select, textarea, a[href]')
   .map((el) => el.outerHTML.slice(0, 120));
 "#;
 
+/// Visible text whose colour does not stand out from the background behind it by WCAG AA's
+/// ratio (4.5, or 3 for large or bold text of 18.66 px and up): what a screen's reader sees
+/// badly. The background is the first non-transparent one up the tree; pictures behind text
+/// (SVG marks) are out of scope.
+const LOW_CONTRAST: &str = r#"
+const rgb = (s) => (s.match(/[\d.]+/g) || []).map(Number);
+const lum = ([r, g, b]) => {
+  const c = [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+  return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+};
+const behind = (el) => {
+  for (let e = el; e; e = e.parentElement) {
+    const c = rgb(getComputedStyle(e).backgroundColor);
+    if (c.length >= 3 && (c.length < 4 || c[3] > 0.5)) return c.slice(0, 3);
+  }
+  return [255, 255, 255];
+};
+const bad = [];
+for (const el of document.querySelectorAll('body *')) {
+  const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+  const st = getComputedStyle(el);
+  if (!own || st.visibility === 'hidden' || st.display === 'none' || !el.getClientRects().length) continue;
+  if (el.closest('svg, button:disabled')) continue; // pictures, and disabled controls (exempt in WCAG)
+  const [a, b] = [lum(rgb(st.color).slice(0, 3)), lum(behind(el))];
+  const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+  const large = parseFloat(st.fontSize) >= 18.66 || (parseFloat(st.fontSize) >= 14 && Number(st.fontWeight) >= 700);
+  if (ratio < (large ? 3 : 4.5)) bad.push(`${el.tagName.toLowerCase()}.${el.className} "${el.textContent.trim().slice(0, 30)}" ${ratio.toFixed(2)}`);
+}
+return bad;
+"#;
+
+/// Every control of `view` is named, and its text is readable against its background.
 async fn assert_labelled(b: &Browser, view: &str) {
     let bad = b.js(UNLABELLED, json!([])).await;
     assert_eq!(bad, json!([]), "unlabelled controls in {view}");
+    let low = b.js(LOW_CONTRAST, json!([])).await;
+    assert_eq!(low, json!([]), "text under WCAG AA contrast in {view}");
+}
+
+/// The views are reachable from the keyboard alone: Tab from the skip link moves focus into
+/// the navigation, and Enter on a link there opens its view.
+async fn assert_keyboard_navigation(b: &Browser) {
+    b.js("document.activeElement && document.activeElement.blur(); document.body.focus(); return null", json!([])).await;
+    let mut seen = Vec::new();
+    for _ in 0..8 {
+        b.press_keys("\u{E004}").await; // Tab
+        let id = b
+            .js(
+                "return document.activeElement ? document.activeElement.id : ''",
+                json!([]),
+            )
+            .await;
+        let id = id.as_str().unwrap_or_default().to_string();
+        if id == "nav-timeline" {
+            b.press_keys("\u{E007}").await; // Enter
+            b.wait_for(
+                "the timeline opened from the keyboard",
+                LIMIT,
+                "return location.hash.startsWith('#/timeline')",
+            )
+            .await;
+            return;
+        }
+        seen.push(id);
+    }
+    panic!("Tab never reached the timeline's link; focus went through {seen:?}");
 }
 
 fn shots_dir() -> PathBuf {
@@ -256,8 +319,17 @@ async fn console_follows_a_failover_and_replays_it() {
         "return document.querySelector('#chart-history') !== null",
     )
     .await;
+    b.wait_for(
+        "the rendered manifests, none for dc2",
+        LIMIT,
+        r#"
+        const pres = [...document.querySelectorAll('#wl-rendered pre[data-cluster]')];
+        return pres.length > 0 && pres.every((p) => p.dataset.cluster !== 'dc2')"#,
+    )
+    .await;
     assert_labelled(&b, "workloads").await;
     b.screenshot("03-replicas-moved").await;
+    assert_keyboard_navigation(&b).await;
 
     // The timeline, cursor dragged back to before the failure: the old placement.
     b.click("#nav-timeline").await;

@@ -185,6 +185,26 @@ impl Browser {
         panic!("clicking {css}: still stale after 20 tries: {last}");
     }
 
+    /// Sends `keys` (WebDriver key codes allowed) to whatever element has focus, as a person
+    /// at the keyboard would.
+    pub async fn press_keys(&self, keys: &str) {
+        let actions: Vec<Value> = keys
+            .chars()
+            .flat_map(|k| {
+                [
+                    json!({"type": "keyDown", "value": k.to_string()}),
+                    json!({"type": "keyUp", "value": k.to_string()}),
+                ]
+            })
+            .collect();
+        self.raw(
+            "POST",
+            "/actions",
+            json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]}),
+        )
+        .await;
+    }
+
     pub async fn type_into(&self, css: &str, text: &str) {
         let id = self.find(css, Duration::from_secs(20)).await;
         self.raw("POST", &format!("/element/{id}/clear"), json!({}))
