@@ -1,7 +1,7 @@
 //! Seeded nemesis schedules: which fault happens when, to which node or member cluster, for how long. The same
 //! seed and config always give the same schedule (with the `rand` version locked in Cargo.lock). This module
-//! only plans; killing, pausing, cutting links, darkening member clusters and shifting clocks is done by the
-//! harness (`run::faults`).
+//! only plans; killing, pausing, cutting links, darkening member clusters, shifting clocks and changing the
+//! raft membership is done by the harness (`run::faults`).
 //!
 //! A schedule is a list of non-overlapping windows separated by quiet periods, so the cluster gets time to
 //! recover between faults and every fault is undone before the run ends.
@@ -97,6 +97,10 @@ pub enum Fault {
     /// The wall clock of one node is shifted by `offset_ms` (forward when positive) for the window; its
     /// monotonic clock is left alone, as when NTP steps a clock.
     Clock { target: Target, offset_ms: i64 },
+    /// The runbook's replace-a-node, under load: at the window's start the target's voter is removed from
+    /// the membership, its process killed and its data directory wiped, and it starts again under a new
+    /// id (same addresses) and is added as a learner; at the window's end the learner is promoted.
+    Replace { target: Target },
 }
 
 /// The fault families a schedule may draw from.
@@ -108,6 +112,7 @@ pub enum NemesisKind {
     Partition,
     MemberDark,
     Clock,
+    Membership,
 }
 
 /// A fault active from `start` to `end` (offsets from the start of the run).
@@ -279,6 +284,9 @@ fn draw_fault(rng: &mut StdRng, kind: NemesisKind, config: &NemesisConfig) -> Fa
                 offset_ms,
             }
         }
+        NemesisKind::Membership => Fault::Replace {
+            target: draw_target(rng, config),
+        },
     }
 }
 
@@ -405,6 +413,34 @@ mod tests {
             }
         }
         assert!(dark > 0 && forward > 0 && backward > 0);
+    }
+
+    #[test]
+    fn membership_windows_replace_one_node_among_other_faults() {
+        let config = NemesisConfig::three_nodes(
+            vec![
+                NemesisKind::Membership,
+                NemesisKind::Kill,
+                NemesisKind::Partition,
+            ],
+            Duration::from_secs(600),
+        );
+        let windows = schedule(5, &config).unwrap();
+        let replaced: Vec<usize> = windows
+            .iter()
+            .filter_map(|w| match w.fault {
+                Fault::Replace { target } => Some(target.resolve(None)),
+                _ => None,
+            })
+            .collect();
+        assert!(replaced.len() >= 5, "{replaced:?}");
+        assert!(replaced.iter().all(|n| *n < 3));
+        assert!(windows
+            .iter()
+            .any(|w| matches!(w.fault, Fault::Kill { .. })));
+        assert!(windows
+            .iter()
+            .any(|w| matches!(w.fault, Fault::Partition { .. })));
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod api;
 pub mod env;
 pub mod faults;
 pub mod finish;
+pub mod membership;
 pub mod monitor;
 pub mod procs;
 pub mod workload;
@@ -52,6 +53,8 @@ pub enum NemesisChoice {
     Partition,
     MemberDark,
     Clock,
+    /// Replace-a-node membership changes, with kills and partitions between them.
+    Membership,
     All,
     /// No faults (a baseline).
     None,
@@ -65,6 +68,11 @@ impl NemesisChoice {
             NemesisChoice::Partition => vec![NemesisKind::Partition],
             NemesisChoice::MemberDark => vec![NemesisKind::MemberDark],
             NemesisChoice::Clock => vec![NemesisKind::Clock],
+            NemesisChoice::Membership => vec![
+                NemesisKind::Membership,
+                NemesisKind::Kill,
+                NemesisKind::Partition,
+            ],
             NemesisChoice::All => vec![
                 NemesisKind::Kill,
                 NemesisKind::Pause,
