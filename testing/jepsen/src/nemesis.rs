@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
+/// Bounds (inclusive) of the one-way latency the slow nemesis adds to every peer link.
+pub const SLOW_DELAY_MS: (u64, u64) = (50, 200);
+
 /// Which node a fault hits. The leader is only known at run time; `fallback` is used when there is none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -101,6 +104,8 @@ pub enum Fault {
     /// the membership, its process killed and its data directory wiped, and it starts again under a new
     /// id (same addresses) and is added as a learner; at the window's end the learner is promoted.
     Replace { target: Target },
+    /// Every peer link gains `delay_ms` of one-way latency for the window (a slow network).
+    Slow { delay_ms: u64 },
 }
 
 /// The fault families a schedule may draw from.
@@ -113,6 +118,7 @@ pub enum NemesisKind {
     MemberDark,
     Clock,
     Membership,
+    Slow,
 }
 
 /// A fault active from `start` to `end` (offsets from the start of the run).
@@ -286,6 +292,10 @@ fn draw_fault(rng: &mut StdRng, kind: NemesisKind, config: &NemesisConfig) -> Fa
         }
         NemesisKind::Membership => Fault::Replace {
             target: draw_target(rng, config),
+        },
+        // Up to a fifth of the shortest election timeout each way: heartbeats arrive late but steady.
+        NemesisKind::Slow => Fault::Slow {
+            delay_ms: rng.random_range(SLOW_DELAY_MS.0..=SLOW_DELAY_MS.1),
         },
     }
 }

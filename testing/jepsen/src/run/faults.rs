@@ -22,7 +22,7 @@ pub struct Applied {
     /// Nanoseconds since the start of the run (the history's clock).
     pub start_ns: u64,
     pub end_ns: u64,
-    /// `kill`, `pause`, `partition`, `member-dark`, `clock` or `membership`.
+    /// `kill`, `pause`, `partition`, `member-dark`, `clock`, `membership` or `slow`.
     pub kind: &'static str,
     /// Human-readable: what, on which node or cluster.
     pub what: String,
@@ -87,6 +87,7 @@ fn kind_name(f: &Fault) -> &'static str {
         Fault::MemberDark { .. } => "member-dark",
         Fault::Clock { .. } => "clock",
         Fault::Replace { .. } => "membership",
+        Fault::Slow { .. } => "slow",
     }
 }
 
@@ -139,6 +140,10 @@ async fn inject(
             let (_, new) = membership::replace(&mut env, n, MEMBERSHIP_LIMIT).await?;
             a.what = format!("{} by id {new}, a learner until promoted", a.what);
         }
+        Fault::Slow { delay_ms } => {
+            a.what = format!("every peer link {delay_ms} ms slower each way");
+            env.mesh.set_delay_all(Duration::from_millis(*delay_ms));
+        }
     }
     Ok(())
 }
@@ -166,6 +171,7 @@ async fn undo(env: &Mutex<Env>, fault: &Fault, a: &Applied) -> Result<()> {
         Fault::Replace { .. } => {
             membership::restore(&env, MEMBERSHIP_LIMIT).await?;
         }
+        Fault::Slow { .. } => env.mesh.set_delay_all(Duration::ZERO),
     }
     Ok(())
 }
@@ -176,6 +182,7 @@ pub async fn heal_everything(env: &Mutex<Env>) -> Vec<String> {
     let mut env = env.lock().await;
     let mut errors = Vec::new();
     env.mesh.heal_all();
+    env.mesh.set_delay_all(Duration::ZERO);
     for i in 0..env.nodes.len() {
         if let Err(e) = env.resume_node(i) {
             errors.push(format!("resume node{}: {e:#}", i + 1));

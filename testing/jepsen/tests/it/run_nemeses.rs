@@ -121,6 +121,9 @@ fn run(
     if workload != "register" {
         checkers.push("set");
     }
+    if nemesis == "slow" {
+        checkers.push("leadership");
+    }
     for c in checkers {
         assert_eq!(
             verdict_of(&keep, c)["verdict"],
@@ -170,6 +173,19 @@ fn membership() {
     assert!(
         applied[0]["error"].is_null() && applied[0]["what"].as_str().unwrap().contains("by id 4"),
         "the replacement did not go through: {applied:#?}"
+    );
+}
+
+/// Slow links (50-200 ms more each way on every peer link): every checker passes, and the terms the
+/// nodes report change at most `SLOW_MAX_TERM_CHANGES` (1) times.
+#[test]
+fn slow() {
+    let applied = run("slow", "all", 20, 2, &[]);
+    assert!(
+        applied
+            .iter()
+            .all(|a| a["kind"] == "slow" && a["error"].is_null()),
+        "{applied:#?}"
     );
 }
 
