@@ -28,6 +28,8 @@
 //! (run by the property tests after every entry) compares the incremental one with a rebuild.
 
 mod handlers;
+#[cfg(debug_assertions)]
+mod invariants;
 mod snapshot;
 mod store;
 
@@ -258,6 +260,8 @@ impl State {
             "log time {was_ms} -> {} at entry {index}",
             self.d.log_time_ms
         );
+        #[cfg(debug_assertions)]
+        self.assert_invariants(index, &ctx.decisions);
         Applied {
             index,
             outcome,

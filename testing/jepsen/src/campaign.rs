@@ -18,12 +18,13 @@ use crate::run::{self, NemesisChoice, RunConfig, WorkloadChoice};
 pub const WORKLOADS: [WorkloadChoice; 2] = [WorkloadChoice::Register, WorkloadChoice::Set];
 
 /// Nemeses in rotation order; the clock nemeses need libfaketime and are left out without it.
-pub const NEMESES: [NemesisChoice; 6] = [
+pub const NEMESES: [NemesisChoice; 7] = [
     NemesisChoice::Kill,
     NemesisChoice::Pause,
     NemesisChoice::Partition,
     NemesisChoice::MemberDark,
     NemesisChoice::Clock,
+    NemesisChoice::Membership,
     NemesisChoice::All,
 ];
 
@@ -230,17 +231,17 @@ mod tests {
     #[test]
     fn the_rotation_pairs_every_nemesis_with_every_workload() {
         let mut seen = std::collections::BTreeSet::new();
-        for i in 0..12 {
+        for i in 0..14 {
             let (w, n) = rotation(i, &NEMESES);
             seen.insert((cli_name(w), cli_name(n)));
         }
-        assert_eq!(seen.len(), 12);
+        assert_eq!(seen.len(), 14);
         assert_eq!(
             rotation(0, &NEMESES),
             (WorkloadChoice::Register, NemesisChoice::Kill)
         );
         assert_eq!(
-            rotation(6, &NEMESES),
+            rotation(7, &NEMESES),
             (WorkloadChoice::Set, NemesisChoice::Kill)
         );
     }

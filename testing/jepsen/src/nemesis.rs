@@ -1,7 +1,7 @@
 //! Seeded nemesis schedules: which fault happens when, to which node or member cluster, for how long. The same
 //! seed and config always give the same schedule (with the `rand` version locked in Cargo.lock). This module
-//! only plans; killing, pausing, cutting links, darkening member clusters and shifting clocks is done by the
-//! harness (`run::faults`).
+//! only plans; killing, pausing, cutting links, darkening member clusters, shifting clocks and changing the
+//! raft membership is done by the harness (`run::faults`).
 //!
 //! A schedule is a list of non-overlapping windows separated by quiet periods, so the cluster gets time to
 //! recover between faults and every fault is undone before the run ends.
@@ -13,6 +13,9 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
+
+/// Bounds (inclusive) of the one-way latency the slow nemesis adds to every peer link.
+pub const SLOW_DELAY_MS: (u64, u64) = (50, 200);
 
 /// Which node a fault hits. The leader is only known at run time; `fallback` is used when there is none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +100,12 @@ pub enum Fault {
     /// The wall clock of one node is shifted by `offset_ms` (forward when positive) for the window; its
     /// monotonic clock is left alone, as when NTP steps a clock.
     Clock { target: Target, offset_ms: i64 },
+    /// The runbook's replace-a-node, under load: at the window's start the target's voter is removed from
+    /// the membership, its process killed and its data directory wiped, and it starts again under a new
+    /// id (same addresses) and is added as a learner; at the window's end the learner is promoted.
+    Replace { target: Target },
+    /// Every peer link gains `delay_ms` of one-way latency for the window (a slow network).
+    Slow { delay_ms: u64 },
 }
 
 /// The fault families a schedule may draw from.
@@ -108,6 +117,8 @@ pub enum NemesisKind {
     Partition,
     MemberDark,
     Clock,
+    Membership,
+    Slow,
 }
 
 /// A fault active from `start` to `end` (offsets from the start of the run).
@@ -279,6 +290,13 @@ fn draw_fault(rng: &mut StdRng, kind: NemesisKind, config: &NemesisConfig) -> Fa
                 offset_ms,
             }
         }
+        NemesisKind::Membership => Fault::Replace {
+            target: draw_target(rng, config),
+        },
+        // Up to a fifth of the shortest election timeout each way: heartbeats arrive late but steady.
+        NemesisKind::Slow => Fault::Slow {
+            delay_ms: rng.random_range(SLOW_DELAY_MS.0..=SLOW_DELAY_MS.1),
+        },
     }
 }
 
@@ -405,6 +423,34 @@ mod tests {
             }
         }
         assert!(dark > 0 && forward > 0 && backward > 0);
+    }
+
+    #[test]
+    fn membership_windows_replace_one_node_among_other_faults() {
+        let config = NemesisConfig::three_nodes(
+            vec![
+                NemesisKind::Membership,
+                NemesisKind::Kill,
+                NemesisKind::Partition,
+            ],
+            Duration::from_secs(600),
+        );
+        let windows = schedule(5, &config).unwrap();
+        let replaced: Vec<usize> = windows
+            .iter()
+            .filter_map(|w| match w.fault {
+                Fault::Replace { target } => Some(target.resolve(None)),
+                _ => None,
+            })
+            .collect();
+        assert!(replaced.len() >= 5, "{replaced:?}");
+        assert!(replaced.iter().all(|n| *n < 3));
+        assert!(windows
+            .iter()
+            .any(|w| matches!(w.fault, Fault::Kill { .. })));
+        assert!(windows
+            .iter()
+            .any(|w| matches!(w.fault, Fault::Partition { .. })));
     }
 
     #[test]

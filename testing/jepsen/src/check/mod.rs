@@ -1,13 +1,15 @@
 //! Checkers that judge a recorded history: [`register`] (linearizability of per-key registers, built on the
 //! generic search in [`wgl`]) and [`set`] (no lost and no phantom elements); and checkers of what the harness
 //! observed around it: [`convergence`] (member clusters hold what placement says), [`agreement`] (equal state
-//! hashes at equal indexes) and [`clock`] (log time monotonic and sane, no false NotReady). Checkers are pure
+//! hashes at equal indexes), [`clock`] (log time monotonic and sane, no false NotReady) and [`leadership`]
+//! (term changes within a bound, for the slow-link nemesis). Checkers are pure
 //! functions of their inputs; they never contact fedraft. Start with [`register::check_registers`] and
 //! [`set::check_sets`].
 
 pub mod agreement;
 pub mod clock;
 pub mod convergence;
+pub mod leadership;
 pub mod register;
 pub mod set;
 pub mod wgl;

@@ -105,6 +105,29 @@ impl Api {
         send(rb).await
     }
 
+    /// Like [`Api::call`] with its own timeout (membership changes wait for a learner to catch up).
+    pub async fn call_timeout(
+        &self,
+        node: usize,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Reply {
+        let Some(base) = self.nodes.get(node) else {
+            return Reply::NotSent(format!("no node {node}"));
+        };
+        let mut rb = self
+            .http
+            .request(method, format!("{base}{path}"))
+            .bearer_auth(&self.token)
+            .timeout(timeout);
+        if let Some(b) = body {
+            rb = rb.json(b);
+        }
+        send(rb).await
+    }
+
     /// A request to any URL (simulators), without the API token.
     pub async fn plain(&self, method: Method, url: &str, body: Option<&Value>) -> Reply {
         let mut rb = self.http.request(method, url);

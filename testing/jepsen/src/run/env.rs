@@ -1,7 +1,8 @@
 //! The system under test as processes: three `fedraft server` nodes whose peer traffic goes through a
 //! [`Mesh`] (each node dials its peers through its own proxies, `[peer_dial]`), and simulated member
-//! clusters (`fedraft-kubesim`) registered with the federation. This module starts, kills, restarts, pauses and resumes them and writes their configs and logs under the run's
-//! directory; it never decides when (that is `faults`) and never judges anything.
+//! clusters (`fedraft-kubesim`) registered with the federation. This module starts, kills, restarts, pauses
+//! and resumes them, replaces a node under a new id (`membership`), and writes their configs and logs under
+//! the run's directory; it never decides when (that is `faults`) and never judges anything.
 
 use std::io::BufRead;
 use std::net::SocketAddr;
@@ -83,8 +84,14 @@ impl Binaries {
 /// One fedraft node.
 #[derive(Debug)]
 pub struct Node {
+    /// The raft node id this slot runs under now (a replacement gets a new one).
     pub id: u64,
     pub api: SocketAddr,
+    /// The address peers reach it at (the same for every id the slot runs under).
+    pub peer: SocketAddr,
+    data: PathBuf,
+    /// The `[peer_dial]` table routing its peer traffic through the mesh.
+    dial: String,
     config: PathBuf,
     log: PathBuf,
     /// libfaketime's timestamp file for this node (`+0` when its clock is true).
@@ -109,6 +116,44 @@ pub struct Env {
     pub mesh: Mesh,
     pub api: Api,
     bins: Binaries,
+    shared: Shared,
+    /// The id the next replacement node gets (ids are never reused, as the runbook demands).
+    next_id: u64,
+}
+
+/// Config settings every node shares.
+struct Shared {
+    secret: String,
+    tokens: PathBuf,
+    /// The `[peers]` table of the first three nodes, which initialise the cluster.
+    peer_table: String,
+}
+
+/// Writes node `node`'s config: with the `[peers]` table when it initialises the cluster (`initial`),
+/// with an empty one when it joins as a replacement and waits to be added.
+fn write_config(node: &Node, shared: &Shared, initial: bool) -> Result<()> {
+    let peer_table = if initial {
+        shared.peer_table.as_str()
+    } else {
+        ""
+    };
+    let config = format!(
+        "node_id = {id}\ncluster_id = \"jepsen\"\napi_listen = \"{api}\"\npeer_listen = \"{peer}\"\n\
+         data_dir = {data:?}\ncluster_secret = {secret:?}\n\
+         token_file = {tokens:?}\n\n[peers]\n{peer_table}\n[peer_dial]\n{dial}\n[raft]\nheartbeat_interval_ms = 200\n\
+         election_timeout_min_ms = 1000\nelection_timeout_max_ms = 2000\ntick_interval_ms = 500\n\
+         propose_timeout_ms = 3000\nsnapshot_every_entries = 1000\n\n[executors]\n\
+         probe_interval_ms = 500\nprobe_timeout_ms = 1000\ncapacity_interval_ms = 2000\n\
+         resync_period_ms = 5000\nstatus_flush_interval_ms = 300\nbackoff_max_ms = 1000\n",
+        id = node.id,
+        api = node.api,
+        peer = node.peer,
+        data = node.data.display().to_string(),
+        secret = shared.secret,
+        tokens = shared.tokens.display().to_string(),
+        dial = node.dial,
+    );
+    std::fs::write(&node.config, config).context("writing a node config")
 }
 
 fn random_hex(bytes: usize) -> String {
@@ -164,7 +209,6 @@ impl Env {
         for i in 0..3 {
             let id = i as u64 + 1;
             let data = dir.join("data").join(format!("node{id}"));
-            std::fs::create_dir_all(&data).context("creating a data directory")?;
             // Membership carries the real peer addresses; each node reaches every other one
             // through the proxy of that ordered pair, so a cut link is exactly one direction.
             let dial: String = mesh
@@ -172,21 +216,6 @@ impl Env {
                 .into_iter()
                 .map(|(to, via)| format!("\"{}\" = \"{via}\"\n", peers[to]))
                 .collect();
-            let config = format!(
-                "node_id = {id}\ncluster_id = \"jepsen\"\napi_listen = \"{api}\"\npeer_listen = \"{peer}\"\n\
-                 data_dir = {data:?}\ncluster_secret = {secret:?}\n\
-                 token_file = {tokens:?}\n\n[peers]\n{peer_table}\n[peer_dial]\n{dial}\n[raft]\nheartbeat_interval_ms = 200\n\
-                 election_timeout_min_ms = 1000\nelection_timeout_max_ms = 2000\ntick_interval_ms = 500\n\
-                 propose_timeout_ms = 3000\nsnapshot_every_entries = 1000\n\n[executors]\n\
-                 probe_interval_ms = 500\nprobe_timeout_ms = 1000\ncapacity_interval_ms = 2000\n\
-                 resync_period_ms = 5000\nstatus_flush_interval_ms = 300\nbackoff_max_ms = 1000\n",
-                api = apis[i],
-                peer = peers[i],
-                data = data.display().to_string(),
-                tokens = tokens.display().to_string(),
-            );
-            let path = dir.join(format!("node{id}.toml"));
-            std::fs::write(&path, config).context("writing a node config")?;
             let clock_file = match bins.faketime {
                 Some(_) => {
                     let f = dir.join(format!("clock-node{id}"));
@@ -198,11 +227,24 @@ impl Env {
             nodes.push(Node {
                 id,
                 api: apis[i],
-                config: path,
+                peer: peers[i],
+                data,
+                dial,
+                // Node numbers in file names stay those of the slot, whatever id it runs under.
+                config: dir.join(format!("node{id}.toml")),
                 log: logs.join(format!("node{id}.log")),
                 clock_file,
                 proc: None,
             });
+        }
+        let shared = Shared {
+            secret,
+            tokens,
+            peer_table,
+        };
+        for node in &nodes {
+            std::fs::create_dir_all(&node.data).context("creating a data directory")?;
+            write_config(node, &shared, true)?;
         }
         let api = Api::new(
             apis.iter().map(|a| format!("http://{a}")).collect(),
@@ -216,6 +258,8 @@ impl Env {
             mesh,
             api,
             bins,
+            shared,
+            next_id: 4,
         };
         for i in 0..3 {
             env.start_node(i)?;
@@ -251,6 +295,30 @@ impl Env {
         let proc = Proc::spawn(&format!("node{}", node.id), cmd, &node.log, false)?;
         node.proc = Some(proc);
         Ok(())
+    }
+
+    /// Kills node `i`, wipes its data directory and starts it again under a new id with an empty
+    /// `[peers]` table: a new host at the old one's addresses, which waits until it is added. Returns the
+    /// new id.
+    pub fn rejoin_fresh(&mut self, i: usize) -> Result<u64> {
+        self.kill_node(i);
+        let id = self.next_id;
+        self.next_id += 1;
+        let node = &mut self.nodes[i];
+        if node.data.exists() {
+            std::fs::remove_dir_all(&node.data)
+                .with_context(|| format!("wiping {}", node.data.display()))?;
+        }
+        std::fs::create_dir_all(&node.data).context("creating a data directory")?;
+        node.id = id;
+        write_config(node, &self.shared, false)?;
+        self.start_node(i)?;
+        Ok(id)
+    }
+
+    /// True once any node was replaced (so the membership may need restoring at the end).
+    pub fn membership_changed(&self) -> bool {
+        self.next_id > 4
     }
 
     /// SIGKILL node `i`.
@@ -294,16 +362,24 @@ impl Env {
             .collect()
     }
 
+    /// The slot (0-based) running raft node `id`.
+    pub fn slot_of(&self, id: u64) -> Option<usize> {
+        self.nodes.iter().position(|n| n.id == id)
+    }
+
     /// The leader (0-based) as most answering nodes report it.
     pub async fn leader(&self) -> Option<usize> {
-        let mut votes = [0usize; 3];
-        let calls = (0..3).map(|i| self.api.call(i, Method::GET, "/readyz", None, &[]));
+        let mut votes = vec![0usize; self.nodes.len()];
+        let calls =
+            (0..self.nodes.len()).map(|i| self.api.call(i, Method::GET, "/readyz", None, &[]));
         for reply in futures::future::join_all(calls).await {
             if let Reply::Answered { body, .. } = reply {
-                if let Some(l) = body.get("leaderId").and_then(Value::as_u64) {
-                    if (1..=3).contains(&l) {
-                        votes[l as usize - 1] += 1;
-                    }
+                if let Some(slot) = body
+                    .get("leaderId")
+                    .and_then(Value::as_u64)
+                    .and_then(|l| self.slot_of(l))
+                {
+                    votes[slot] += 1;
                 }
             }
         }
@@ -326,8 +402,10 @@ impl Env {
             }
             if !live.is_empty() && seen.len() == live.len() {
                 if let Some(Some(l)) = seen.first().copied() {
-                    if seen.iter().all(|s| *s == Some(l)) && (1..=3).contains(&l) {
-                        return Ok(l as usize - 1);
+                    if let Some(slot) = self.slot_of(l) {
+                        if seen.iter().all(|s| *s == Some(l)) {
+                            return Ok(slot);
+                        }
                     }
                 }
             }

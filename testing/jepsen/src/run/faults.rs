@@ -10,7 +10,11 @@ use serde::Serialize;
 use tokio::sync::Mutex;
 
 use super::env::Env;
+use super::membership;
 use crate::nemesis::{Fault, Window};
+
+/// How long one membership step (remove and add, or promote) may take before it counts as failed.
+const MEMBERSHIP_LIMIT: Duration = Duration::from_secs(45);
 
 /// A fault as it was applied.
 #[derive(Debug, Clone, Serialize)]
@@ -18,7 +22,7 @@ pub struct Applied {
     /// Nanoseconds since the start of the run (the history's clock).
     pub start_ns: u64,
     pub end_ns: u64,
-    /// `kill`, `pause`, `partition`, `member-dark` or `clock`.
+    /// `kill`, `pause`, `partition`, `member-dark`, `clock`, `membership` or `slow`.
     pub kind: &'static str,
     /// Human-readable: what, on which node or cluster.
     pub what: String,
@@ -82,6 +86,8 @@ fn kind_name(f: &Fault) -> &'static str {
         Fault::Partition { .. } => "partition",
         Fault::MemberDark { .. } => "member-dark",
         Fault::Clock { .. } => "clock",
+        Fault::Replace { .. } => "membership",
+        Fault::Slow { .. } => "slow",
     }
 }
 
@@ -126,6 +132,18 @@ async fn inject(
             a.what = format!("clock of node{}{} {:+} ms", n + 1, role(n), offset_ms);
             env.set_clock(n, offset_ms / 1000)?;
         }
+        Fault::Replace { target } => {
+            let n = target.resolve(leader);
+            a.node = Some(n);
+            let old = env.nodes[n].id;
+            a.what = format!("replace node{}{} (id {old})", n + 1, role(n));
+            let (_, new) = membership::replace(&mut env, n, MEMBERSHIP_LIMIT).await?;
+            a.what = format!("{} by id {new}, a learner until promoted", a.what);
+        }
+        Fault::Slow { delay_ms } => {
+            a.what = format!("every peer link {delay_ms} ms slower each way");
+            env.mesh.set_delay_all(Duration::from_millis(*delay_ms));
+        }
     }
     Ok(())
 }
@@ -150,16 +168,21 @@ async fn undo(env: &Mutex<Env>, fault: &Fault, a: &Applied) -> Result<()> {
                 env.set_clock(n, 0)?;
             }
         }
+        Fault::Replace { .. } => {
+            membership::restore(&env, MEMBERSHIP_LIMIT).await?;
+        }
+        Fault::Slow { .. } => env.mesh.set_delay_all(Duration::ZERO),
     }
     Ok(())
 }
 
 /// Undoes everything any fault may have left: restarts dead nodes, resumes paused ones, heals links, lights
-/// every member cluster and resets clocks. Errors are collected, not fatal.
+/// every member cluster, resets clocks and makes every node a voter again. Errors are collected, not fatal.
 pub async fn heal_everything(env: &Mutex<Env>) -> Vec<String> {
     let mut env = env.lock().await;
     let mut errors = Vec::new();
     env.mesh.heal_all();
+    env.mesh.set_delay_all(Duration::ZERO);
     for i in 0..env.nodes.len() {
         if let Err(e) = env.resume_node(i) {
             errors.push(format!("resume node{}: {e:#}", i + 1));
@@ -176,6 +199,12 @@ pub async fn heal_everything(env: &Mutex<Env>) -> Vec<String> {
     for c in 0..env.sims.len() {
         if let Err(e) = env.set_dark(c, false).await {
             errors.push(format!("light {}: {e:#}", env.sims[c].name));
+        }
+    }
+    if env.membership_changed() {
+        // A promotion that failed in its window is retried here; the run then ends with three voters.
+        if let Err(e) = membership::restore(&env, Duration::from_secs(90)).await {
+            errors.push(format!("membership: {e:#}"));
         }
     }
     // Give a restarted node a moment before callers start polling it.

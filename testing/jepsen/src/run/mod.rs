@@ -12,6 +12,7 @@ pub mod api;
 pub mod env;
 pub mod faults;
 pub mod finish;
+pub mod membership;
 pub mod monitor;
 pub mod procs;
 pub mod workload;
@@ -27,6 +28,7 @@ use tokio::sync::Mutex;
 
 use crate::check::agreement::check_agreement;
 use crate::check::clock::{check_clock, ClockCheck, DarkWindow};
+use crate::check::leadership::{check_leadership, terms_seen};
 use crate::check::register::{check_registers, RegisterCheck};
 use crate::check::set::check_sets;
 use crate::check::{convergence, Verdict};
@@ -35,6 +37,11 @@ use crate::nemesis::{self, NemesisConfig, NemesisKind};
 use crate::plot::{latency_svg, Shade};
 use env::{Binaries, Env, CLUSTERS, SUCCESS_THRESHOLD_S};
 use workload::{Kind, Recorder};
+
+/// The bound on leadership changes under slow links: latency below a fifth of the shortest election
+/// timeout (`nemesis::SLOW_DELAY_MS`) must cause no election; one is allowed for a stall of the loaded
+/// machine.
+pub const SLOW_MAX_TERM_CHANGES: usize = 1;
 
 /// Which workloads run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -52,6 +59,10 @@ pub enum NemesisChoice {
     Partition,
     MemberDark,
     Clock,
+    /// Replace-a-node membership changes, with kills and partitions between them.
+    Membership,
+    /// Slow peer links (latency on every link); judged also on leadership stability.
+    Slow,
     All,
     /// No faults (a baseline).
     None,
@@ -65,6 +76,12 @@ impl NemesisChoice {
             NemesisChoice::Partition => vec![NemesisKind::Partition],
             NemesisChoice::MemberDark => vec![NemesisKind::MemberDark],
             NemesisChoice::Clock => vec![NemesisKind::Clock],
+            NemesisChoice::Slow => vec![NemesisKind::Slow],
+            NemesisChoice::Membership => vec![
+                NemesisKind::Membership,
+                NemesisKind::Kill,
+                NemesisKind::Partition,
+            ],
             NemesisChoice::All => vec![
                 NemesisKind::Kill,
                 NemesisKind::Pause,
@@ -217,9 +234,13 @@ pub async fn run(cfg: RunConfig) -> Result<Report> {
     env.lock().await.stop_all();
 
     let history = rec.take();
-    let (mut states, health) = match samples.lock() {
-        Ok(mut s) => (std::mem::take(&mut s.states), std::mem::take(&mut s.health)),
-        Err(_) => (Vec::new(), Vec::new()),
+    let (mut states, health, terms) = match samples.lock() {
+        Ok(mut s) => (
+            std::mem::take(&mut s.states),
+            std::mem::take(&mut s.health),
+            std::mem::take(&mut s.terms),
+        ),
+        Err(_) => (Vec::new(), Vec::new(), Vec::new()),
     };
     states.extend(settled);
 
@@ -271,6 +292,12 @@ pub async fn run(cfg: RunConfig) -> Result<Report> {
         recovery_ns: Duration::from_secs(SUCCESS_THRESHOLD_S + 10).as_nanos() as u64,
     };
     verdicts.insert("clock", check_clock(&states, &health, &dark, &clock_limits));
+    if cfg.nemesis == NemesisChoice::Slow {
+        verdicts.insert(
+            "leadership",
+            check_leadership(&terms, SLOW_MAX_TERM_CHANGES),
+        );
+    }
     let pass = verdicts.values().all(Verdict::is_valid) && heal_errors.is_empty();
 
     // Results.
@@ -296,6 +323,7 @@ pub async fn run(cfg: RunConfig) -> Result<Report> {
             "timeLimitS": cfg.time_limit.as_secs(),
             "operations": {"total": history.len(), "ok": ok, "fail": fail, "info": info},
             "faults": applied.len(),
+            "termsSeen": terms_seen(&terms),
             "healErrors": heal_errors,
             "workloadEndS": workload_end_ns as f64 / 1e9,
             "endS": end_ns as f64 / 1e9,
@@ -308,7 +336,7 @@ pub async fn run(cfg: RunConfig) -> Result<Report> {
     )?;
     write_json(
         &cfg.out.join("samples.json"),
-        &json!({"states": states, "health": health}),
+        &json!({"states": states, "health": health, "terms": terms}),
     )?;
     let shades: Vec<Shade> = applied
         .iter()

@@ -1,6 +1,7 @@
 //! Samples what the checkers need besides the history, while the run goes on: every node's state index,
 //! state hash and log time (`GET /v1/system/state`) against the harness's wall clock, and each node's view
-//! of member-cluster health. Read-only; a node that does not answer is simply not sampled.
+//! of member-cluster health and its raft term (`/readyz`). Read-only; a node that does not answer is simply
+//! not sampled.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -10,12 +11,14 @@ use serde_json::Value;
 use super::api::Api;
 use crate::check::agreement::StateSample;
 use crate::check::clock::HealthSample;
+use crate::check::leadership::TermSample;
 
 /// Samples gathered so far.
 #[derive(Default)]
 pub struct Samples {
     pub states: Vec<StateSample>,
     pub health: Vec<HealthSample>,
+    pub terms: Vec<TermSample>,
 }
 
 pub fn wall_ms() -> u64 {
@@ -57,6 +60,17 @@ pub async fn sample_states(api: &Api, now_ns: impl Fn() -> u64 + Clone) -> Vec<S
         .collect()
 }
 
+async fn sample_term(api: &Api, node: usize, now_ns: impl Fn() -> u64) -> Option<TermSample> {
+    let reply = api.get_quick(node, "/readyz", SAMPLE_TIMEOUT).await;
+    let t_ns = now_ns();
+    // A node without a leader answers 503 with its term all the same.
+    let term = match &reply {
+        super::api::Reply::Answered { body, .. } => body.get("term")?.as_u64()?,
+        _ => return None,
+    };
+    Some(TermSample { t_ns, node, term })
+}
+
 async fn sample_health(api: &Api, node: usize, now_ns: impl Fn() -> u64) -> Vec<HealthSample> {
     let reply = api
         .get_quick(node, "/v1/clusters?stale=true", SAMPLE_TIMEOUT)
@@ -94,13 +108,15 @@ pub async fn run(
             (api.clone(), samples.clone(), now_ns.clone(), stop.clone());
         async move {
             loop {
-                let (state, health) = tokio::join!(
+                let (state, health, term) = tokio::join!(
                     sample_state(&api, node, now_ns.clone()),
-                    sample_health(&api, node, now_ns.clone())
+                    sample_health(&api, node, now_ns.clone()),
+                    sample_term(&api, node, now_ns.clone())
                 );
                 if let Ok(mut s) = samples.lock() {
                     s.states.extend(state);
                     s.health.extend(health);
+                    s.terms.extend(term);
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(period) => {}

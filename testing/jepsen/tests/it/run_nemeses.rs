@@ -1,7 +1,7 @@
 //! End-to-end fault runs: `fedraft-jepsen run` against real `fedraft server` processes and simulated member
 //! clusters, one short run per nemesis, each asserting that every checker passed (exit 0, every verdict file
 //! valid, a history and a plot written). The runs are serialised (one cluster at a time on a small machine);
-//! together they take about two and a half minutes. Long runs are in the README.
+//! together they take about three minutes. Long runs are in the README.
 //!
 //! `clock_leap_forward_regression` keeps the seed with which the clock nemesis found that a leader whose wall
 //! clock leaps forward dragged log time ahead and declared every member cluster NotReady.
@@ -76,8 +76,14 @@ fn verdict_of(out: &Path, checker: &str) -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
-/// Runs one nemesis and asserts every checker passed.
-fn run(nemesis: &str, workload: &str, seconds: u64, seed: u64, extra: &[&str]) {
+/// Runs one nemesis and asserts every checker passed; returns the applied faults.
+fn run(
+    nemesis: &str,
+    workload: &str,
+    seconds: u64,
+    seed: u64,
+    extra: &[&str],
+) -> Vec<serde_json::Value> {
     let bins = binaries();
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let out = tempfile::Builder::new()
@@ -115,6 +121,9 @@ fn run(nemesis: &str, workload: &str, seconds: u64, seed: u64, extra: &[&str]) {
     if workload != "register" {
         checkers.push("set");
     }
+    if nemesis == "slow" {
+        checkers.push("leadership");
+    }
     for c in checkers {
         assert_eq!(
             verdict_of(&keep, c)["verdict"],
@@ -135,6 +144,7 @@ fn run(nemesis: &str, workload: &str, seconds: u64, seed: u64, extra: &[&str]) {
     let svg = std::fs::read_to_string(keep.join("latency.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains(nemesis.split('-').next().unwrap()));
     let _ = std::fs::remove_dir_all(&keep);
+    schedule["applied"].as_array().unwrap().clone()
 }
 
 #[test]
@@ -150,6 +160,33 @@ fn pause() {
 #[test]
 fn partition() {
     run("partition", "all", 20, 2, &[]);
+}
+
+/// Seed 18: the leader is replaced under load (removed from the voters, wiped, back under id 4 as a
+/// learner, promoted), then the leader of that moment is killed. Every checker must pass (a run ends with
+/// three voters, or its heal reports an error and fails it).
+#[test]
+fn membership() {
+    let applied = run("membership", "all", 24, 18, &[]);
+    let kinds: Vec<&str> = applied.iter().filter_map(|a| a["kind"].as_str()).collect();
+    assert_eq!(kinds, ["membership", "kill"], "{applied:#?}");
+    assert!(
+        applied[0]["error"].is_null() && applied[0]["what"].as_str().unwrap().contains("by id 4"),
+        "the replacement did not go through: {applied:#?}"
+    );
+}
+
+/// Slow links (50-200 ms more each way on every peer link): every checker passes, and the terms the
+/// nodes report change at most `SLOW_MAX_TERM_CHANGES` (1) times.
+#[test]
+fn slow() {
+    let applied = run("slow", "all", 20, 2, &[]);
+    assert!(
+        applied
+            .iter()
+            .all(|a| a["kind"] == "slow" && a["error"].is_null()),
+        "{applied:#?}"
+    );
 }
 
 #[test]
