@@ -23,7 +23,7 @@ const DEFAULT_WRITES: u64 = 160;
 const WRITERS: u64 = 4;
 const SNAPSHOT_EVERY: u64 = 30;
 const CHECKPOINT_EVERY: u64 = 30;
-const LIMIT: Duration = Duration::from_secs(60);
+pub(crate) const LIMIT: Duration = Duration::from_secs(60);
 const NS: &str = "fp";
 
 /// Which node carries the failpoint.
@@ -111,7 +111,7 @@ impl Case {
     }
 }
 
-fn layout(root: &std::path::Path, name: &str) -> Cluster {
+pub(crate) fn layout(root: &std::path::Path, name: &str) -> Cluster {
     let mut l = Layout::new(BIN, TOKEN);
     l.raft = vec![
         "tick_interval_ms = 3600000".into(),
@@ -146,7 +146,7 @@ fn layout(root: &std::path::Path, name: &str) -> Cluster {
 
 /// PUTs object `name`, trying the nodes in turn from `first` until one acknowledges it or the
 /// deadline passes (same idempotency key every time: a client retrying across a leader change).
-async fn put(c: &Cluster, first: usize, name: &str, deadline: Instant) -> bool {
+pub(crate) async fn put(c: &Cluster, first: usize, name: &str, deadline: Instant) -> bool {
     let body = serde_json::json!({"template": {"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name}, "spec": {"replicas": 1}}});
     let mut attempt = 0;
@@ -172,7 +172,7 @@ async fn put(c: &Cluster, first: usize, name: &str, deadline: Instant) -> bool {
 }
 
 /// `count` writes from [`WRITERS`] concurrent writers; answers the acknowledged names.
-async fn load(c: &Cluster, prefix: &str, count: u64) -> Vec<String> {
+pub(crate) async fn load(c: &Cluster, prefix: &str, count: u64) -> Vec<String> {
     let deadline = Instant::now() + LIMIT;
     let writers = (0..WRITERS).map(|w| async move {
         let mut acked = Vec::new();
@@ -191,7 +191,7 @@ async fn load(c: &Cluster, prefix: &str, count: u64) -> Vec<String> {
         .collect()
 }
 
-async fn wait_leader_is(c: &Cluster, id: u64) {
+pub(crate) async fn wait_leader_is(c: &Cluster, id: u64) {
     let leader = c.wait_agreed_leader(LIMIT).await;
     assert_eq!(
         leader, id,
@@ -231,7 +231,7 @@ async fn states(c: &Cluster) -> Option<Vec<(u64, String)>> {
 
 /// After the crash and restart: acknowledged writes read back, state hashes agree at equal
 /// index, the audit chains verify.
-async fn check(c: &mut Cluster, restarted: usize, acked: &[String]) {
+pub(crate) async fn check(c: &mut Cluster, restarted: usize, acked: &[String]) {
     c.wait_all_ready(LIMIT).await;
     // One more write through the restarted node: it takes part in the cluster again.
     assert!(
@@ -395,4 +395,69 @@ async fn crash_at_peer_send() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_at_peer_receive() {
     crash_at("raft::peer_receive", "panic").await
+}
+
+/// Every node's WAL fsync sleeps this long, and every peer RPC leaves this late.
+const SLOW_FSYNC_MS: u64 = 40;
+const SLOW_SEND_MS: u64 = 30;
+/// The bound on leadership changes while the disk and the network are slow: at most one term
+/// after the first leader's. Heartbeats every 100 ms arrive 30 ms late, well inside the followers'
+/// 1.5-2.5 s election timeouts, so an election would mean the delays starve the leader's
+/// heartbeats behind its slow appends; one is allowed for a scheduling stall of the loaded
+/// machine, more is flapping.
+const MAX_TERM_CHANGES: usize = 1;
+
+/// Slow disk and slow network on all three nodes at once (`store::wal_sync=sleep(40)`,
+/// `raft::peer_send=sleep(30)`): writes slow down (each writer's writes wait at least one slow
+/// fsync each) but stay correct (every one acknowledged, every acknowledged write reads back,
+/// state hashes agree, audit chains verify), and the terms every node reports, sampled every
+/// 100 ms through the load, change at most [`MAX_TERM_CHANGES`] times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_disk_and_network_stay_correct_without_flapping() {
+    let writes = writes();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut c = layout(dir.path(), "slow");
+    let fp =
+        format!("store::wal_sync=sleep({SLOW_FSYNC_MS});raft::peer_send=sleep({SLOW_SEND_MS})");
+    let env = [("FAILPOINTS", fp.as_str())];
+    for i in [1, 2, 0] {
+        c.start_with_env(i, &env);
+    }
+    wait_leader_is(&c, 1).await;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let started = Instant::now();
+    let work = async {
+        let acked = load(&c, "s", writes).await;
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        acked
+    };
+    let sample = async {
+        let mut terms = std::collections::BTreeSet::new();
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            for i in 0..c.nodes.len() {
+                if let Some(t) = c.get(i, "/readyz").await.and_then(|v| v["term"].as_u64()) {
+                    terms.insert(t);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        terms
+    };
+    let (acked, terms) = tokio::join!(work, sample);
+    let took = started.elapsed();
+    eprintln!(
+        "slow disk and network: {} of {writes} writes acknowledged in {took:?}; terms seen {terms:?}",
+        acked.len()
+    );
+    assert_eq!(acked.len() as u64, writes, "every write is acknowledged");
+    let floor = Duration::from_millis(writes / WRITERS * SLOW_FSYNC_MS);
+    assert!(
+        took >= floor,
+        "the slow fsync took effect: {took:?} < {floor:?}"
+    );
+    assert!(
+        !terms.is_empty() && terms.len() <= MAX_TERM_CHANGES + 1,
+        "leadership flapped: terms {terms:?}"
+    );
+    check(&mut c, 0, &acked).await;
 }
