@@ -1,6 +1,6 @@
 //! What the Kubernetes-compatible door stores beside the federated objects: the identity and
-//! metadata of every resource template written through it, and the Karmada-style policies that
-//! place them.
+//! metadata of every resource template written through it, the Karmada-style policies that
+//! place them, and KubeFed's documents (kept like policies, as written).
 //!
 //! One model, not two: a namespaced template *is* a [`FederatedObject`](crate::model::FederatedObject)
 //! named [`ResourceKey::object_name`], whose spec core derives from the template and the policies
@@ -16,6 +16,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::karmada::PolicyKind;
+use crate::kubefed::{self, FederatedKind};
 
 /// Identifies an object written through the door: API group (empty for the core group), kind,
 /// namespace (empty for a cluster-scoped kind) and name.
@@ -60,13 +61,19 @@ impl fmt::Display for ResourceKey {
     }
 }
 
-/// The kinds of policy, as stored (the four of `policy.karmada.io`).
+/// The kinds of document kept as written and read at apply: the four of `policy.karmada.io`,
+/// then KubeFed's federated kinds and its ReplicaSchedulingPreference. Part of the log and the
+/// snapshot: new variants go at the END.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum PolicyKindTag {
     Propagation,
     ClusterPropagation,
     Override,
     ClusterOverride,
+    /// A `types.kubefed.io` FederatedX (`crate::kubefed`).
+    Federated(FederatedKind),
+    /// A `scheduling.kubefed.io` ReplicaSchedulingPreference.
+    ReplicaSchedulingPreference,
 }
 
 impl From<PolicyKind> for PolicyKindTag {
@@ -80,13 +87,55 @@ impl From<PolicyKind> for PolicyKindTag {
     }
 }
 
-impl From<PolicyKindTag> for PolicyKind {
-    fn from(k: PolicyKindTag) -> Self {
-        match k {
-            PolicyKindTag::Propagation => PolicyKind::Propagation,
-            PolicyKindTag::ClusterPropagation => PolicyKind::ClusterPropagation,
-            PolicyKindTag::Override => PolicyKind::Override,
-            PolicyKindTag::ClusterOverride => PolicyKind::ClusterOverride,
+impl PolicyKindTag {
+    /// The Karmada policy kind, or None for a KubeFed document.
+    pub fn karmada(self) -> Option<PolicyKind> {
+        match self {
+            PolicyKindTag::Propagation => Some(PolicyKind::Propagation),
+            PolicyKindTag::ClusterPropagation => Some(PolicyKind::ClusterPropagation),
+            PolicyKindTag::Override => Some(PolicyKind::Override),
+            PolicyKindTag::ClusterOverride => Some(PolicyKind::ClusterOverride),
+            PolicyKindTag::Federated(_) | PolicyKindTag::ReplicaSchedulingPreference => None,
+        }
+    }
+
+    /// The document's `apiVersion` and `kind`.
+    pub fn api_version_kind(self) -> (String, &'static str) {
+        match self {
+            PolicyKindTag::Federated(k) => (
+                format!("{}/{}", kubefed::TYPES_GROUP, kubefed::TYPES_VERSION),
+                k.kind(),
+            ),
+            PolicyKindTag::ReplicaSchedulingPreference => (
+                format!(
+                    "{}/{}",
+                    kubefed::SCHEDULING_GROUP,
+                    kubefed::SCHEDULING_VERSION
+                ),
+                kubefed::RSP_KIND,
+            ),
+            karmada => (
+                format!("{}/{}", crate::karmada::GROUP, crate::karmada::VERSION),
+                karmada.karmada().map_or("", PolicyKind::kind),
+            ),
+        }
+    }
+
+    /// The API group of the document.
+    pub fn group(self) -> &'static str {
+        match self {
+            PolicyKindTag::Federated(_) => kubefed::TYPES_GROUP,
+            PolicyKindTag::ReplicaSchedulingPreference => kubefed::SCHEDULING_GROUP,
+            _ => crate::karmada::GROUP,
+        }
+    }
+
+    /// Whether the document lives in a namespace.
+    pub fn namespaced(self) -> bool {
+        match self {
+            PolicyKindTag::Federated(k) => k.namespaced(),
+            PolicyKindTag::ReplicaSchedulingPreference => true,
+            karmada => karmada.karmada().is_some_and(PolicyKind::namespaced),
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod discovery;
 pub mod door;
 pub mod error;
 pub mod karmada;
+pub mod kubefed;
 pub mod model;
 pub mod policy;
 pub mod render;

@@ -1,5 +1,6 @@
 //! What the door serves: the resource types (built-in Kubernetes kinds as resource templates,
-//! fedraft's own kinds as read views, Karmada's policy kinds) and which store answers each.
+//! fedraft's own kinds as read views, Karmada's policy kinds, KubeFed's federated kinds and
+//! ReplicaSchedulingPreference) and which store answers each.
 //!
 //! Discovery, routing, reads and writes all look a type up here, so a type listed here is served
 //! end to end. Must not hold objects or build documents (those are `fedraft_kubeapi`'s).
@@ -8,6 +9,7 @@ use std::sync::LazyLock;
 
 use fedraft_core::door::PolicyKindTag;
 use fedraft_core::karmada;
+use fedraft_core::kubefed::{self, FederatedKind};
 use fedraft_kubeapi::resource::{self, ResourceDef};
 
 /// fedraft's own API group, where its native model is served read-only.
@@ -121,6 +123,37 @@ fn build() -> Vec<Served> {
         "cop",
         PolicyKindTag::ClusterOverride,
     ));
+    // KubeFed's documents are kept as written, like the policies, and served with the verbs
+    // kubectl's apply, edit and delete use.
+    let kubefed_def = |group: &str, version: &str, plural: &str, kind: &str| {
+        ResourceDef::new(group, version, plural, kind)
+            .verbs(&["create", "delete", "get", "list", "patch", "update"])
+    };
+    for k in FederatedKind::ALL {
+        let mut def = kubefed_def(
+            kubefed::TYPES_GROUP,
+            kubefed::TYPES_VERSION,
+            &k.plural(),
+            k.kind(),
+        );
+        if !k.namespaced() {
+            def = def.cluster_scoped();
+        }
+        out.push(Served {
+            def,
+            store: Store::Policy(PolicyKindTag::Federated(k)),
+        });
+    }
+    out.push(Served {
+        def: kubefed_def(
+            kubefed::SCHEDULING_GROUP,
+            kubefed::SCHEDULING_VERSION,
+            "replicaschedulingpreferences",
+            kubefed::RSP_KIND,
+        )
+        .short_names(&["rsp"]),
+        store: Store::Policy(PolicyKindTag::ReplicaSchedulingPreference),
+    });
     out
 }
 
@@ -148,7 +181,14 @@ mod tests {
             .into_iter()
             .map(|(g, _)| g)
             .collect();
-        for g in ["apps", "batch", FEDRAFT_GROUP, karmada::GROUP] {
+        for g in [
+            "apps",
+            "batch",
+            FEDRAFT_GROUP,
+            karmada::GROUP,
+            kubefed::TYPES_GROUP,
+            kubefed::SCHEDULING_GROUP,
+        ] {
             assert!(groups.contains(&g), "{g} missing from {groups:?}");
         }
         assert_eq!(
@@ -170,5 +210,23 @@ mod tests {
             .unwrap()
             .def
             .has_subresource("scale"));
+        let fd = find(
+            kubefed::TYPES_GROUP,
+            kubefed::TYPES_VERSION,
+            "federateddeployments",
+        )
+        .unwrap();
+        assert_eq!(
+            fd.store,
+            Store::Policy(PolicyKindTag::Federated(FederatedKind::Deployment))
+        );
+        assert!(fd.def.namespaced);
+        let fcr = find(
+            kubefed::TYPES_GROUP,
+            kubefed::TYPES_VERSION,
+            "federatedclusterroles",
+        )
+        .unwrap();
+        assert!(!fcr.def.namespaced);
     }
 }

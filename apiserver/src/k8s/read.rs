@@ -14,7 +14,7 @@ use std::ops::Bound;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use fedraft_core::door::{PolicyKindTag, PolicyRef, ResourceKey};
+use fedraft_core::door::{PolicyRef, ResourceKey};
 use fedraft_core::state::State;
 use fedraft_kubeapi::negotiate::{self, ObjectForm};
 use fedraft_kubeapi::paging::ContinueToken;
@@ -40,9 +40,7 @@ pub fn authorize_read(call: &Call, ns: Option<&str>) -> KResult<()> {
             Some(name) => Access::ReadNamespace(name),
             None => Access::ReadAllObjects,
         },
-        (Store::Policy(PolicyKindTag::ClusterPropagation | PolicyKindTag::ClusterOverride), _) => {
-            Access::ReadClusters
-        }
+        (Store::Policy(tag), _) if !tag.namespaced() => Access::ReadClusters,
         (_, Some(ns)) => Access::ReadNamespace(ns),
         (_, None) => Access::ReadAllObjects,
     };

@@ -19,7 +19,6 @@
 use std::sync::Arc;
 
 use fedraft_core::door::{PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord};
-use fedraft_core::karmada;
 use fedraft_core::model::{Cluster, FederatedObject, Tenant};
 use fedraft_core::state::State;
 use fedraft_kubeapi::meta;
@@ -273,8 +272,9 @@ fn namespace_object(name: &str, tpl: Option<&(TemplateRecord, Arc<FederatedObjec
 
 fn policy_object(key: &PolicyRef, rec: &PolicyRecord) -> Value {
     let mut doc = parse_or_empty(&rec.manifest);
-    doc["apiVersion"] = json!(format!("{}/{}", karmada::GROUP, karmada::VERSION));
-    doc["kind"] = json!(policy_kind(key.kind));
+    let (api_version, kind) = key.kind.api_version_kind();
+    doc["apiVersion"] = json!(api_version);
+    doc["kind"] = json!(kind);
     stamp(
         &mut doc,
         &key.namespace,
@@ -287,7 +287,7 @@ fn policy_object(key: &PolicyRef, rec: &PolicyRecord) -> Value {
 }
 
 pub fn policy_kind(tag: PolicyKindTag) -> &'static str {
-    karmada::PolicyKind::from(tag).kind()
+    tag.api_version_kind().1
 }
 
 fn fedraft_meta(name: &str, rv: u64, labels: Value) -> Value {

@@ -17,8 +17,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use fedraft_core::command::Command;
-use fedraft_core::door::{PolicyKindTag, ResourceKey};
-use fedraft_core::karmada;
+use fedraft_core::door::ResourceKey;
 use fedraft_kubeapi::{apply, meta, patch, PatchType};
 use serde_json::{json, Value};
 
@@ -36,9 +35,7 @@ fn authorize_write(call: &Call, name: &str) -> KResult<()> {
     let ns = match call.target.store() {
         Store::Namespace => name.to_string(),
         // Cluster-wide policies are an administrator's: no namespace grants them.
-        Store::Policy(PolicyKindTag::ClusterPropagation | PolicyKindTag::ClusterOverride) => {
-            String::new()
-        }
+        Store::Policy(tag) if !tag.namespaced() => String::new(),
         _ => call.target.ns_str().to_string(),
     };
     Ok(allow(
@@ -475,7 +472,7 @@ pub async fn delete(call: &Call, body: Body) -> KResult<Response> {
             }
             (_, Store::Namespace) => render::namespace_key(&name),
             (_, Store::Policy(tag)) => ResourceKey {
-                group: karmada::GROUP.to_string(),
+                group: tag.group().to_string(),
                 kind: render::policy_kind(tag).to_string(),
                 namespace: t.ns_str().to_string(),
                 name: name.clone(),

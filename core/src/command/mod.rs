@@ -33,8 +33,10 @@ use crate::users::{TokenIssue, UserSpec};
 /// Karmada policies may use `exclude` without `clusterNames`, `spreadByField: cluster`, a
 /// toleration with an empty key and operator `Equal` and the `Aggregated` division (all refused
 /// before; the native API's `aggregated` division and the user database's commands are new in
-/// the same version).
-pub const LOG_ENTRY_VERSION: u16 = 4;
+/// the same version). 5, the same envelope, whose `PutResource` and `DeleteResource` may carry
+/// KubeFed's documents (`crate::kubefed`: FederatedX, ReplicaSchedulingPreference), read as
+/// such; in a version-4 entry such a manifest is an ordinary resource template, as it was.
+pub const LOG_ENTRY_VERSION: u16 = 5;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;

@@ -143,7 +143,7 @@ pub fn parse_spec(
 
 /// Deserializes `value` into `T`, naming the offending field (from `prefix`) on error: an
 /// unknown field, a wrong type or a value outside an enum's variants.
-fn typed<T: DeserializeOwned>(value: &Value, prefix: &str) -> Result<T, FieldError> {
+pub(crate) fn typed<T: DeserializeOwned>(value: &Value, prefix: &str) -> Result<T, FieldError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." {

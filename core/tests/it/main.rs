@@ -9,6 +9,7 @@ mod state_support;
 mod admission;
 mod discovery;
 mod door;
+mod door_kubefed;
 mod render_golden;
 mod scheduler_kubefed;
 mod scheduler_props;

@@ -76,19 +76,19 @@ spec:
           weight: 1
 "#;
 
-fn kubectl_path() -> PathBuf {
+pub(crate) fn kubectl_path() -> PathBuf {
     std::env::var_os("KUBECTL")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/bin/kubectl"))
 }
 
 /// kubectl with the kubeconfig `fedraft kubeconfig` wrote and a discovery cache of its own.
-struct Kubectl {
-    dir: PathBuf,
+pub(crate) struct Kubectl {
+    pub(crate) dir: PathBuf,
 }
 
 impl Kubectl {
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(kubectl_path());
         cmd.arg(format!(
             "--kubeconfig={}",
@@ -102,7 +102,7 @@ impl Kubectl {
         cmd
     }
 
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+    pub(crate) fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut cmd = self.command(args);
         cmd.stdin(if stdin.is_some() {
             Stdio::piped()
@@ -122,7 +122,7 @@ impl Kubectl {
     }
 
     /// Runs and asserts success; stdout.
-    fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         self.ok_in(args, None)
     }
 
@@ -145,7 +145,7 @@ impl Kubectl {
     }
 }
 
-fn write_kubeconfig(fed: &Fed, dir: &Path) {
+pub(crate) fn write_kubeconfig(fed: &Fed, dir: &Path) {
     let token = dir.join("token");
     std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
     let out = Command::new(BIN)

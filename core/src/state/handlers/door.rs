@@ -26,6 +26,7 @@ use crate::door::{
 use crate::error::CodecError;
 use crate::error::FieldError;
 use crate::karmada::{self, best_match, PolicyKind, PolicySpec, Precedence, TemplateIdentity};
+use crate::kubefed;
 use crate::model::ObjectSpec;
 use crate::policy::{Override, Placement};
 use crate::state::{Ctx, HandlerResult, RejectCode, Rejection, State};
@@ -42,12 +43,12 @@ const SERVER_FIELDS: [&str; 7] = [
 ];
 
 /// A manifest's identity, read once.
-struct Identity {
-    api_version: String,
-    kind: String,
-    group: String,
-    namespace: String,
-    name: String,
+pub(crate) struct Identity {
+    pub(crate) api_version: String,
+    pub(crate) kind: String,
+    pub(crate) group: String,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
 }
 
 fn read_manifest(text: &str) -> Result<(Value, Identity), Rejection> {
@@ -139,10 +140,16 @@ impl State {
         ctx: &mut Ctx,
     ) -> HandlerResult {
         let (doc, id) = read_manifest(manifest)?;
-        match PolicyKind::of(&id.api_version, &id.kind) {
-            Some(kind) => self.put_policy(kind, doc, id, expected, ctx),
-            None => self.put_template(doc, id, expected, ctx),
+        if let Some(kind) = PolicyKind::of(&id.api_version, &id.kind) {
+            return self.put_policy(kind, doc, id, expected, ctx);
         }
+        // Before KUBEFED_SINCE a KubeFed document was a resource template like any other.
+        if ctx.version >= kubefed::KUBEFED_SINCE {
+            if let Some(tag) = kubefed_tag(&id.api_version, &id.kind) {
+                return self.put_kubefed(tag, doc, id, expected, ctx);
+            }
+        }
+        self.put_template(doc, id, expected, ctx)
     }
 
     pub(crate) fn on_delete_resource(
@@ -158,6 +165,18 @@ impl State {
             )
             .ok_or_else(|| FieldError::new("kind", format!("no policy kind {:?}", key.kind)))?;
             return self.delete_policy(kind, &key.namespace, &key.name, expected, ctx);
+        }
+        if ctx.version >= kubefed::KUBEFED_SINCE {
+            let api_version = match key.group.as_str() {
+                kubefed::TYPES_GROUP => Some(format!("{}/{}", key.group, kubefed::TYPES_VERSION)),
+                kubefed::SCHEDULING_GROUP => {
+                    Some(format!("{}/{}", key.group, kubefed::SCHEDULING_VERSION))
+                }
+                _ => None,
+            };
+            if let Some(tag) = api_version.and_then(|av| kubefed_tag(&av, &key.kind)) {
+                return self.delete_kubefed(tag, &key.namespace, &key.name, expected, ctx);
+            }
         }
         if !self.door.templates.contains_key(key) {
             return Err(Rejection::not_found("metadata.name", key));
@@ -190,6 +209,16 @@ impl State {
             namespace: id.namespace,
             name: id.name,
         };
+        if let Some(owner) = self.federated_owner(&key) {
+            return Err(Rejection::new(
+                RejectCode::FailedPrecondition,
+                Some("metadata.name"),
+                format!(
+                    "{key} is federated by a {owner} of the same name; change that instead (two \
+                     sources would place the same member object twice)"
+                ),
+            ));
+        }
         let labels = labels_of(&doc);
         let template = doc.to_string();
         let previous = self.door.templates.get(&key).cloned();
@@ -497,11 +526,29 @@ pub(crate) fn parse_policies(
     for (key, record) in &door.policies {
         let doc: Value = serde_json::from_str(&record.manifest)
             .map_err(|e| CodecError::Decode(format!("policy {}: {e}", key.name)))?;
-        let spec = karmada::parse_spec(PolicyKind::from(key.kind), &doc, LOG_ENTRY_VERSION)
+        // KubeFed's documents are read when an object is derived, not kept parsed.
+        let Some(kind) = key.kind.karmada() else {
+            continue;
+        };
+        let spec = karmada::parse_spec(kind, &doc, LOG_ENTRY_VERSION)
             .map_err(|e| CodecError::Decode(format!("policy {}: {e}", key.name)))?;
         out.insert(key.clone(), spec);
     }
     Ok(out)
+}
+
+/// The stored kind of a KubeFed document of `api_version` and `kind`, if fedraft reads it.
+fn kubefed_tag(api_version: &str, kind: &str) -> Option<PolicyKindTag> {
+    if let Some(k) = kubefed::FederatedKind::of(api_version, kind) {
+        return Some(PolicyKindTag::Federated(k));
+    }
+    let rsp_version = format!(
+        "{}/{}",
+        kubefed::SCHEDULING_GROUP,
+        kubefed::SCHEDULING_VERSION
+    );
+    (api_version == rsp_version && kind == kubefed::RSP_KIND)
+        .then_some(PolicyKindTag::ReplicaSchedulingPreference)
 }
 
 /// A placement that selects no cluster: a template no policy has placed yet.

@@ -12,6 +12,7 @@ mod clusters;
 mod credentials;
 pub(crate) mod door;
 mod health;
+mod kubefed;
 mod objects;
 pub mod outcome;
 pub mod placement;
