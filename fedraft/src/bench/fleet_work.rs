@@ -224,12 +224,10 @@ pub async fn read_namespace(
         .await?;
     let mut out = BTreeMap::new();
     for o in body["items"].as_array().context("object list items")? {
-        let name = o
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        // The API's object document: `name`, `template`, `placement`, `status` at the top.
+        let name = o.get("name").and_then(Value::as_str).unwrap_or("");
         let kind = o
-            .pointer("/spec/template/kind")
+            .pointer("/template/kind")
             .and_then(Value::as_str)
             .unwrap_or("");
         // Only Deployments carry replicas here; the others are Duplicated whole.
