@@ -1,5 +1,6 @@
-//! Capacity of a member cluster as fedraft reports it, computed from one scan of its nodes and
-//! pods (the Clusterless "periodic scan", not a watch on every node event).
+//! Capacity of a member cluster as fedraft reports it, computed from what each node and each
+//! pod contributes ([`NodeShare`], [`PodShare`]: a few integers and names, kept per object by
+//! the probe's watches instead of the objects themselves, so a 5,000-node member costs little).
 //!
 //! Definition (the same as core's `Capacity`): `allocatable` is the sum of `status.allocatable`
 //! over nodes that are Ready and schedulable; `available` is what remains for fedraft: that
@@ -10,7 +11,7 @@
 //! for its Deployment). When pods cannot be listed, no usage is visible and available equals
 //! allocatable.
 //!
-//! Must not: watch nodes, or report capacity in anything but integers.
+//! Must not: talk to the cluster, or report capacity in anything but integers.
 
 use std::collections::BTreeSet;
 
@@ -23,13 +24,96 @@ use std::collections::BTreeMap;
 /// Workloads fedraft manages in a cluster: (namespace, name), any kind.
 pub type ManagedWorkloads = BTreeSet<(String, String)>;
 
+/// What one node adds to the cluster's allocatable: all of it when Ready and schedulable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeShare {
+    pub usable: bool,
+    pub allocatable: Resources,
+}
+
+impl NodeShare {
+    pub fn of(n: &Node) -> NodeShare {
+        NodeShare {
+            usable: node_usable(n),
+            allocatable: n
+                .status
+                .as_ref()
+                .and_then(|s| s.allocatable.as_ref())
+                .map(from_map)
+                .unwrap_or(Resources::ZERO),
+        }
+    }
+}
+
+/// What one pod may take from the cluster, and what decides whether it is fedraft's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodShare {
+    namespace: String,
+    /// Not Succeeded or Failed: it holds its requests.
+    running: bool,
+    /// Carries fedraft's ownership label.
+    labelled: bool,
+    /// (kind, name) of its controller owners.
+    controllers: Vec<(String, String)>,
+    requests: Resources,
+}
+
+impl PodShare {
+    pub fn of(p: &Pod) -> PodShare {
+        let meta = &p.metadata;
+        PodShare {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            running: running(p),
+            labelled: meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(MANAGED_BY_LABEL))
+                .map(String::as_str)
+                == Some(MANAGED_BY_VALUE),
+            controllers: meta
+                .owner_references
+                .as_deref()
+                .unwrap_or(&[])
+                .iter()
+                .filter(|o| o.controller == Some(true))
+                .map(|o| (o.kind.clone(), o.name.clone()))
+                .collect(),
+            requests: pod_requests(p),
+        }
+    }
+
+    /// Whether it holds requests at all (finished pods need not be kept).
+    pub fn running(&self) -> bool {
+        self.running
+    }
+
+    fn is_fedrafts(&self, managed: &ManagedWorkloads) -> bool {
+        if self.labelled {
+            return true;
+        }
+        let ns = &self.namespace;
+        self.controllers.iter().any(|(kind, name)| {
+            let direct = managed.contains(&(ns.clone(), name.clone()));
+            // Deployment -> ReplicaSet "<name>-<pod-template-hash>" -> Pod.
+            let via_replicaset = kind == "ReplicaSet"
+                && name
+                    .rsplit_once('-')
+                    .is_some_and(|(deploy, _)| managed.contains(&(ns.clone(), deploy.to_string())));
+            direct || via_replicaset
+        })
+    }
+}
+
 /// Sum of allocatable over Ready, schedulable nodes.
 pub fn allocatable(nodes: &[Node]) -> Resources {
+    allocatable_of(nodes.iter().map(NodeShare::of).collect::<Vec<_>>().iter())
+}
+
+/// [`allocatable`] from node shares.
+pub fn allocatable_of<'a>(nodes: impl Iterator<Item = &'a NodeShare>) -> Resources {
     nodes
-        .iter()
-        .filter(|n| node_usable(n))
-        .filter_map(|n| n.status.as_ref()?.allocatable.as_ref())
-        .fold(Resources::ZERO, |acc, a| acc.saturating_add(&from_map(a)))
+        .filter(|n| n.usable)
+        .fold(Resources::ZERO, |acc, n| acc.saturating_add(&n.allocatable))
 }
 
 fn node_usable(n: &Node) -> bool {
@@ -63,11 +147,19 @@ fn from_map(map: &BTreeMap<String, Quantity>) -> Resources {
 
 /// Requests of the running pods fedraft does not manage, plus one pod slot each.
 pub fn foreign_usage(pods: &[Pod], managed: &ManagedWorkloads) -> Resources {
-    pods.iter()
-        .filter(|p| running(p) && !is_fedrafts(p, managed))
-        .fold(Resources::ZERO, |acc, p| {
-            acc.saturating_add(&pod_requests(p))
-        })
+    foreign_usage_of(
+        pods.iter().map(PodShare::of).collect::<Vec<_>>().iter(),
+        managed,
+    )
+}
+
+/// [`foreign_usage`] from pod shares.
+pub fn foreign_usage_of<'a>(
+    pods: impl Iterator<Item = &'a PodShare>,
+    managed: &ManagedWorkloads,
+) -> Resources {
+    pods.filter(|p| p.running && !p.is_fedrafts(managed))
+        .fold(Resources::ZERO, |acc, p| acc.saturating_add(&p.requests))
 }
 
 fn running(p: &Pod) -> bool {
@@ -77,33 +169,6 @@ fn running(p: &Pod) -> bool {
         .and_then(|s| s.phase.as_deref())
         .unwrap_or("Pending");
     !matches!(phase, "Succeeded" | "Failed")
-}
-
-fn is_fedrafts(p: &Pod, managed: &ManagedWorkloads) -> bool {
-    let meta = &p.metadata;
-    if meta
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(MANAGED_BY_LABEL))
-        .map(String::as_str)
-        == Some(MANAGED_BY_VALUE)
-    {
-        return true;
-    }
-    let ns = meta.namespace.clone().unwrap_or_default();
-    let owners = meta.owner_references.as_deref().unwrap_or(&[]);
-    owners
-        .iter()
-        .filter(|o| o.controller == Some(true))
-        .any(|o| {
-            let direct = managed.contains(&(ns.clone(), o.name.clone()));
-            // Deployment -> ReplicaSet "<name>-<pod-template-hash>" -> Pod.
-            let via_replicaset = o.kind == "ReplicaSet"
-                && o.name
-                    .rsplit_once('-')
-                    .is_some_and(|(deploy, _)| managed.contains(&(ns.clone(), deploy.to_string())));
-            direct || via_replicaset
-        })
 }
 
 /// A pod's effective request: containers summed, at least its largest init container.
@@ -143,6 +208,22 @@ pub fn capacity(
     let allocatable = allocatable(nodes);
     let used = pods
         .map(|p| foreign_usage(p, managed))
+        .unwrap_or(Resources::ZERO);
+    fedraft_core::model::Capacity {
+        allocatable,
+        available: allocatable.saturating_sub(&used),
+    }
+}
+
+/// [`capacity`] from shares; `pods` None when pods are not visible (available = allocatable).
+pub fn capacity_of<'a>(
+    nodes: impl Iterator<Item = &'a NodeShare>,
+    pods: Option<impl Iterator<Item = &'a PodShare>>,
+    managed: &ManagedWorkloads,
+) -> fedraft_core::model::Capacity {
+    let allocatable = allocatable_of(nodes);
+    let used = pods
+        .map(|p| foreign_usage_of(p, managed))
         .unwrap_or(Resources::ZERO);
     fedraft_core::model::Capacity {
         allocatable,

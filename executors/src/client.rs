@@ -16,9 +16,19 @@
 //! backoff and must see every error to report it in the object's status. Only the `ring`
 //! rustls provider is compiled in; it is installed as the process default once.
 //!
+//! Every member call of one node passes one [`CallGate`]: at most `limit` requests in flight
+//! over all clusters, so converging a thousand clusters at once opens a bounded number of
+//! sockets and loads the members (and this node) boundedly. Watches and health probes pass
+//! without a permit: a watch holds its request open for good, and a probe stuck behind writes
+//! to other clusters would turn a busy node into "every cluster NotReady". Waiting for a permit
+//! counts toward the caller's request timeout.
+//!
 //! Must not: log or return credentials.
 
-use std::sync::Once;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Once};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use fedraft_core::model::{ClusterSpec, Credentials};
@@ -52,18 +62,130 @@ pub async fn build_client(
     Client::try_from(config).map_err(|e| client_error(spec, e))
 }
 
-/// [`build_client`] whose every request is timed and counted in `metrics`.
+/// [`build_client`] whose every request is timed and counted in `metrics` and, apart from
+/// watches and probes, waits for a permit of `gate` (shared by every cluster of the node).
 pub async fn build_measured_client(
     spec: &ClusterSpec,
     connect_timeout: Duration,
     exec_allow: &[String],
     metrics: &ClusterMetrics,
     keyring: Option<&Keyring>,
+    gate: &CallGate,
 ) -> Result<Client, ExecError> {
     let config = client_config(spec, connect_timeout, exec_allow, keyring).await?;
     let builder =
         kube::client::ClientBuilder::try_from(config).map_err(|e| client_error(spec, e))?;
-    Ok(builder.with_layer(&metrics.call_layer()).build())
+    // The gate outside the timing: the metrics measure the member, not the queue here.
+    Ok(builder
+        .with_layer(&metrics.call_layer())
+        .with_layer(gate)
+        .build())
+}
+
+/// Member calls in flight at once on one node, over all its clusters (cheap to clone; clones
+/// share the permits). Default [`CallGate::DEFAULT_LIMIT`].
+#[derive(Debug, Clone)]
+pub struct CallGate {
+    permits: Arc<tokio::sync::Semaphore>,
+    limit: usize,
+}
+
+impl CallGate {
+    /// Enough that 16 clusters converge at full `apply_concurrency` at once, few enough that a
+    /// node keeps a few hundred member sockets busy, not thousands.
+    pub const DEFAULT_LIMIT: usize = 256;
+
+    pub fn new(limit: usize) -> CallGate {
+        let limit = limit.max(1);
+        CallGate {
+            permits: Arc::new(tokio::sync::Semaphore::new(limit)),
+            limit,
+        }
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Calls holding a permit now.
+    pub fn in_flight(&self) -> usize {
+        self.limit - self.permits.available_permits()
+    }
+}
+
+impl Default for CallGate {
+    fn default() -> Self {
+        CallGate::new(Self::DEFAULT_LIMIT)
+    }
+}
+
+/// Whether a request passes without a permit: a watch (long-lived) or a health probe.
+fn ungated<B>(req: &http::Request<B>) -> bool {
+    let uri = req.uri();
+    let probe = ["/readyz", "/livez", "/healthz"]
+        .iter()
+        .any(|p| uri.path().ends_with(p));
+    let watch = uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    probe || watch
+}
+
+impl<S> tower::Layer<S> for CallGate {
+    type Service = Gated<S>;
+
+    fn layer(&self, inner: S) -> Gated<S> {
+        Gated {
+            inner: Arc::new(tokio::sync::Mutex::new(inner)),
+            permits: self.permits.clone(),
+        }
+    }
+}
+
+/// The service [`CallGate`] wraps around a client's stack. The stack below is not `Clone`, so
+/// it is shared behind a lock held only while a request is handed to it (kube's client drives
+/// it from one buffer task anyway), never while the answer is awaited.
+pub struct Gated<S> {
+    inner: Arc<tokio::sync::Mutex<S>>,
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+type GatedCall<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send>>;
+
+impl<S, B> tower::Service<http::Request<B>> for Gated<S>
+where
+    S: tower::Service<http::Request<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    S::Response: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = GatedCall<S::Response, S::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        // Readiness of the stack below is awaited per call, after the permit.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let inner = self.inner.clone();
+        let permits = (!ungated(&req)).then(|| self.permits.clone());
+        Box::pin(async move {
+            // The permit lives until the answer's headers arrive (or the caller gives up).
+            let _permit = match permits {
+                Some(p) => p.acquire_owned().await.ok(),
+                None => None,
+            };
+            let answer = {
+                let mut svc = inner.lock().await;
+                std::future::poll_fn(|cx| svc.poll_ready(cx)).await?;
+                svc.call(req)
+            };
+            answer.await
+        })
+    }
 }
 
 fn client_error(spec: &ClusterSpec, e: kube::Error) -> ExecError {
@@ -187,6 +309,41 @@ fn fill_missing_server(kc: &mut Kubeconfig, endpoint: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_gate_bounds_calls_but_not_watches_or_probes() {
+        use tower::{Layer, Service, ServiceExt};
+        let gate = CallGate::new(2);
+        let (release, released) = tokio::sync::watch::channel(false);
+        let stuck = tower::service_fn(move |_req: http::Request<()>| {
+            let mut released = released.clone();
+            async move {
+                let _ = released.wait_for(|r| *r).await;
+                Ok::<_, std::convert::Infallible>(())
+            }
+        });
+        let mut svc = gate.layer(stuck);
+        let req = |uri: &str| http::Request::get(uri).body(()).unwrap();
+        let mut calls = Vec::new();
+        for _ in 0..3 {
+            let call = svc.ready().await.unwrap().call(req("/api/v1/nodes"));
+            calls.push(tokio::spawn(call));
+        }
+        for uri in ["/api/v1/pods?watch=true&resourceVersion=5", "/readyz"] {
+            let call = svc.ready().await.unwrap().call(req(uri));
+            calls.push(tokio::spawn(call));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Two listed calls hold both permits; the third waits; watch and probe need none.
+        assert_eq!(gate.in_flight(), 2);
+        release.send_replace(true);
+        for c in calls {
+            assert!(c.await.unwrap().is_ok());
+        }
+        assert_eq!(gate.in_flight(), 0);
+        assert!(ungated(&req("/prefix/readyz")));
+        assert!(!ungated(&req("/api/v1/pods?watchx=true")));
+    }
 
     #[test]
     fn url_must_be_http() {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use fedraft_secrets::Keyring;
 
+use crate::client::CallGate;
 use crate::metrics::ExecutorMetrics;
 
 /// How the executors of one fedraft node behave.
@@ -32,6 +33,9 @@ pub struct ExecutorConfig {
     pub backoff_max: Duration,
     /// Member API requests in flight at once per cluster (applies and deletes).
     pub apply_concurrency: usize,
+    /// Member API requests in flight at once on this node, over all clusters (watches and
+    /// health probes excepted; see `client.rs`). Clones share it.
+    pub member_calls: CallGate,
     /// Status reports are flushed at most this often (one entry for all clusters).
     pub status_flush_interval: Duration,
     /// Bound on a single member-API request other than watches.
@@ -62,6 +66,7 @@ impl Default for ExecutorConfig {
             backoff_min: Duration::from_millis(200),
             backoff_max: Duration::from_secs(30),
             apply_concurrency: 16,
+            member_calls: CallGate::default(),
             status_flush_interval: Duration::from_millis(500),
             request_timeout: Duration::from_secs(10),
             deregister_cleanup_timeout: Duration::from_secs(120),

@@ -1,30 +1,44 @@
 //! Observing one member cluster: a health probe (`GET /readyz`) every probe interval, bounded by
-//! the probe timeout, and after a successful probe a capacity scan when one is due (nodes, and
-//! pods to see what fedraft does not manage; see `capacity`).
+//! the probe timeout, and after a successful probe a capacity report when one is due.
+//!
+//! Capacity comes from an inventory the probe keeps with two watches, nodes and pods (kube's
+//! watcher: a paged list, then a watch from its resourceVersion, relisting after a 410), each
+//! object reduced to its [`NodeShare`] or [`PodShare`]. A capacity report is then arithmetic
+//! over that inventory, with no request at all: a 5,000-node member costs its watch events, not
+//! a full node-and-pod LIST every capacity interval. The first report waits (at most the request
+//! timeout) for the node list; pods that cannot be watched (forbidden, say) leave the foreign
+//! usage invisible and available equal to allocatable, as before. While the cluster is
+//! unreachable the inventory keeps its last view and the watches retry with kube's backoff.
 //!
 //! Results go to [`Observations`]; the reporter turns them into log entries. A failed probe is
 //! only an observation: the state machine decides from missing heartbeats whether the cluster is
 //! NotReady.
 //!
-//! Must not: decide health, or delay another cluster (each probe loop is its own task).
+//! Must not: decide health, delay another cluster (each probe loop is its own task), or keep
+//! whole node or pod objects.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use fedraft_core::model::Capacity;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ListParams};
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Resource;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::capacity;
+use crate::capacity::{self, NodeShare, PodShare};
 use crate::error::ExecError;
 use crate::reconciler::ClusterCtx;
 use crate::report::Observations;
 
-/// Pods are listed in pages of this many, as kubectl does.
-const POD_PAGE: u32 = 500;
-/// Stop after this many pages (500k pods): a bound, not an expected size.
-const MAX_POD_PAGES: usize = 1000;
+/// Objects per page of the watches' initial (and re-) lists, as kubectl pages.
+const LIST_PAGE: u32 = 500;
 
 /// `GET /readyz` within `timeout`.
 pub async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), ExecError> {
@@ -41,58 +55,190 @@ pub async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), ExecE
     }
 }
 
-/// Lists nodes and pods and computes the capacity fedraft reports.
-pub async fn scan_capacity(ctx: &ClusterCtx) -> Result<Capacity, ExecError> {
-    let limit = ctx.cfg.request_timeout;
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let listed = tokio::time::timeout(limit, nodes.list(&ListParams::default()))
-        .await
-        .map_err(|_| ExecError::Timeout {
-            action: "listing nodes".into(),
-            waited_ms: limit.as_millis() as u64,
-        })?
-        .map_err(|e| ExecError::kube("listing nodes", e))?;
-    let pods = match list_pods(ctx).await {
-        Ok(p) => Some(p),
-        Err(e) => {
-            // Without pods the foreign usage is invisible; report allocatable as available.
-            tracing::debug!(cluster = %ctx.cluster, error = %e, "pods not visible for the capacity scan");
-            None
-        }
-    };
-    let managed = ctx.live.managed_names();
-    Ok(capacity::capacity(&listed.items, pods.as_deref(), &managed))
+/// One kind's objects, reduced to what capacity needs, keyed by namespace/name.
+struct Reduced<S> {
+    items: Mutex<BTreeMap<String, S>>,
+    /// True once the first list completed (and stays true through reconnects).
+    ready: watch::Sender<bool>,
 }
 
-async fn list_pods(ctx: &ClusterCtx) -> Result<Vec<Pod>, ExecError> {
-    let api: Api<Pod> = Api::all(ctx.client.clone());
-    let limit = ctx.cfg.request_timeout;
-    let mut out = Vec::new();
-    let mut token: Option<String> = None;
-    for _ in 0..MAX_POD_PAGES {
-        let mut lp = ListParams::default().limit(POD_PAGE);
-        if let Some(t) = &token {
-            lp = lp.continue_token(t);
-        }
-        let page = tokio::time::timeout(limit, api.list(&lp))
+impl<S> Reduced<S> {
+    fn new() -> Arc<Self> {
+        Arc::new(Reduced {
+            items: Mutex::new(BTreeMap::new()),
+            ready: watch::channel(false).0,
+        })
+    }
+
+    fn items(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, S>> {
+        // A panic mid-update leaves at worst one stale entry, replaced at the next relist.
+        self.items.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    /// Waits until ready or `deadline`; returns whether ready.
+    async fn wait_ready(&self, deadline: Instant) -> bool {
+        let mut rx = self.ready.subscribe();
+        tokio::time::timeout_at(deadline, rx.wait_for(|r| *r))
             .await
-            .map_err(|_| ExecError::Timeout {
-                action: "listing pods".into(),
-                waited_ms: limit.as_millis() as u64,
-            })?
-            .map_err(|e| ExecError::kube("listing pods", e))?;
-        out.extend(page.items);
-        token = page.metadata.continue_.filter(|t| !t.is_empty());
-        if token.is_none() {
-            break;
+            .is_ok_and(|r| r.is_ok())
+    }
+}
+
+/// Aborts the watch tasks when the probe loop ends.
+struct Watches(Vec<JoinHandle<()>>);
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
         }
     }
-    Ok(out)
+}
+
+/// The node and pod inventory of one cluster, kept by two watches.
+pub struct Inventory {
+    nodes: Arc<Reduced<NodeShare>>,
+    pods: Arc<Reduced<PodShare>>,
+    /// Whether a report already waited for the pod list once (later ones do not wait).
+    waited_for_pods: Mutex<bool>,
+    _watches: Watches,
+}
+
+impl Inventory {
+    /// Starts the watches of `client`'s cluster.
+    pub fn start(client: &kube::Client, cluster: &str) -> Inventory {
+        let nodes = Reduced::new();
+        let pods = Reduced::new();
+        let tasks = vec![
+            tokio::spawn(keep(
+                Api::<Node>::all(client.clone()),
+                cluster.to_string(),
+                nodes.clone(),
+                |n| Some(NodeShare::of(n)),
+            )),
+            tokio::spawn(keep(
+                Api::<Pod>::all(client.clone()),
+                cluster.to_string(),
+                pods.clone(),
+                |p| Some(PodShare::of(p)).filter(PodShare::running),
+            )),
+        ];
+        Inventory {
+            nodes,
+            pods,
+            waited_for_pods: Mutex::new(false),
+            _watches: Watches(tasks),
+        }
+    }
+
+    /// The capacity fedraft reports, from the inventory. Fails only if the node list has not
+    /// completed within `limit`.
+    pub async fn capacity(&self, ctx: &ClusterCtx, limit: Duration) -> Result<Capacity, ExecError> {
+        let deadline = Instant::now() + limit;
+        if !self.nodes.wait_ready(deadline).await {
+            return Err(ExecError::Timeout {
+                action: "listing nodes".into(),
+                waited_ms: limit.as_millis() as u64,
+            });
+        }
+        let first = !std::mem::replace(
+            &mut *self
+                .waited_for_pods
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+            true,
+        );
+        if first && !self.pods.is_ready() {
+            self.pods.wait_ready(deadline).await;
+        }
+        let pods_visible = self.pods.is_ready();
+        if !pods_visible {
+            tracing::debug!(cluster = %ctx.cluster, "pods not visible for the capacity report");
+        }
+        let managed = ctx.live.managed_names();
+        let nodes = self.nodes.items();
+        let pods = self.pods.items();
+        Ok(capacity::capacity_of(
+            nodes.values(),
+            pods_visible.then(|| pods.values()),
+            &managed,
+        ))
+    }
+
+    /// Nodes and running pods held.
+    pub fn held(&self) -> (usize, usize) {
+        (self.nodes.items().len(), self.pods.items().len())
+    }
+}
+
+fn key<K: Resource>(o: &K) -> Option<String> {
+    let m = o.meta();
+    let name = m.name.as_deref()?;
+    Some(match m.namespace.as_deref() {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    })
+}
+
+/// Keeps `into`'s map equal to the watched objects, each reduced by `reduce` (None: not kept).
+async fn keep<K, S>(
+    api: Api<K>,
+    cluster: String,
+    into: Arc<Reduced<S>>,
+    reduce: fn(&K) -> Option<S>,
+) where
+    K: Resource
+        + Clone
+        + std::fmt::Debug
+        + k8s_openapi::serde::de::DeserializeOwned
+        + Send
+        + 'static,
+    K::DynamicType: Default,
+{
+    let kind = K::kind(&K::DynamicType::default()).to_string();
+    let config = watcher::Config::default().page_size(LIST_PAGE);
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut relist = BTreeMap::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Init) => relist.clear(),
+            Ok(Event::InitApply(o)) => {
+                if let (Some(k), Some(v)) = (key(&o), reduce(&o)) {
+                    relist.insert(k, v);
+                }
+            }
+            Ok(Event::InitDone) => {
+                *into.items() = std::mem::take(&mut relist);
+                into.ready.send_replace(true);
+            }
+            Ok(Event::Apply(o)) => {
+                if let Some(k) = key(&o) {
+                    match reduce(&o) {
+                        Some(v) => into.items().insert(k, v),
+                        None => into.items().remove(&k),
+                    };
+                }
+            }
+            Ok(Event::Delete(o)) => {
+                if let Some(k) = key(&o) {
+                    into.items().remove(&k);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(%cluster, %kind, error = %e, "inventory watch interrupted; retrying");
+            }
+        }
+    }
 }
 
 /// The probe loop of one cluster.
 pub async fn run_probe(ctx: Arc<ClusterCtx>, obs: Arc<Observations>) {
     let cfg = &ctx.cfg;
+    let inventory = Inventory::start(&ctx.client, &ctx.cluster);
     let mut next_scan = Instant::now();
     loop {
         let started = Instant::now();
@@ -100,7 +246,7 @@ pub async fn run_probe(ctx: Arc<ClusterCtx>, obs: Arc<Observations>) {
             Ok(()) => {
                 let mut capacity = None;
                 if started >= next_scan {
-                    match scan_capacity(&ctx).await {
+                    match inventory.capacity(&ctx, cfg.request_timeout).await {
                         Ok(c) => {
                             capacity = Some(c);
                             next_scan = started + cfg.capacity_interval;

@@ -123,6 +123,7 @@ async fn run_cluster<C: ControlPlane>(
             &cfg.kubeconfig_exec_allow,
             &metrics,
             keyring,
+            &cfg.member_calls,
         )
         .await
         {

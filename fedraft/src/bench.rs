@@ -1,4 +1,5 @@
-//! `fedraft bench put`: the API write benchmark, fedraft against etcd in one run.
+//! `fedraft bench put`: the API write benchmark, fedraft against etcd in one run; and
+//! `fedraft bench fleet` (`fleet.rs`): three nodes converging a fleet of simulated clusters.
 //!
 //! Drives closed-loop PUTs of small objects (256-byte values by default) at several concurrency
 //! levels against fedraft's API and the same load against etcd's v3 JSON gateway, with one HTTP
@@ -13,6 +14,9 @@
 //!
 //! Must not: signal any process it did not start, or report a figure without its errors.
 
+mod fleet;
+mod fleet_report;
+mod fleet_work;
 mod load;
 mod procs;
 mod report;
@@ -32,6 +36,12 @@ use self::report::Results;
 pub enum BenchCmd {
     /// PUT small objects at several client concurrencies against fedraft and etcd.
     Put(PutArgs),
+    /// Three nodes and a fleet of simulated member clusters: convergence from empty,
+    /// distribution latency, a region going dark, API latency and resources throughout.
+    Fleet(fleet::FleetArgs),
+    /// The simulated clusters of `bench fleet`, in their own process (started by it).
+    #[command(hide = true)]
+    FleetHost(fleet::FleetHostArgs),
 }
 
 /// Which member of each cluster gets the load.
@@ -101,6 +111,8 @@ pub struct PutArgs {
 pub async fn run(cmd: BenchCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         BenchCmd::Put(args) => put(args).await,
+        BenchCmd::Fleet(args) => fleet::run(args).await,
+        BenchCmd::FleetHost(args) => fleet::host(args).await,
     }
 }
 
@@ -203,7 +215,7 @@ async fn measure(args: &PutArgs, procs: &mut Procs) -> anyhow::Result<bool> {
                 Some(b) => b.clone(),
                 None => std::env::current_exe().context("locating the fedraft binary")?,
             };
-            let c = procs.start_fedraft(&bin).await?;
+            let c = procs.start_fedraft(&bin, "enabled = false").await?;
             let url = procs::fedraft_target(&http, &c.apis, args.via).await?;
             (url, c.token, "started here")
         }

@@ -240,6 +240,9 @@ pub struct ExecutorTiming {
     /// self-contained (no exec or auth-provider plugins, no file paths).
     #[serde(default)]
     pub kubeconfig_exec_plugins: Vec<String>,
+    /// Member API calls in flight at once on this node, over all clusters (watches and health
+    /// probes excepted). Default 256.
+    pub max_member_calls: Option<usize>,
 }
 
 impl Default for ExecutorTiming {
@@ -253,6 +256,7 @@ impl Default for ExecutorTiming {
             status_flush_interval_ms: None,
             backoff_max_ms: None,
             kubeconfig_exec_plugins: Vec::new(),
+            max_member_calls: None,
         }
     }
 }
@@ -280,6 +284,9 @@ impl ExecutorTiming {
         );
         set(&mut cfg.backoff_max, self.backoff_max_ms);
         cfg.kubeconfig_exec_allow = self.kubeconfig_exec_plugins.clone();
+        if let Some(n) = self.max_member_calls {
+            cfg.member_calls = fedraft_executors::client::CallGate::new(n);
+        }
         cfg
     }
 }

@@ -192,7 +192,7 @@ pub struct Round {
 }
 
 /// CPU time (user + system, all threads) of `pids` so far, from /proc; None if any is unreadable.
-fn cpu_time(pids: &[u32]) -> Option<Duration> {
+pub fn cpu_time(pids: &[u32]) -> Option<Duration> {
     // /proc reports in USER_HZ, which Linux fixes at 100 for user space.
     const TICKS_PER_S: u64 = 100;
     if pids.is_empty() {

@@ -81,7 +81,7 @@ impl Procs {
             .map_or(Path::new("/nonexistent"), |d| d.path())
     }
 
-    async fn spawn(&mut self, name: &str, mut cmd: Command) -> anyhow::Result<()> {
+    pub async fn spawn(&mut self, name: &str, mut cmd: Command) -> anyhow::Result<()> {
         let log = self.path().join(format!("{name}.log"));
         let out =
             std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
@@ -111,7 +111,7 @@ impl Procs {
     }
 
     /// Fails with the tail of a child's log if any started process has exited.
-    fn check_alive(&mut self) -> anyhow::Result<()> {
+    pub fn check_alive(&mut self) -> anyhow::Result<()> {
         for p in &mut self.procs {
             if let Some(status) = p.child.try_wait()? {
                 let text = std::fs::read_to_string(&p.log).unwrap_or_default();
@@ -127,8 +127,13 @@ impl Procs {
         Ok(())
     }
 
-    /// Starts three fedraft nodes (fsync on, as always; executors off) and waits for a leader.
-    pub async fn start_fedraft(&mut self, bin: &Path) -> anyhow::Result<FedraftCluster> {
+    /// Starts three fedraft nodes (fsync on, as always) and waits for a leader. `executors` is
+    /// the body of their `[executors]` section (`enabled = false` for a log-only run).
+    pub async fn start_fedraft(
+        &mut self,
+        bin: &Path,
+        executors: &str,
+    ) -> anyhow::Result<FedraftCluster> {
         let ports = free_ports(6)?;
         let token = format!("bench-{}", random_hex(16));
         let tokens = self.path().join("tokens");
@@ -150,7 +155,7 @@ impl Procs {
                  peer_listen = \"127.0.0.1:{peer}\"\ndata_dir = {data:?}\ncluster_secret = \"{secret}\"\n\
                  token_file = {tokens:?}\n\n[peers]\n{peers}\n[raft]\nheartbeat_interval_ms = 100\n\
                  election_timeout_min_ms = 1000\nelection_timeout_max_ms = 2000\n\n\
-                 [executors]\nenabled = false\n"
+                 [executors]\n{executors}\n"
             );
             let path = self.path().join(format!("fedraft{id}.toml"));
             std::fs::write(&path, config)?;

@@ -24,6 +24,7 @@ mod e2e_converge;
 mod e2e_failover;
 mod e2e_leader_kill;
 mod failpoints;
+mod fleet;
 mod kubectl_door;
 mod kubefed_door;
 mod metrics_exposition;

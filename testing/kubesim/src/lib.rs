@@ -36,6 +36,7 @@
 //!   a selector get an EndpointSlice whose ready endpoints follow the matching workloads' ready
 //!   replicas (see [`endpoints`]).
 //! - Faults and counters through [`Admin`] and `/_sim/...` (see [`admin`]).
+//! - Many clusters in one process, each on its own port, with group faults: [`fleet`].
 //!
 //! Start reading at [`Simulator::start`], then `routes` (HTTP surface), `writes` and `apply`
 //! (write semantics), `store` (versions and history), `controller` (status).
@@ -53,6 +54,7 @@ pub mod controller;
 pub mod discovery;
 pub mod endpoints;
 pub mod faults;
+pub mod fleet;
 mod meta;
 mod routes;
 mod server;
@@ -77,6 +79,7 @@ use tokio::task::JoinHandle;
 pub use admin::Admin;
 pub use controller::CapacityReport;
 pub use faults::{DarkMode, FaultSettings};
+pub use fleet::{Fleet, FleetConfig, FleetFault, FleetSelector};
 pub use stats::StatsSnapshot;
 pub use status::ApiError;
 

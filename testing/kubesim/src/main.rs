@@ -1,14 +1,16 @@
-//! `fedraft-kubesim`: runs one simulated member cluster until interrupted.
+//! `fedraft-kubesim`: runs one simulated member cluster, or with `--fleet N` a fleet of N (see
+//! `fedraft_kubesim::fleet`), until interrupted.
 //!
 //! Prints the API URL as the first line of stdout (and `admin <url>` next, with
-//! `--admin-listen`), so scripts can read the bound address when they ask for port 0.
+//! `--admin-listen`), so scripts can read the bound address when they ask for port 0. A fleet
+//! prints `fleet <admin url>` first, then `cluster <name> <region> <url>` per cluster.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use fedraft_kubesim::{DarkMode, FaultSettings, SimConfig, Simulator};
+use fedraft_kubesim::{DarkMode, FaultSettings, Fleet, FleetConfig, SimConfig, Simulator};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -38,9 +40,10 @@ struct Args {
     status_delay_ms: u64,
     #[arg(long, default_value_t = 5000)]
     bookmark_interval_ms: u64,
-    /// Watch events retained before older resourceVersions get 410.
-    #[arg(long, default_value_t = 10_000)]
-    watch_history: usize,
+    /// Watch events retained before older resourceVersions get 410 (default 10,000; 1,000 per
+    /// cluster with --fleet).
+    #[arg(long)]
+    watch_history: Option<usize>,
     /// Require `Authorization: Bearer <token>` on API requests.
     #[arg(long, env = "KUBESIM_TOKEN")]
     token: Option<String>,
@@ -64,6 +67,16 @@ struct Args {
     /// Seed for the error-rate dice.
     #[arg(long)]
     seed: Option<u64>,
+    /// Serve this many clusters, each on its own port; the other flags apply to each of them
+    /// (--listen gives the IP, --admin-listen the fleet's `/_fleet` endpoints).
+    #[arg(long)]
+    fleet: Option<u32>,
+    /// With --fleet: contiguous regions the clusters are split into.
+    #[arg(long, default_value_t = 10)]
+    fleet_regions: u32,
+    /// With --fleet: cluster names are this prefix and a four-digit index.
+    #[arg(long, default_value = "m")]
+    fleet_prefix: String,
 }
 
 #[tokio::main]
@@ -86,7 +99,11 @@ async fn main() -> anyhow::Result<()> {
         node_pods: a.node_pods,
         status_delay: Duration::from_millis(a.status_delay_ms),
         bookmark_interval: Duration::from_millis(a.bookmark_interval_ms.max(1)),
-        watch_history: a.watch_history,
+        watch_history: a.watch_history.unwrap_or(if a.fleet.is_some() {
+            FleetConfig::default().template.watch_history
+        } else {
+            SimConfig::default().watch_history
+        }),
         token: a.token,
         faults: FaultSettings {
             latency_ms: a.latency_ms,
@@ -96,6 +113,29 @@ async fn main() -> anyhow::Result<()> {
         lb_ip_prefix: a.lb_ip_prefix,
         seed: a.seed,
     };
+    if let Some(clusters) = a.fleet {
+        let admin_listen = a
+            .admin_listen
+            .unwrap_or_else(|| SocketAddr::new(config.listen.ip(), 0));
+        let fleet = Fleet::start(FleetConfig {
+            clusters,
+            prefix: a.fleet_prefix,
+            regions: a.fleet_regions,
+            template: config,
+            admin_listen: Some(admin_listen),
+        })
+        .await
+        .context("starting the fleet")?;
+        println!("fleet {}", fleet.admin_url().unwrap_or_default());
+        for m in fleet.members() {
+            println!("cluster {} {} {}", m.name, m.region, m.url());
+        }
+        tokio::signal::ctrl_c()
+            .await
+            .context("waiting for ctrl-c")?;
+        drop(fleet);
+        return Ok(());
+    }
     let sim = Simulator::start(config)
         .await
         .context("starting the simulator")?;

@@ -7,5 +7,6 @@
 mod common;
 
 mod faults;
+mod fleet;
 mod kube_client;
 mod kubectl;

@@ -1,0 +1,695 @@
+//! `fedraft bench fleet`: three fedraft nodes (executors on) and a fleet of simulated member
+//! clusters in one `fedraft bench fleet-host` process (fedraft-kubesim's fleet host), all on
+//! this machine. Phases, in order:
+//!
+//! 1. register every cluster and wait until all are Ready;
+//! 2. converge: write M objects (`fleet_work` mix) with closed-loop clients, then wait until
+//!    fedraft reports every object applied and ready everywhere it placed it; then compare each
+//!    member's managed objects with fedraft's placement (differences are an error);
+//! 3. distribution latency: ConfigMaps at a steady rate, each Duplicated to one of ten watched
+//!    clusters; latency = the member's watch event minus the API's acknowledgement;
+//! 4. a region goes dark (refused connections): time until fedraft marks all its clusters
+//!    NotReady, until every Divided workload that had replicas there has them elsewhere, and how
+//!    many replicas left a healthy cluster (should be none); members compared again.
+//!
+//! Throughout, API write latencies (every PUT) and reads (one GET of an object every 100 ms)
+//! are kept per phase, and the CPU time and RSS of every process are sampled at phase ends.
+//!
+//! Must not: signal any process it did not start, or report a figure without its errors.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio::process::Command;
+
+use super::fleet_report::{self as report, Phase, Report};
+use super::fleet_work::{self as work, FedApi, Members, Placed};
+use super::procs::{self, Procs};
+use super::Via;
+
+#[derive(Debug, clap::Args)]
+pub struct FleetArgs {
+    /// Member clusters.
+    #[arg(long, default_value_t = 1000)]
+    pub clusters: u32,
+    /// Federated objects written in the convergence phase.
+    #[arg(long, default_value_t = 100_000)]
+    pub objects: u64,
+    /// Regions the clusters are split into (contiguously); the first one goes dark.
+    #[arg(long, default_value_t = 10)]
+    pub regions: u32,
+    /// Closed-loop writers in the convergence phase.
+    #[arg(long, default_value_t = 16)]
+    pub writers: usize,
+    /// Writes per second in the distribution-latency phase.
+    #[arg(long, default_value_t = 100.0)]
+    pub steady_rate: f64,
+    /// Seconds of the distribution-latency phase (0 skips it).
+    #[arg(long, default_value_t = 30)]
+    pub steady_secs: u64,
+    /// Failover grace period of every object, seconds.
+    #[arg(long, default_value_t = 10)]
+    pub grace_secs: u64,
+    /// Clusters' failure threshold (seconds without a heartbeat before NotReady).
+    #[arg(long, default_value_t = 5)]
+    pub failure_secs: u64,
+    /// Skip the dark-region phase.
+    #[arg(long)]
+    pub no_dark: bool,
+    /// Give up on convergence after this many seconds.
+    #[arg(long, default_value_t = 1800)]
+    pub converge_timeout_secs: u64,
+    /// Nodes per simulated cluster.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u32,
+    /// Seed of the workload mix.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Draw the convergence curve as SVG to this file.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// The fedraft binary for the started nodes and the fleet host. Default: this executable.
+    #[arg(long)]
+    pub fedraft_bin: Option<PathBuf>,
+    /// Keep the temporary directory (data, configs, logs).
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// `fedraft bench fleet-host`: the simulated clusters of a fleet run, in their own process.
+#[derive(Debug, clap::Args)]
+pub struct FleetHostArgs {
+    #[arg(long)]
+    pub clusters: u32,
+    #[arg(long)]
+    pub regions: u32,
+    #[arg(long)]
+    pub admin_listen: std::net::SocketAddr,
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u32,
+}
+
+/// Runs the fleet host until killed.
+pub async fn host(a: FleetHostArgs) -> anyhow::Result<std::process::ExitCode> {
+    use fedraft_kubesim::{Fleet, FleetConfig, SimConfig};
+    let defaults = FleetConfig::default();
+    let fleet = Fleet::start(FleetConfig {
+        clusters: a.clusters,
+        regions: a.regions,
+        admin_listen: Some(a.admin_listen),
+        template: SimConfig {
+            nodes: a.nodes,
+            status_delay: Duration::from_millis(200),
+            ..defaults.template.clone()
+        },
+        ..defaults
+    })
+    .await
+    .context("starting the fleet")?;
+    println!("fleet {}", fleet.admin_url().unwrap_or_default());
+    super::interrupted().await;
+    drop(fleet);
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Latency samples of one phase, shared by its tasks.
+#[derive(Default)]
+pub struct Samples {
+    pub writes: Vec<Duration>,
+    pub reads: Vec<Duration>,
+    pub errors: u64,
+    /// Writes that failed and were sent again (counted apart from errors: they succeeded).
+    pub retries: u64,
+}
+
+/// Attempts after the first for one write of the register and convergence phases.
+const WRITE_RETRIES: u32 = 10;
+
+type Shared = Arc<Mutex<Samples>>;
+
+fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Samples> {
+    s.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Reads one object every 100 ms until dropped.
+async fn read_load(api: FedApi, objects: u64, into: Shared) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut i = 0u64;
+    loop {
+        tick.tick().await;
+        i = (i + 7919) % objects.max(1);
+        let (ns, name) = work::object_id(i);
+        match api
+            .get(&format!("/v1/namespaces/{ns}/objects/{name}"))
+            .await
+        {
+            Ok((took, _)) => lock(&into).reads.push(took),
+            // Not written yet early in the convergence phase: a 404 is a read all the same.
+            Err(e) if e.to_string().contains("404") => {}
+            Err(_) => lock(&into).errors += 1,
+        }
+    }
+}
+
+pub async fn run(args: FleetArgs) -> anyhow::Result<std::process::ExitCode> {
+    if args.clusters < args.regions * 2 || args.regions < 3 || args.objects == 0 {
+        bail!("needs --regions >= 3, at least 2 clusters per region, and some --objects");
+    }
+    let mut procs = Procs::new(args.keep)?;
+    println!("bench directory: {}", procs.path().display());
+    let outcome = tokio::select! {
+        r = measure(&args, &mut procs) => r.map(Some),
+        _ = super::interrupted() => Ok(None),
+    };
+    procs.stop().await;
+    match outcome? {
+        Some(report) => {
+            let ok = report.errors.is_empty();
+            if let Some(path) = &args.json {
+                std::fs::write(path, serde_json::to_vec_pretty(&report.to_json())?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                println!("wrote {}", path.display());
+            }
+            if let Some(path) = &args.svg {
+                std::fs::write(path, report::svg(&report))
+                    .with_context(|| format!("writing {}", path.display()))?;
+                println!("wrote {}", path.display());
+            }
+            Ok(if ok {
+                std::process::ExitCode::SUCCESS
+            } else {
+                std::process::ExitCode::from(1)
+            })
+        }
+        None => {
+            eprintln!("interrupted");
+            Ok(std::process::ExitCode::from(130))
+        }
+    }
+}
+
+async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> {
+    let bin = match &args.fedraft_bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe().context("locating the fedraft binary")?,
+    };
+    let mut rep = Report::new(args);
+    let http = procs::discovery_client()?;
+
+    // The fleet first: fedraft's executors should find their clusters serving.
+    let admin_port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let admin = format!("http://127.0.0.1:{admin_port}");
+    let mut cmd = Command::new(&bin);
+    cmd.args(["bench", "fleet-host"])
+        .args(["--clusters", &args.clusters.to_string()])
+        .args(["--regions", &args.regions.to_string()])
+        .args(["--nodes", &args.nodes.to_string()])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")]);
+    let started = Instant::now();
+    procs.spawn("kubesim-fleet", cmd).await?;
+    let fleet_list = loop {
+        procs.check_alive()?;
+        if let Ok(r) = http.get(format!("{admin}/_fleet/clusters")).send().await {
+            if let Ok(v) = r.json::<Value>().await {
+                break v;
+            }
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            bail!("the fleet host did not come up within 10 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let members = Members::from_fleet(&fleet_list)?;
+    rep.note(format!(
+        "fleet of {} clusters up in {:.1} s",
+        members.clusters.len(),
+        started.elapsed().as_secs_f64()
+    ));
+
+    let executors = "probe_interval_ms = 1000\nprobe_timeout_ms = 2000\ncapacity_interval_ms = 10000\n\
+                     resync_period_ms = 120000\nstatus_flush_interval_ms = 500\nbackoff_max_ms = 5000";
+    let fed = procs.start_fedraft(&bin, executors).await?;
+    let leader = procs::fedraft_target(&http, &fed.apis, Via::Leader).await?;
+    let api = FedApi::new(&leader, &fed.token)?;
+    let pids = procs.pids("fedraft");
+    let sim_pids = procs.pids("kubesim");
+    rep.sample(Phase::Start, &pids, &sim_pids, procs.path());
+
+    // 1. Register.
+    let samples: Shared = Shared::default();
+    let t = Instant::now();
+    let regs: Vec<Value> = members
+        .clusters
+        .iter()
+        .map(|(n, (r, u))| work::registration(n, r, u, args.failure_secs))
+        .collect();
+    write_all(
+        &api,
+        regs.into_iter()
+            .map(|b| ("/v1/clusters".to_string(), reqwest::Method::POST, b)),
+        16,
+        &samples,
+    )
+    .await;
+    wait_until(Duration::from_secs(600), "every cluster Ready", || async {
+        let h = work::cluster_health(&api).await.ok()?;
+        let ready = h.values().filter(|s| *s == "Ready").count();
+        (ready == members.clusters.len()).then_some(())
+    })
+    .await?;
+    rep.registered_s = t.elapsed().as_secs_f64();
+    rep.phase(Phase::Register, &lock(&samples));
+    rep.sample(Phase::Register, &pids, &sim_pids, procs.path());
+    println!(
+        "registered {} clusters, all Ready, in {:.1} s",
+        members.clusters.len(),
+        rep.registered_s
+    );
+
+    // 2. Converge from empty.
+    let samples: Shared = Shared::default();
+    let reader = tokio::spawn(read_load(api.clone(), args.objects, samples.clone()));
+    let t = Instant::now();
+    let writes = (0..args.objects).map(|i| {
+        let (ns, name) = work::object_id(i);
+        let body = work::object_body(&members, args.seed, i, args.grace_secs);
+        (
+            format!("/v1/namespaces/{ns}/objects/{name}"),
+            reqwest::Method::PUT,
+            body,
+        )
+    });
+    let progress = tokio::spawn(track_convergence(api.clone(), args.objects, t));
+    write_all(&api, writes, args.writers, &samples).await;
+    rep.write_s = t.elapsed().as_secs_f64();
+    println!(
+        "wrote {} objects in {:.1} s ({:.0}/s)",
+        args.objects,
+        rep.write_s,
+        args.objects as f64 / rep.write_s
+    );
+    let limit = Duration::from_secs(args.converge_timeout_secs);
+    let (curve, placed) = match tokio::time::timeout(limit, progress).await {
+        Ok(r) => r.context("convergence tracker")??,
+        Err(_) => bail!("not converged within {limit:?}"),
+    };
+    reader.abort();
+    rep.converged_s = t.elapsed().as_secs_f64();
+    rep.curve = curve;
+    rep.phase(Phase::Converge, &lock(&samples));
+    rep.sample(Phase::Converge, &pids, &sim_pids, procs.path());
+    println!(
+        "converged {} objects in {:.1} s",
+        placed.len(),
+        rep.converged_s
+    );
+    let member_http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let (diff, lines) =
+        work::compare_members(&member_http, &members, &placed, &BTreeSet::new(), 10).await?;
+    rep.check("after convergence", diff, lines);
+    rep.member_objects = placed.values().map(|p| p.placement.len() as u64).sum();
+
+    // 3. Distribution latency at a steady write rate.
+    if args.steady_secs > 0 {
+        let samples: Shared = Shared::default();
+        let reader = tokio::spawn(read_load(api.clone(), args.objects, samples.clone()));
+        let last_region = members.regions.values().last().context("regions")?;
+        let watched: Vec<String> = last_region.iter().take(10).cloned().collect();
+        let lat = steady(&api, &members, &watched, args, &samples).await?;
+        reader.abort();
+        rep.distribution = lat;
+        rep.phase(Phase::Steady, &lock(&samples));
+        rep.sample(Phase::Steady, &pids, &sim_pids, procs.path());
+    }
+
+    // 4. A region goes dark.
+    if !args.no_dark {
+        let samples: Shared = Shared::default();
+        let reader = tokio::spawn(read_load(api.clone(), args.objects, samples.clone()));
+        let (region, names) = members.regions.iter().next().context("regions")?;
+        let dark: BTreeSet<String> = names.iter().cloned().collect();
+        let before = read_all(&api).await?;
+        let body =
+            json!({"select": {"regions": [region]}, "fault": {"kind": "dark", "mode": "refuse"}});
+        http.post(format!("{admin}/_fleet/faults"))
+            .json(&body)
+            .send()
+            .await?
+            .error_for_status()?;
+        let t = Instant::now();
+        wait_until(
+            Duration::from_secs(300),
+            "the dark region NotReady",
+            || async {
+                let h = work::cluster_health(&api).await.ok()?;
+                dark.iter()
+                    .all(|c| h.get(c).is_some_and(|s| s != "Ready"))
+                    .then_some(())
+            },
+        )
+        .await?;
+        rep.dark.not_ready_s = t.elapsed().as_secs_f64();
+        let affected: Vec<&String> = before
+            .iter()
+            .filter(|(_, p)| p.desired.is_some() && p.placement.keys().any(|c| dark.contains(c)))
+            .map(|(id, _)| id)
+            .collect();
+        rep.dark.affected = affected.len() as u64;
+        let after = wait_until(
+            Duration::from_secs(args.grace_secs + 600),
+            "every replica re-placed",
+            || async {
+                let now = read_all(&api).await.ok()?;
+                let done = affected.iter().all(|id| {
+                    now.get(*id).is_some_and(|p| {
+                        !p.placement.keys().any(|c| dark.contains(c))
+                            && p.desired == Some(p.placement.values().sum())
+                    })
+                });
+                done.then_some(now)
+            },
+        )
+        .await?;
+        rep.dark.replaced_s = t.elapsed().as_secs_f64();
+        rep.dark.moved_from_healthy = moved_from_healthy(&before, &after, &dark);
+        reader.abort();
+        rep.phase(Phase::Dark, &lock(&samples));
+        rep.sample(Phase::Dark, &pids, &sim_pids, procs.path());
+        println!(
+            "region {region} dark: NotReady after {:.1} s, {} workloads re-placed after {:.1} s, {} replicas moved off healthy clusters",
+            rep.dark.not_ready_s, rep.dark.affected, rep.dark.replaced_s, rep.dark.moved_from_healthy
+        );
+        let settled = wait_until(
+            Duration::from_secs(300),
+            "healthy members converged",
+            || async {
+                let now = read_all(&api).await.ok()?;
+                now.values()
+                    .all(|p| p.converged || p.placement.keys().any(|c| dark.contains(c)))
+                    .then_some(now)
+            },
+        )
+        .await?;
+        let (diff, lines) =
+            work::compare_members(&member_http, &members, &settled, &dark, 10).await?;
+        rep.check("after the region went dark", diff, lines);
+    }
+    println!("{}", rep.render());
+    Ok(rep)
+}
+
+/// Sends every call with `concurrency` in flight, recording latencies and errors.
+async fn write_all(
+    api: &FedApi,
+    calls: impl Iterator<Item = (String, reqwest::Method, Value)>,
+    concurrency: usize,
+    into: &Shared,
+) {
+    let mut results = futures::stream::iter(calls)
+        .map(|(path, method, body)| {
+            let api = api.clone();
+            async move {
+                // A loaded machine may lose its leader for a moment: retry, and count the
+                // retries, rather than leave the object out (convergence would never come).
+                let mut attempt = 0u32;
+                loop {
+                    match api.send(method.clone(), &path, &body).await {
+                        Ok(took) => return Ok((took, attempt)),
+                        Err(_) if attempt < WRITE_RETRIES => {
+                            attempt += 1;
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        })
+        .buffer_unordered(concurrency.max(1));
+    let mut first_error = true;
+    while let Some(r) = results.next().await {
+        match r {
+            Ok((took, retries)) => {
+                let mut s = lock(into);
+                s.writes.push(took);
+                s.retries += u64::from(retries);
+            }
+            Err(e) => {
+                if first_error {
+                    eprintln!("write failed (first of possibly many): {e:#}");
+                    first_error = false;
+                }
+                lock(into).errors += 1;
+            }
+        }
+    }
+}
+
+/// Polls `check` every 500 ms until it yields, or fails after `limit`.
+async fn wait_until<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            bail!("{what}: not within {limit:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Every object of the bench's namespaces.
+async fn read_all(api: &FedApi) -> anyhow::Result<BTreeMap<String, Placed>> {
+    let mut all = BTreeMap::new();
+    for n in 0..work::NAMESPACES {
+        let (_, objs) = work::read_namespace(api, &format!("fleet-{n:02}")).await?;
+        all.extend(objs);
+    }
+    Ok(all)
+}
+
+/// Polls namespaces until every one of the `total` objects is converged; returns the curve
+/// (seconds since `t0`, objects converged) and the final view.
+async fn track_convergence(
+    api: FedApi,
+    total: u64,
+    t0: Instant,
+) -> anyhow::Result<(Vec<(f64, u64)>, BTreeMap<String, Placed>)> {
+    let per_ns = |n: usize| (total + (work::NAMESPACES - n - 1) as u64) / work::NAMESPACES as u64;
+    let mut done: BTreeMap<usize, BTreeMap<String, Placed>> = BTreeMap::new();
+    let mut partial: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut curve = vec![(0.0, 0)];
+    loop {
+        for n in 0..work::NAMESPACES {
+            if done.contains_key(&n) {
+                continue;
+            }
+            let Ok((_, objs)) = work::read_namespace(&api, &format!("fleet-{n:02}")).await else {
+                continue;
+            };
+            let converged = objs.values().filter(|p| p.converged).count() as u64;
+            if converged == per_ns(n) && objs.len() as u64 == per_ns(n) {
+                partial.remove(&n);
+                done.insert(n, objs);
+            } else {
+                partial.insert(n, converged);
+            }
+        }
+        let finished: u64 = done.values().map(|m| m.len() as u64).sum();
+        curve.push((
+            t0.elapsed().as_secs_f64(),
+            finished + partial.values().sum::<u64>(),
+        ));
+        if done.len() == work::NAMESPACES {
+            return Ok((curve, done.into_values().flatten().collect()));
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Replicas that left a cluster outside `dark` between the two views.
+fn moved_from_healthy(
+    before: &BTreeMap<String, Placed>,
+    after: &BTreeMap<String, Placed>,
+    dark: &BTreeSet<String>,
+) -> u64 {
+    let mut moved = 0;
+    for (id, b) in before {
+        let Some(a) = after.get(id) else { continue };
+        for (c, r) in &b.placement {
+            if dark.contains(c) || b.desired.is_none() {
+                continue;
+            }
+            moved += r.saturating_sub(a.placement.get(c).copied().unwrap_or(0));
+        }
+    }
+    moved
+}
+
+/// The distribution-latency phase; returns (samples, objects never seen in their member).
+async fn steady(
+    api: &FedApi,
+    members: &Members,
+    watched: &[String],
+    args: &FleetArgs,
+    into: &Shared,
+) -> anyhow::Result<report::Distribution> {
+    let seen: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
+    let mut watches = Vec::new();
+    for c in watched {
+        let url = members.clusters[c].1.clone();
+        watches.push(tokio::spawn(watch_configmaps(url, seen.clone())));
+    }
+    // Let the watches connect before the first write.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let period = Duration::from_secs_f64(1.0 / args.steady_rate.max(0.1));
+    let total = (args.steady_secs as f64 * args.steady_rate).round() as u64;
+    let acks: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
+    let mut tick = tokio::time::interval(period);
+    let mut inflight = tokio::task::JoinSet::new();
+    for j in 0..total {
+        tick.tick().await;
+        let name = format!("lat{j:06}");
+        let body = json!({
+            "template": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"j": j.to_string()}},
+            "placement": {"clusters": [watched[j as usize % watched.len()]]},
+        });
+        let (api, acks, into) = (api.clone(), acks.clone(), into.clone());
+        inflight.spawn(async move {
+            match api
+                .send(
+                    reqwest::Method::PUT,
+                    &format!("/v1/namespaces/fleet-lat/objects/{name}"),
+                    &body,
+                )
+                .await
+            {
+                Ok(took) => {
+                    acks.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .insert(name, Instant::now());
+                    lock(&into).writes.push(took);
+                }
+                Err(_) => lock(&into).errors += 1,
+            }
+        });
+    }
+    while inflight.join_next().await.is_some() {}
+    // Stragglers: up to 10 s more.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let missing = {
+            let acks = acks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let seen = seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            acks.keys().filter(|k| !seen.contains_key(*k)).count()
+        };
+        if missing == 0 || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for w in watches {
+        w.abort();
+    }
+    let acks = acks
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let seen = seen
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut lat = Vec::new();
+    let mut missing = 0;
+    for (name, ack) in acks.iter() {
+        match seen.get(name) {
+            Some(s) => lat.push(s.saturating_duration_since(*ack)),
+            None => missing += 1,
+        }
+    }
+    let d = report::Distribution {
+        rate: args.steady_rate,
+        writes: acks.len() as u64,
+        p50_ms: work::percentile(&lat, 0.50),
+        p99_ms: work::percentile(&lat, 0.99),
+        missing,
+    };
+    println!(
+        "distribution at {}/s: p50 {:.0} ms, p99 {:.0} ms, {} of {} never seen",
+        d.rate, d.p50_ms, d.p99_ms, d.missing, d.writes
+    );
+    Ok(d)
+}
+
+/// Watches one member's managed ConfigMaps from now, recording when each name first appears.
+async fn watch_configmaps(url: String, seen: Arc<Mutex<BTreeMap<String, Instant>>>) {
+    let Ok(http) = reqwest::Client::builder().build() else {
+        return;
+    };
+    loop {
+        let list = async {
+            let v: Value = http
+                .get(format!(
+                    "{url}/api/v1/configmaps?labelSelector={}&limit=1",
+                    work::MANAGED
+                ))
+                .send()
+                .await?
+                .json()
+                .await?;
+            anyhow::Ok(
+                v.pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("0")
+                    .to_string(),
+            )
+        };
+        let Ok(rv) = list.await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let path = format!(
+            "{url}/api/v1/configmaps?watch=true&labelSelector={}&resourceVersion={rv}",
+            work::MANAGED
+        );
+        let Ok(resp) = http.get(path).send().await else {
+            continue;
+        };
+        let mut stream = resp.bytes_stream();
+        let mut buf = Vec::new();
+        while let Some(Ok(chunk)) = stream.next().await {
+            let now = Instant::now();
+            buf.extend_from_slice(&chunk);
+            while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=nl).collect();
+                let Ok(ev) = serde_json::from_slice::<Value>(&line) else {
+                    continue;
+                };
+                if let Some(name) = ev.pointer("/object/metadata/name").and_then(Value::as_str) {
+                    seen.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .entry(name.to_string())
+                        .or_insert(now);
+                }
+            }
+        }
+    }
+}

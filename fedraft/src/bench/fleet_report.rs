@@ -1,0 +1,436 @@
+//! The figures of `fedraft bench fleet`: what each phase measured, the processes' CPU and
+//! memory at phase ends, the correctness checks, printed as text, written as JSON and drawn as
+//! an SVG of the convergence curve (written by hand: the repository has no plotting library).
+//!
+//! Must not: drop an error or a failed check from any of the three renderings.
+
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::fleet::{FleetArgs, Samples};
+use super::fleet_work::percentile;
+use super::load::cpu_time;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    Start,
+    Register,
+    Converge,
+    Steady,
+    Dark,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Start => "start",
+            Phase::Register => "register",
+            Phase::Converge => "converge",
+            Phase::Steady => "steady",
+            Phase::Dark => "dark",
+        }
+    }
+}
+
+/// API latencies of one phase.
+#[derive(Debug, Default, Clone)]
+pub struct Api {
+    pub writes: u64,
+    pub write_p50_ms: f64,
+    pub write_p99_ms: f64,
+    pub reads: u64,
+    pub read_p50_ms: f64,
+    pub read_p99_ms: f64,
+    pub errors: u64,
+    pub retries: u64,
+}
+
+/// Resources at the end of a phase.
+#[derive(Debug, Default, Clone)]
+pub struct Resources {
+    /// Per fedraft node: (RSS MiB, CPU seconds so far).
+    pub nodes: Vec<(f64, f64)>,
+    /// The fleet host: (RSS MiB, CPU seconds so far).
+    pub fleet: (f64, f64),
+    /// Bytes of the bench directory (the three data directories and logs).
+    pub data_bytes: u64,
+    pub at_s: f64,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Distribution {
+    pub rate: f64,
+    pub writes: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub missing: u64,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Dark {
+    pub not_ready_s: f64,
+    pub affected: u64,
+    pub replaced_s: f64,
+    pub moved_from_healthy: u64,
+}
+
+pub struct Report {
+    pub clusters: u32,
+    pub objects: u64,
+    pub grace_s: u64,
+    pub failure_s: u64,
+    pub registered_s: f64,
+    pub write_s: f64,
+    pub converged_s: f64,
+    pub member_objects: u64,
+    pub curve: Vec<(f64, u64)>,
+    pub distribution: Distribution,
+    pub dark: Dark,
+    pub api: Vec<(Phase, Api)>,
+    pub resources: Vec<(Phase, Resources)>,
+    pub notes: Vec<String>,
+    pub errors: Vec<String>,
+    started: std::time::Instant,
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = text
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or(f64::NAN);
+    kib / 1024.0
+}
+
+fn cpu_s(pid: u32) -> f64 {
+    cpu_time(&[pid]).map_or(f64::NAN, |d| d.as_secs_f64())
+}
+
+fn dir_bytes(p: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+impl Report {
+    pub fn new(a: &FleetArgs) -> Report {
+        Report {
+            clusters: a.clusters,
+            objects: a.objects,
+            grace_s: a.grace_secs,
+            failure_s: a.failure_secs,
+            registered_s: 0.0,
+            write_s: 0.0,
+            converged_s: 0.0,
+            member_objects: 0,
+            curve: Vec::new(),
+            distribution: Distribution::default(),
+            dark: Dark::default(),
+            api: Vec::new(),
+            resources: Vec::new(),
+            notes: Vec::new(),
+            errors: Vec::new(),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    pub fn note(&mut self, n: String) {
+        println!("{n}");
+        self.notes.push(n);
+    }
+
+    pub fn phase(&mut self, p: Phase, s: &Samples) {
+        let api = Api {
+            writes: s.writes.len() as u64,
+            write_p50_ms: percentile(&s.writes, 0.50),
+            write_p99_ms: percentile(&s.writes, 0.99),
+            reads: s.reads.len() as u64,
+            read_p50_ms: percentile(&s.reads, 0.50),
+            read_p99_ms: percentile(&s.reads, 0.99),
+            errors: s.errors,
+            retries: s.retries,
+        };
+        if api.errors > 0 {
+            self.errors
+                .push(format!("{}: {} API calls failed", p.name(), api.errors));
+        }
+        self.api.push((p, api));
+    }
+
+    pub fn sample(&mut self, p: Phase, nodes: &[u32], fleet: &[u32], dir: &Path) {
+        let r = Resources {
+            nodes: nodes
+                .iter()
+                .map(|&pid| (rss_mib(pid), cpu_s(pid)))
+                .collect(),
+            fleet: fleet
+                .first()
+                .map_or((f64::NAN, f64::NAN), |&pid| (rss_mib(pid), cpu_s(pid))),
+            data_bytes: dir_bytes(dir),
+            at_s: self.started.elapsed().as_secs_f64(),
+        };
+        self.resources.push((p, r));
+    }
+
+    pub fn check(&mut self, when: &str, differences: usize, lines: Vec<String>) {
+        if differences == 0 {
+            self.note(format!("members hold exactly what fedraft placed ({when})"));
+        } else {
+            self.errors.push(format!(
+                "{differences} differences between fedraft's placement and the members {when}: {}",
+                lines.join("; ")
+            ));
+        }
+    }
+
+    /// CPU seconds each process spent in phase `p` (since the previous sample).
+    fn cpu_in(&self, i: usize) -> (Vec<f64>, f64, f64) {
+        let (_, now) = &self.resources[i];
+        let Some((_, prev)) = i.checked_sub(1).map(|j| &self.resources[j]) else {
+            return (
+                now.nodes.iter().map(|n| n.1).collect(),
+                now.fleet.1,
+                now.at_s,
+            );
+        };
+        let nodes = now
+            .nodes
+            .iter()
+            .zip(&prev.nodes)
+            .map(|(a, b)| a.1 - b.1)
+            .collect();
+        (nodes, now.fleet.1 - prev.fleet.1, now.at_s - prev.at_s)
+    }
+
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "\nfleet: {} clusters, {} objects ({} member objects), build {}",
+            self.clusters,
+            self.objects,
+            self.member_objects,
+            if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            }
+        );
+        let _ = writeln!(o, "registered and Ready: {:.1} s", self.registered_s);
+        let _ = writeln!(
+            o,
+            "converge from empty: {:.1} s (writes took {:.1} s, {:.0} objects/s)",
+            self.converged_s,
+            self.write_s,
+            self.objects as f64 / self.write_s.max(1e-9)
+        );
+        let d = &self.distribution;
+        let _ = writeln!(
+            o,
+            "distribution at {}/s: p50 {:.0} ms, p99 {:.0} ms ({} writes, {} never seen)",
+            d.rate, d.p50_ms, d.p99_ms, d.writes, d.missing
+        );
+        let k = &self.dark;
+        let _ = writeln!(
+            o,
+            "region dark: NotReady {:.1} s, {} workloads re-placed {:.1} s (grace {} s, failure {} s), {} replicas moved off healthy clusters",
+            k.not_ready_s, k.affected, k.replaced_s, self.grace_s, self.failure_s, k.moved_from_healthy
+        );
+        let _ = writeln!(
+            o,
+            "{:<9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>6} {:>7}",
+            "phase",
+            "writes",
+            "w p50 ms",
+            "w p99 ms",
+            "reads",
+            "r p50 ms",
+            "r p99 ms",
+            "errors",
+            "retries"
+        );
+        for (p, a) in &self.api {
+            let _ = writeln!(
+                o,
+                "{:<9} {:>7} {:>9.1} {:>9.1} {:>7} {:>9.1} {:>9.1} {:>6} {:>7}",
+                p.name(),
+                a.writes,
+                a.write_p50_ms,
+                a.write_p99_ms,
+                a.reads,
+                a.read_p50_ms,
+                a.read_p99_ms,
+                a.errors,
+                a.retries
+            );
+        }
+        for (i, (p, r)) in self.resources.iter().enumerate() {
+            let (cpu, fleet_cpu, secs) = self.cpu_in(i);
+            let nodes: Vec<String> = r
+                .nodes
+                .iter()
+                .zip(&cpu)
+                .map(|((rss, _), c)| format!("{rss:.0} MiB/{:.2} cores", c / secs.max(1e-9)))
+                .collect();
+            let _ = writeln!(
+                o,
+                "after {:<9} fedraft nodes [{}]; fleet host {:.0} MiB/{:.2} cores; bench dir {:.1} MiB",
+                p.name(),
+                nodes.join(", "),
+                r.fleet.0,
+                fleet_cpu / secs.max(1e-9),
+                r.data_bytes as f64 / (1 << 20) as f64
+            );
+        }
+        for e in &self.errors {
+            let _ = writeln!(o, "ERROR: {e}");
+        }
+        o
+    }
+
+    pub fn to_json(&self) -> Value {
+        let api: Vec<Value> = self
+            .api
+            .iter()
+            .map(|(p, a)| {
+                json!({"phase": p.name(), "writes": a.writes, "writeP50Ms": a.write_p50_ms,
+                    "writeP99Ms": a.write_p99_ms, "reads": a.reads, "readP50Ms": a.read_p50_ms,
+                    "readP99Ms": a.read_p99_ms, "errors": a.errors, "retries": a.retries})
+            })
+            .collect();
+        let resources: Vec<Value> = self
+            .resources
+            .iter()
+            .enumerate()
+            .map(|(i, (p, r))| {
+                let (cpu, fleet_cpu, secs) = self.cpu_in(i);
+                json!({"phase": p.name(), "atS": r.at_s,
+                    "nodes": r.nodes.iter().zip(&cpu).map(|((rss, _), c)| json!({"rssMiB": rss, "cores": c / secs.max(1e-9)})).collect::<Vec<_>>(),
+                    "fleetHost": {"rssMiB": r.fleet.0, "cores": fleet_cpu / secs.max(1e-9)},
+                    "benchDirBytes": r.data_bytes})
+            })
+            .collect();
+        json!({
+            "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+            "clusters": self.clusters, "objects": self.objects, "memberObjects": self.member_objects,
+            "registeredS": self.registered_s, "writeS": self.write_s, "convergedS": self.converged_s,
+            "writeRate": self.objects as f64 / self.write_s.max(1e-9),
+            "distribution": {"rate": self.distribution.rate, "writes": self.distribution.writes,
+                "p50Ms": self.distribution.p50_ms, "p99Ms": self.distribution.p99_ms, "missing": self.distribution.missing},
+            "dark": {"notReadyS": self.dark.not_ready_s, "affected": self.dark.affected,
+                "replacedS": self.dark.replaced_s, "movedFromHealthy": self.dark.moved_from_healthy,
+                "graceS": self.grace_s, "failureS": self.failure_s},
+            "api": api, "resources": resources,
+            "curve": self.curve.iter().map(|(t, n)| json!([t, n])).collect::<Vec<_>>(),
+            "notes": self.notes, "errors": self.errors,
+        })
+    }
+}
+
+/// The convergence curve: objects converged over seconds since the first write.
+pub fn svg(r: &Report) -> String {
+    let (w, h, m) = (640.0, 360.0, 50.0);
+    let t_max = r.curve.last().map_or(1.0, |c| c.0).max(1.0);
+    let n_max = (r.objects as f64).max(1.0);
+    let x = |t: f64| m + (w - 2.0 * m) * t / t_max;
+    let y = |n: f64| h - m - (h - 2.0 * m) * n / n_max;
+    let points: Vec<String> = r
+        .curve
+        .iter()
+        .map(|(t, n)| format!("{:.1},{:.1}", x(*t), y(*n as f64)))
+        .collect();
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"##
+    );
+    let _ = writeln!(o, r##"<rect width="100%" height="100%" fill="white"/>"##);
+    let _ = writeln!(
+        o,
+        r##"<text x="{m}" y="20">fedraft bench fleet: {} clusters, {} objects converged in {:.0} s</text>"##,
+        r.clusters, r.objects, r.converged_s
+    );
+    let _ = writeln!(
+        o,
+        r##"<line x1="{m}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{m}" y1="{m}" x2="{m}" y2="{}" stroke="black"/>"##,
+        h - m,
+        w - m,
+        h - m,
+        h - m
+    );
+    for i in 0..=4 {
+        let f = f64::from(i) / 4.0;
+        let _ = writeln!(
+            o,
+            r##"<text x="{:.1}" y="{}" text-anchor="middle">{:.0} s</text><text x="{}" y="{:.1}" text-anchor="end">{:.0}</text>"##,
+            x(f * t_max),
+            h - m + 16.0,
+            f * t_max,
+            m - 4.0,
+            y(f * n_max) + 4.0,
+            f * n_max
+        );
+    }
+    let _ = writeln!(
+        o,
+        r##"<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{}"/>"##,
+        points.join(" ")
+    );
+    let _ = writeln!(
+        o,
+        r##"<text x="{}" y="{}" text-anchor="middle">seconds since the first write (objects converged)</text></svg>"##,
+        w / 2.0,
+        h - 10.0
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn renderings_carry_every_error_and_the_curve() {
+        let args =
+            <FleetArgs as clap::FromArgMatches>::from_arg_matches(
+                &<FleetArgs as clap::Args>::augment_args(clap::Command::new("t"))
+                    .get_matches_from(["t", "--clusters", "30", "--objects", "10"]),
+            )
+            .unwrap();
+        let mut r = Report::new(&args);
+        r.curve = vec![(0.0, 0), (5.0, 4), (9.0, 10)];
+        r.converged_s = 9.0;
+        r.check("after convergence", 2, vec!["m0001: holds x".into()]);
+        let s = Samples {
+            writes: vec![Duration::from_millis(4), Duration::from_millis(9)],
+            reads: vec![],
+            errors: 3,
+            retries: 1,
+        };
+        r.phase(Phase::Converge, &s);
+        let text = r.render();
+        assert!(text.contains("ERROR: 2 differences"), "{text}");
+        assert!(
+            text.contains("ERROR: converge: 3 API calls failed"),
+            "{text}"
+        );
+        let j = r.to_json();
+        assert_eq!(j["errors"].as_array().unwrap().len(), 2);
+        assert_eq!(j["api"][0]["writeP99Ms"], 9.0);
+        let pic = svg(&r);
+        assert!(
+            pic.contains("<polyline") && pic.contains("50.0,310.0"),
+            "{pic}"
+        );
+    }
+}

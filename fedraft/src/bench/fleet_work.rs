@@ -1,0 +1,411 @@
+//! What `fedraft bench fleet` asks of fedraft and reads back: the workload mix, the API calls
+//! (timed), the convergence check over fedraft's own status, and the member-side truth (what
+//! each simulated cluster holds) compared with what fedraft placed.
+//!
+//! The mix, per object index (seeded, so a run is repeatable): 45 % Divided Deployments over 4
+//! named clusters in 2 regions, 10 % spread Deployments (6 named clusters in 3 regions, spread
+//! over exactly 2 regions), 30 % ConfigMaps and 15 % Services, each Duplicated to 2 clusters.
+//! Objects are spread over 100 namespaces so convergence can be polled a namespace at a time.
+//!
+//! Must not: write to a member cluster (the members are only read), or count a failed call as
+//! a latency sample.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+
+/// Namespaces objects are spread over.
+pub const NAMESPACES: usize = 100;
+pub const MANAGED: &str = "fedraft.io/managed-by=fedraft";
+
+/// fedraft's API with the bench's token; every call bounded.
+#[derive(Clone)]
+pub struct FedApi {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub token: String,
+}
+
+impl FedApi {
+    pub fn new(base: &str, token: &str) -> anyhow::Result<FedApi> {
+        Ok(FedApi {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .pool_max_idle_per_host(64)
+                .build()?,
+            base: base.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+        })
+    }
+
+    /// A mutating call; Ok(latency) on 2xx.
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &Value,
+    ) -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        let r = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .json(body)
+            .send()
+            .await
+            .with_context(|| format!("{method} {path}"))?;
+        let took = started.elapsed();
+        let status = r.status();
+        if !status.is_success() {
+            let text = r.text().await.unwrap_or_default();
+            bail!(
+                "{method} {path}: {status}: {}",
+                text.chars().take(300).collect::<String>()
+            );
+        }
+        Ok(took)
+    }
+
+    /// A read; (latency, body).
+    pub async fn get(&self, path: &str) -> anyhow::Result<(Duration, Value)> {
+        let started = Instant::now();
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .with_context(|| format!("GET {path}"))?;
+        let status = r.status();
+        let body: Value = r.json().await.with_context(|| format!("GET {path}"))?;
+        if !status.is_success() {
+            bail!("GET {path}: {status}: {body}");
+        }
+        Ok((started.elapsed(), body))
+    }
+}
+
+/// The simulated clusters: name -> (region, url), and names per region.
+pub struct Members {
+    pub clusters: BTreeMap<String, (String, String)>,
+    pub regions: BTreeMap<String, Vec<String>>,
+}
+
+impl Members {
+    pub fn from_fleet(list: &Value) -> anyhow::Result<Members> {
+        let mut clusters = BTreeMap::new();
+        let mut regions: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for c in list.as_array().context("fleet cluster list")? {
+            let name = c["name"].as_str().context("cluster name")?.to_string();
+            let region = c["region"].as_str().context("cluster region")?.to_string();
+            let url = c["url"].as_str().context("cluster url")?.to_string();
+            regions
+                .entry(region.clone())
+                .or_default()
+                .push(name.clone());
+            clusters.insert(name, (region, url));
+        }
+        if regions.len() < 3 {
+            bail!(
+                "the mix needs at least 3 regions, the fleet has {}",
+                regions.len()
+            );
+        }
+        Ok(Members { clusters, regions })
+    }
+
+    /// `n` distinct clusters from each of `k` distinct regions.
+    fn pick(&self, rng: &mut StdRng, k: usize, n: usize) -> Vec<String> {
+        let names: Vec<&Vec<String>> = self.regions.values().collect();
+        let mut chosen_regions = BTreeSet::new();
+        while chosen_regions.len() < k {
+            chosen_regions.insert(rng.random_range(0..names.len()));
+        }
+        let mut out = Vec::new();
+        for r in chosen_regions {
+            let members = names[r];
+            let mut picked = BTreeSet::new();
+            while picked.len() < n.min(members.len()) {
+                picked.insert(rng.random_range(0..members.len()));
+            }
+            out.extend(picked.into_iter().map(|i| members[i].clone()));
+        }
+        out
+    }
+}
+
+/// Registers a cluster with short health thresholds.
+pub fn registration(name: &str, region: &str, url: &str, failure_s: u64) -> Value {
+    json!({
+        "name": name,
+        "labels": { "region": region },
+        "apiEndpoint": url,
+        "failureThresholdSeconds": failure_s,
+        "successThresholdSeconds": 1,
+    })
+}
+
+fn deployment(name: &str, replicas: u64) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": name },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [{ "name": "app", "image": "nginx:1.27",
+                    "resources": { "requests": { "cpu": "10m", "memory": "16Mi" } } }] }
+            }
+        }
+    })
+}
+
+/// The namespace and name of object `i`.
+pub fn object_id(i: u64) -> (String, String) {
+    (
+        format!("fleet-{:02}", i % NAMESPACES as u64),
+        format!("o{i:06}"),
+    )
+}
+
+/// The body of object `i` (the same for the same seed and fleet).
+pub fn object_body(members: &Members, seed: u64, i: u64, grace_s: u64) -> Value {
+    let mut rng = StdRng::seed_from_u64(seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let (_, name) = object_id(i);
+    let failover = json!({ "enabled": true, "gracePeriodSeconds": grace_s });
+    match rng.random_range(0..100u32) {
+        0..45 => json!({
+            "template": deployment(&name, 2),
+            "placement": { "clusters": members.pick(&mut rng, 2, 2),
+                "replicas": { "mode": "Divided" }, "failover": failover },
+        }),
+        45..55 => json!({
+            "template": deployment(&name, 4),
+            "placement": { "clusters": members.pick(&mut rng, 3, 2),
+                "spreadConstraints": [{ "labelKey": "region", "minGroups": 2, "maxGroups": 2 }],
+                "replicas": { "mode": "Divided" }, "failover": failover },
+        }),
+        55..85 => json!({
+            "template": { "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name },
+                "data": { "settings": format!("object {i} of the fleet bench") } },
+            "placement": { "clusters": members.pick(&mut rng, 2, 1), "failover": failover },
+        }),
+        _ => json!({
+            "template": { "apiVersion": "v1", "kind": "Service", "metadata": { "name": name },
+                "spec": { "selector": { "app": name }, "ports": [{ "port": 80 }] } },
+            "placement": { "clusters": members.pick(&mut rng, 2, 1), "failover": failover },
+        }),
+    }
+}
+
+/// One object as fedraft reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placed {
+    pub kind: String,
+    /// cluster -> replicas (workloads) or 0 (others); clusters with nothing placed omitted for
+    /// workloads.
+    pub placement: BTreeMap<String, u64>,
+    pub desired: Option<u64>,
+    /// Applied everywhere placed, and ready where replicas are placed.
+    pub converged: bool,
+}
+
+/// Reads one namespace's objects: "ns/name" -> Placed.
+pub async fn read_namespace(
+    api: &FedApi,
+    ns: &str,
+) -> anyhow::Result<(Duration, BTreeMap<String, Placed>)> {
+    let (took, body) = api
+        .get(&format!("/v1/namespaces/{ns}/objects?stale=true"))
+        .await?;
+    let mut out = BTreeMap::new();
+    for o in body["items"].as_array().context("object list items")? {
+        // The API's object document: `name`, `template`, `placement`, `status` at the top.
+        let name = o.get("name").and_then(Value::as_str).unwrap_or("");
+        let kind = o
+            .pointer("/template/kind")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        // Only Deployments carry replicas here; the others are Duplicated whole.
+        let desired = (kind == "Deployment")
+            .then(|| o.pointer("/status/desiredReplicas").and_then(Value::as_u64))
+            .flatten();
+        let clusters = o.pointer("/status/clusters").and_then(Value::as_object);
+        let mut placement = BTreeMap::new();
+        let mut converged = clusters.is_some_and(|c| !c.is_empty());
+        for (c, st) in clusters.into_iter().flatten() {
+            let replicas = st["replicas"].as_u64().unwrap_or(0);
+            let ready = st["readyReplicas"].as_u64().unwrap_or(0);
+            let applied = st["applied"].as_bool().unwrap_or(false);
+            if desired.is_some() && replicas == 0 {
+                continue;
+            }
+            converged &= applied && (desired.is_none() || ready >= replicas);
+            placement.insert(c.clone(), replicas);
+        }
+        if let Some(d) = desired {
+            converged &= placement.values().sum::<u64>() == d;
+        }
+        out.insert(
+            format!("{ns}/{name}"),
+            Placed {
+                kind: kind.to_string(),
+                placement,
+                desired,
+                converged,
+            },
+        );
+    }
+    Ok((took, out))
+}
+
+/// What one member cluster holds of fedraft's: "ns/name" -> (kind, replicas for Deployments).
+pub async fn member_holds(
+    http: &reqwest::Client,
+    url: &str,
+) -> anyhow::Result<BTreeMap<String, (String, Option<u64>)>> {
+    let mut out = BTreeMap::new();
+    for (path, kind) in [
+        ("/apis/apps/v1/deployments", "Deployment"),
+        ("/api/v1/configmaps", "ConfigMap"),
+        ("/api/v1/services", "Service"),
+    ] {
+        let body: Value = http
+            .get(format!("{url}{path}?labelSelector={MANAGED}"))
+            .send()
+            .await
+            .with_context(|| format!("listing {path} of {url}"))?
+            .error_for_status()?
+            .json()
+            .await?;
+        for o in body["items"].as_array().context("member list items")? {
+            if o.pointer("/metadata/deletionTimestamp").is_some() {
+                continue;
+            }
+            let ns = o
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let name = o
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let replicas = o.pointer("/spec/replicas").and_then(Value::as_u64);
+            out.insert(format!("{ns}/{name}"), (kind.to_string(), replicas));
+        }
+    }
+    Ok(out)
+}
+
+/// Differences between what fedraft placed and what the members hold, as readable lines (at
+/// most `limit`), and their count.
+pub async fn compare_members(
+    http: &reqwest::Client,
+    members: &Members,
+    placed: &BTreeMap<String, Placed>,
+    skip: &BTreeSet<String>,
+    limit: usize,
+) -> anyhow::Result<(usize, Vec<String>)> {
+    let mut want: BTreeMap<&str, BTreeMap<&str, (&str, Option<u64>)>> = BTreeMap::new();
+    for (id, p) in placed {
+        for (c, r) in &p.placement {
+            let replicas = (p.kind == "Deployment").then_some(*r);
+            want.entry(c.as_str())
+                .or_default()
+                .insert(id.as_str(), (p.kind.as_str(), replicas));
+        }
+    }
+    let (mut count, mut lines) = (0usize, Vec::new());
+    for (name, (_, url)) in &members.clusters {
+        if skip.contains(name) {
+            continue;
+        }
+        let held = member_holds(http, url).await?;
+        let empty = BTreeMap::new();
+        let expected = want.get(name.as_str()).unwrap_or(&empty);
+        for (id, (kind, replicas)) in expected {
+            match held.get(*id) {
+                Some((k, r)) if k == kind && r == replicas => {}
+                other => {
+                    count += 1;
+                    if lines.len() < limit {
+                        lines.push(format!(
+                            "{name}: {id} want {kind} {replicas:?}, holds {other:?}"
+                        ));
+                    }
+                }
+            }
+        }
+        for id in held.keys() {
+            if !expected.contains_key(id.as_str()) {
+                count += 1;
+                if lines.len() < limit {
+                    lines.push(format!(
+                        "{name}: holds {id}, which fedraft did not place there"
+                    ));
+                }
+            }
+        }
+    }
+    Ok((count, lines))
+}
+
+/// Cluster name -> health, from fedraft.
+pub async fn cluster_health(api: &FedApi) -> anyhow::Result<BTreeMap<String, String>> {
+    let (_, body) = api.get("/v1/clusters?stale=true").await?;
+    let mut out = BTreeMap::new();
+    for c in body["items"].as_array().context("cluster list items")? {
+        let name = c.pointer("/metadata/name").or(c.get("name"));
+        let name = name.and_then(Value::as_str).unwrap_or("").to_string();
+        let health = c.pointer("/status/health").and_then(Value::as_str);
+        out.insert(name, health.unwrap_or("").to_string());
+    }
+    Ok(out)
+}
+
+/// Nearest-rank percentile in milliseconds of unsorted durations (NaN when empty).
+pub fn percentile(samples: &[Duration], p: f64) -> f64 {
+    let mut us: Vec<u32> = samples
+        .iter()
+        .map(|d| d.as_micros().min(u128::from(u32::MAX)) as u32)
+        .collect();
+    us.sort_unstable();
+    super::report::percentile_ms(&us, p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet(n: usize, regions: usize) -> Members {
+        let list: Vec<Value> = (0..n)
+            .map(|i| json!({"name": format!("m{i:04}"), "region": format!("region-{:02}", i * regions / n), "url": "http://x"}))
+            .collect();
+        Members::from_fleet(&Value::Array(list)).unwrap()
+    }
+
+    #[test]
+    fn the_mix_is_repeatable_and_spans_regions() {
+        let m = fleet(100, 10);
+        let a = object_body(&m, 7, 42, 10);
+        assert_eq!(a, object_body(&m, 7, 42, 10));
+        let mut kinds = BTreeMap::new();
+        for i in 0..2000 {
+            let body = object_body(&m, 7, i, 10);
+            let kind = body["template"]["kind"].as_str().unwrap().to_string();
+            *kinds.entry(kind).or_insert(0) += 1;
+            let clusters: Vec<String> =
+                serde_json::from_value(body["placement"]["clusters"].clone()).unwrap();
+            let regions: BTreeSet<&String> = clusters.iter().map(|c| &m.clusters[c].0).collect();
+            assert!(regions.len() >= 2, "{body}");
+        }
+        // 55 % Deployments, 30 % ConfigMaps, 15 % Services, within sampling noise.
+        assert!((1000..1200).contains(&kinds["Deployment"]), "{kinds:?}");
+        assert!((520..680).contains(&kinds["ConfigMap"]), "{kinds:?}");
+        assert!((230..370).contains(&kinds["Service"]), "{kinds:?}");
+    }
+}

@@ -1,0 +1,52 @@
+//! `fedraft bench fleet` at CI size: three nodes and 100 simulated clusters in 10 regions
+//! converge 2,000 objects (the bench's mix of Divided, spread and Duplicated workloads,
+//! ConfigMaps and Services); every member then holds exactly what fedraft placed (the bench
+//! compares each member's managed objects with fedraft's placement and fails on any
+//! difference); a region of 10 clusters goes dark, its workloads are re-placed without taking a
+//! replica off a healthy cluster, and the members agree with fedraft again. Correctness, not
+//! speed: the figures of a real run come from the command in docs/performance.md.
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_fedraft");
+
+#[test]
+fn a_small_fleet_converges_exactly_and_survives_a_dark_region() {
+    let _slot = fedraft_testkit::heavy_slot();
+    let dir = fedraft_testkit::temp_dir("fleet");
+    let json = dir.path().join("fleet.json");
+    let done = Command::new(BIN)
+        .args(["bench", "fleet", "--clusters", "100", "--objects", "2000"])
+        .args([
+            "--regions",
+            "10",
+            "--steady-secs",
+            "5",
+            "--steady-rate",
+            "20",
+            "--writers",
+            "8",
+        ])
+        .args(["--grace-secs", "5", "--failure-secs", "4"])
+        .args(["--converge-timeout-secs", "300", "--nodes", "2"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&done.stdout).to_string();
+    let err = String::from_utf8_lossy(&done.stderr);
+    eprintln!("{out}");
+    assert!(done.status.success(), "{out}\n{err}");
+    for when in ["after convergence", "after the region went dark"] {
+        let line = format!("members hold exactly what fedraft placed ({when})");
+        assert!(out.contains(&line), "missing {line:?}:\n{out}");
+    }
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["errors"], serde_json::json!([]), "{report}");
+    assert_eq!(report["dark"]["movedFromHealthy"], 0, "{report}");
+    assert!(report["dark"]["affected"].as_u64().unwrap() > 0, "{report}");
+    assert_eq!(report["distribution"]["missing"], 0, "{report}");
+    // Every object placed somewhere: about two member objects per federated object.
+    let member_objects = report["memberObjects"].as_u64().unwrap();
+    assert!((3000..6000).contains(&member_objects), "{report}");
+}
