@@ -1,8 +1,8 @@
-//! `fedraft bench fleet` at CI size: three nodes and 100 simulated clusters in 10 regions
-//! converge 2,000 objects (the bench's mix of Divided, spread and Duplicated workloads,
+//! `fedraft bench fleet` at CI size: three nodes and 30 simulated clusters in 5 regions
+//! converge 300 objects (the bench's mix of Divided, spread and Duplicated workloads,
 //! ConfigMaps and Services); every member then holds exactly what fedraft placed (the bench
 //! compares each member's managed objects with fedraft's placement and fails on any
-//! difference); a region of 10 clusters goes dark, its workloads are re-placed without taking a
+//! difference); a region of 6 clusters goes dark, its workloads are re-placed without taking a
 //! replica off a healthy cluster, and the members agree with fedraft again. Correctness, not
 //! speed: the figures of a real run come from the command in docs/performance.md.
 
@@ -16,10 +16,10 @@ fn a_small_fleet_converges_exactly_and_survives_a_dark_region() {
     let dir = fedraft_testkit::temp_dir("fleet");
     let json = dir.path().join("fleet.json");
     let done = Command::new(BIN)
-        .args(["bench", "fleet", "--clusters", "100", "--objects", "2000"])
+        .args(["bench", "fleet", "--clusters", "30", "--objects", "300"])
         .args([
             "--regions",
-            "10",
+            "5",
             "--steady-secs",
             "5",
             "--steady-rate",
@@ -28,7 +28,7 @@ fn a_small_fleet_converges_exactly_and_survives_a_dark_region() {
             "8",
         ])
         .args(["--grace-secs", "5", "--failure-secs", "4"])
-        .args(["--converge-timeout-secs", "300", "--nodes", "2"])
+        .args(["--converge-timeout-secs", "180", "--nodes", "2"])
         .arg("--json")
         .arg(&json)
         .output()
