@@ -15,6 +15,7 @@
 //! Must not: signal any process it did not start, or report a figure without its errors.
 
 mod fleet;
+mod fleet_args;
 mod fleet_report;
 mod fleet_work;
 mod load;

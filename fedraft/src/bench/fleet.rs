@@ -18,7 +18,6 @@
 //! Must not: signal any process it did not start, or report a figure without its errors.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,62 +26,12 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio::process::Command;
 
+pub use super::fleet_args::FleetArgs;
+use super::fleet_args::Samples;
 use super::fleet_report::{self as report, Phase, Report};
 use super::fleet_work::{self as work, FedApi, Members, Placed};
 use super::procs::{self, Procs};
 use super::Via;
-
-#[derive(Debug, clap::Args)]
-pub struct FleetArgs {
-    /// Member clusters.
-    #[arg(long, default_value_t = 1000)]
-    pub clusters: u32,
-    /// Federated objects written in the convergence phase.
-    #[arg(long, default_value_t = 100_000)]
-    pub objects: u64,
-    /// Regions the clusters are split into (contiguously); the first one goes dark.
-    #[arg(long, default_value_t = 10)]
-    pub regions: u32,
-    /// Closed-loop writers in the convergence phase.
-    #[arg(long, default_value_t = 16)]
-    pub writers: usize,
-    /// Writes per second in the distribution-latency phase.
-    #[arg(long, default_value_t = 100.0)]
-    pub steady_rate: f64,
-    /// Seconds of the distribution-latency phase (0 skips it).
-    #[arg(long, default_value_t = 30)]
-    pub steady_secs: u64,
-    /// Failover grace period of every object, seconds.
-    #[arg(long, default_value_t = 10)]
-    pub grace_secs: u64,
-    /// Clusters' failure threshold (seconds without a heartbeat before NotReady).
-    #[arg(long, default_value_t = 5)]
-    pub failure_secs: u64,
-    /// Skip the dark-region phase.
-    #[arg(long)]
-    pub no_dark: bool,
-    /// Give up on convergence after this many seconds.
-    #[arg(long, default_value_t = 1800)]
-    pub converge_timeout_secs: u64,
-    /// Nodes per simulated cluster.
-    #[arg(long, default_value_t = 3)]
-    pub nodes: u32,
-    /// Seed of the workload mix.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Write the results as JSON to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Draw the convergence curve as SVG to this file.
-    #[arg(long)]
-    pub svg: Option<PathBuf>,
-    /// The fedraft binary for the started nodes and the fleet host. Default: this executable.
-    #[arg(long)]
-    pub fedraft_bin: Option<PathBuf>,
-    /// Keep the temporary directory (data, configs, logs).
-    #[arg(long)]
-    pub keep: bool,
-}
 
 /// `fedraft bench fleet-host`: the simulated clusters of a fleet run, in their own process.
 #[derive(Debug, clap::Args)]
@@ -118,16 +67,6 @@ pub async fn host(a: FleetHostArgs) -> anyhow::Result<std::process::ExitCode> {
     super::interrupted().await;
     drop(fleet);
     Ok(std::process::ExitCode::SUCCESS)
-}
-
-/// Latency samples of one phase, shared by its tasks.
-#[derive(Default)]
-pub struct Samples {
-    pub writes: Vec<Duration>,
-    pub reads: Vec<Duration>,
-    pub errors: u64,
-    /// Writes that failed and were sent again (counted apart from errors: they succeeded).
-    pub retries: u64,
 }
 
 /// Attempts after the first for one write of the register and convergence phases.

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::fleet::{FleetArgs, Samples};
+use super::fleet_args::{FleetArgs, Samples};
 use super::fleet_work::percentile;
 use super::load::cpu_time;
 
