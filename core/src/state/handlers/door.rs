@@ -123,6 +123,55 @@ fn labels_of(doc: &Value) -> std::collections::BTreeMap<String, String> {
 }
 
 /// The manifest without metadata and status: what a change of generation compares.
+/// What a put of a policy document does to its stored record.
+pub(super) enum PolicyWrite {
+    /// The stored manifest is already this document: nothing changes, at this version.
+    Unchanged(Option<u64>),
+    /// The record to store, and the one it replaces (kept to restore on a refused re-derive).
+    Store {
+        record: PolicyRecord,
+        previous: Option<PolicyRecord>,
+    },
+}
+
+impl State {
+    /// The version check and the next record of a policy document `doc` stored under `key`,
+    /// shared by every door document kept in the policy table. `spec_changed(old, new)` says
+    /// whether the kind's spec changed, which bumps `generation` as Kubernetes does.
+    pub(super) fn policy_write(
+        &self,
+        key: &PolicyRef,
+        expected: Option<u64>,
+        doc: &Value,
+        spec_changed: impl Fn(&Value, &Value) -> bool,
+        ctx: &Ctx,
+    ) -> Result<PolicyWrite, Rejection> {
+        let previous = self.door.policies.get(key).cloned();
+        super::clusters::check_version(expected, previous.as_ref().map(|p| p.resource_version))?;
+        let manifest = doc.to_string();
+        if previous.as_ref().is_some_and(|p| p.manifest == manifest) {
+            return Ok(PolicyWrite::Unchanged(previous.map(|p| p.resource_version)));
+        }
+        let generation = match &previous {
+            Some(p) => {
+                // Stored only after it parsed as JSON at apply; a snapshot that says otherwise is
+                // refused when it is decoded (`parse_policies`).
+                let old: Value = serde_json::from_str(&p.manifest).unwrap_or(Value::Null);
+                p.generation + u64::from(spec_changed(&old, doc))
+            }
+            None => 1,
+        };
+        let record = PolicyRecord {
+            manifest,
+            generation,
+            created_ms: previous.as_ref().map_or(ctx.now_ms, |p| p.created_ms),
+            created_index: previous.as_ref().map_or(ctx.index, |p| p.created_index),
+            resource_version: ctx.index,
+        };
+        Ok(PolicyWrite::Store { record, previous })
+    }
+}
+
 fn spec_part(doc: &Value) -> Value {
     let mut d = doc.clone();
     if let Some(o) = d.as_object_mut() {
@@ -298,25 +347,10 @@ impl State {
             namespace: id.namespace,
             name: id.name,
         };
-        let previous = self.door.policies.get(&key).cloned();
-        super::clusters::check_version(expected, previous.as_ref().map(|p| p.resource_version))?;
-        let manifest = doc.to_string();
-        if previous.as_ref().is_some_and(|p| p.manifest == manifest) {
-            return Ok(previous.map(|p| p.resource_version));
-        }
-        let generation = match &previous {
-            Some(p) => {
-                let old: Value = serde_json::from_str(&p.manifest).unwrap_or(Value::Null);
-                p.generation + u64::from(spec_part(&old) != spec_part(&doc))
-            }
-            None => 1,
-        };
-        let record = PolicyRecord {
-            manifest,
-            generation,
-            created_ms: previous.as_ref().map_or(ctx.now_ms, |p| p.created_ms),
-            created_index: previous.as_ref().map_or(ctx.index, |p| p.created_index),
-            resource_version: ctx.index,
+        let changed = |old: &Value, new: &Value| spec_part(old) != spec_part(new);
+        let record = match self.policy_write(&key, expected, &doc, changed, ctx)? {
+            PolicyWrite::Unchanged(version) => return Ok(version),
+            PolicyWrite::Store { record, .. } => record,
         };
         let old_record = self.door.policies.insert(key.clone(), record);
         let old_spec = self.door_ix.insert(key.clone(), spec);

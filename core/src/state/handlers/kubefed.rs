@@ -16,7 +16,7 @@
 
 use serde_json::Value;
 
-use super::door::Identity;
+use super::door::{Identity, PolicyWrite};
 use super::validate;
 use crate::door::{PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey};
 use crate::error::FieldError;
@@ -120,25 +120,10 @@ impl State {
             namespace: id.namespace,
             name: id.name,
         };
-        let previous = self.door.policies.get(&key).cloned();
-        super::clusters::check_version(expected, previous.as_ref().map(|p| p.resource_version))?;
-        let manifest = doc.to_string();
-        if previous.as_ref().is_some_and(|p| p.manifest == manifest) {
-            return Ok(previous.map(|p| p.resource_version));
-        }
-        let generation = match &previous {
-            Some(p) => {
-                let old = parse_stored(p);
-                p.generation + u64::from(old.get("spec") != doc.get("spec"))
-            }
-            None => 1,
-        };
-        let record = PolicyRecord {
-            manifest,
-            generation,
-            created_ms: previous.as_ref().map_or(ctx.now_ms, |p| p.created_ms),
-            created_index: previous.as_ref().map_or(ctx.index, |p| p.created_index),
-            resource_version: ctx.index,
+        let changed = |old: &Value, new: &Value| old.get("spec") != new.get("spec");
+        let (record, previous) = match self.policy_write(&key, expected, &doc, changed, ctx)? {
+            PolicyWrite::Unchanged(version) => return Ok(version),
+            PolicyWrite::Store { record, previous } => (record, previous),
         };
         self.door.policies.insert(key.clone(), record);
         if let Err(refusal) = self.rederive_kubefed(&key, ctx) {
