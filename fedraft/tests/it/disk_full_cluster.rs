@@ -6,9 +6,9 @@
 //! adding space), node 2 restarts and catches up, every acknowledged write reads back from it,
 //! the state hashes agree at equal index and every audit chain verifies (`failpoints::check`).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
+
+use fedraft_testkit::tmpfs::Tmpfs;
 
 use super::failpoints::{check, layout, load, wait_leader_is, LIMIT};
 
@@ -16,52 +16,6 @@ use super::failpoints::{check, layout, load, wait_leader_is, LIMIT};
 const TARGET: usize = 1;
 /// Room left on the device once the filler is written: a few hundred writes fill it.
 const ROOM: u64 = 384 << 10;
-
-/// A mounted tmpfs, unmounted on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &Path, size: &str) -> Result<Tmpfs, String> {
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(at)
-            .output()
-            .map_err(|e| format!("running mount: {e}"))?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-        }
-        Ok(Tmpfs(at.to_path_buf()))
-    }
-
-    fn grow(&self, size: &str) {
-        let status = Command::new("mount")
-            .args(["-o", &format!("remount,size={size}")])
-            .arg(&self.0)
-            .status()
-            .expect("running mount");
-        assert!(status.success(), "remounting {} larger", self.0.display());
-    }
-
-    /// Free bytes on the filesystem.
-    fn available(&self) -> u64 {
-        let out = Command::new("df")
-            .args(["--output=avail", "-B1"])
-            .arg(&self.0)
-            .output()
-            .expect("running df");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .nth(1)
-            .and_then(|l| l.trim().parse().ok())
-            .expect("df prints the free bytes")
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_stops_one_node_and_the_other_two_keep_writing() {

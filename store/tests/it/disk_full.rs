@@ -4,10 +4,8 @@
 //! again and takes appends. The filesystem is a 64 MiB tmpfs mounted by the test (tests run as
 //! root); where mounting is refused the test says so and skips.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use fedraft_store::{Store, StoreError};
+use fedraft_testkit::tmpfs::Tmpfs;
 
 /// Bytes per append: the filesystem fills after about a thousand of them.
 const ENTRY_BYTES: usize = 64 << 10;
@@ -24,39 +22,6 @@ fn entry(i: u64) -> Vec<u8> {
             x as u8
         })
         .collect()
-}
-
-/// A mounted tmpfs, unmounted on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &Path, size: &str) -> Result<Tmpfs, String> {
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(at)
-            .output()
-            .map_err(|e| format!("running mount: {e}"))?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-        }
-        Ok(Tmpfs(at.to_path_buf()))
-    }
-
-    /// Gives the filesystem more room, as an operator freeing space would.
-    fn grow(&self, size: &str) {
-        let status = Command::new("mount")
-            .args(["-o", &format!("remount,size={size}")])
-            .arg(&self.0)
-            .status()
-            .unwrap();
-        assert!(status.success(), "remounting larger");
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
 }
 
 #[test]

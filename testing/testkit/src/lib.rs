@@ -1,6 +1,6 @@
 //! fedraft's test harness, shared by every crate's integration tests and by the fault harness:
 //! polling with a deadline, free loopback ports, temporary data directories, Deployment
-//! manifests, one slot for the tests that start a whole federation (`serial`), in-process raft groups (feature `cluster`), simulated member clusters (feature
+//! manifests, a size-limited tmpfs (`tmpfs`), one slot for the tests that start a whole federation (`serial`), in-process raft groups (feature `cluster`), simulated member clusters (feature
 //! `members`) and `fedraft server` processes (feature `procs`).
 //!
 //! Dev-only: no product crate may depend on it. It owns starting and stopping what a test
@@ -10,6 +10,7 @@
 pub mod manifests;
 pub mod net;
 pub mod serial;
+pub mod tmpfs;
 pub mod wait;
 
 #[cfg(feature = "cluster")]
