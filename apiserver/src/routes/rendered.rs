@@ -7,6 +7,8 @@
 //! their sizes: the console and the CLI show this to people, and reading a Secret's contents
 //! is what member clusters' own RBAC is for. Member-cluster credentials never enter a manifest.
 
+use std::collections::BTreeMap;
+
 use axum::extract::State;
 use axum::{Extension, Json};
 use fedraft_core::admission;
@@ -31,6 +33,7 @@ pub async fn get(
     read(&app, q.stale, move |s| {
         let obj = s.object(&n, &m)?;
         let divided = obj.spec.placement.replicas.mode.divides();
+        let no_labels = BTreeMap::new();
         let clusters: Vec<Value> = obj
             .status
             .clusters
@@ -38,12 +41,9 @@ pub async fn get(
             .map(|placed| {
                 let cluster = placed.cluster.as_str();
                 let replicas = obj.replicas_on(cluster);
-                let labels = s
-                    .cluster(cluster)
-                    .map(|c| c.spec.labels.clone())
-                    .unwrap_or_default();
+                let labels = s.cluster(cluster).map_or(&no_labels, |c| &c.spec.labels);
                 let (manifest, _) =
-                    admission::render_admitted(obj, cluster, &labels, divided.then_some(replicas));
+                    admission::render_admitted(obj, cluster, labels, divided.then_some(replicas));
                 match manifest {
                     Ok(mut m) => {
                         redact_secret(&mut m);
