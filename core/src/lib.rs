@@ -18,6 +18,7 @@ pub mod karmada;
 pub mod model;
 pub mod policy;
 pub mod render;
+pub mod rollout;
 pub mod scheduler;
 pub mod service;
 pub mod state;

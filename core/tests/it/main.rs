@@ -10,6 +10,7 @@ mod admission;
 mod discovery;
 mod door;
 mod render_golden;
+mod rollout;
 mod scheduler_kubefed;
 mod scheduler_props;
 mod scheduler_rules;

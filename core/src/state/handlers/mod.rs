@@ -16,6 +16,7 @@ mod objects;
 pub mod outcome;
 pub mod placement;
 mod reports;
+pub mod rollout;
 pub mod services;
 mod tenants;
 mod users;
