@@ -11,6 +11,7 @@ mod endpoints;
 mod kubeconfig;
 mod members;
 pub(crate) mod objects;
+mod rollout;
 mod rotate;
 mod schedule;
 pub(crate) mod system;
@@ -42,6 +43,14 @@ pub(crate) fn router(app: App) -> Router {
             get(objects::get_one)
                 .put(objects::put)
                 .delete(objects::delete),
+        )
+        .route(
+            "/v1/namespaces/{ns}/objects/{name}/rollout",
+            get(rollout::get),
+        )
+        .route(
+            "/v1/namespaces/{ns}/objects/{name}/rollout/{action}",
+            post(rollout::act),
         )
         .route(
             "/v1/namespaces/{ns}/services/{name}/endpoints",
