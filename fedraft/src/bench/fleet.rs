@@ -477,8 +477,12 @@ where
 /// Every object of the bench's namespaces.
 async fn read_all(api: &FedApi) -> anyhow::Result<BTreeMap<String, Placed>> {
     let mut all = BTreeMap::new();
-    for n in 0..work::NAMESPACES {
-        let (_, objs) = work::read_namespace(api, &format!("fleet-{n:02}")).await?;
+    // The steady phase's objects too: the members hold them, so the final check must know them.
+    let namespaces = (0..work::NAMESPACES)
+        .map(|n| format!("fleet-{n:02}"))
+        .chain(["fleet-lat".to_string()]);
+    for ns in namespaces {
+        let (_, objs) = work::read_namespace(api, &ns).await?;
         all.extend(objs);
     }
     Ok(all)

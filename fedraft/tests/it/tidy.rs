@@ -34,6 +34,11 @@ const LONG_FILES: &[(&str, &str)] = &[
         "one test per scheduling rule through `schedule`; the bulk is cluster and spec fixtures",
     ),
     (
+        "fedraft/src/bench/fleet.rs",
+        "the fleet benchmark's phases in the order they run, each reading the state the one \
+         before left; the report and the member checks are already apart",
+    ),
+    (
         "testing/kubesim/src/controller.rs",
         "the node packing and the workload status it drives belong together; the tail is tests",
     ),
