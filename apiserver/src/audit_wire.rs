@@ -65,7 +65,14 @@ pub fn target(c: &Command) -> String {
         | Command::DeleteObject {
             namespace, name, ..
         }
-        | Command::RevokePlacement { namespace, name } => format!("{namespace}/{name}"),
+        | Command::RevokePlacement { namespace, name }
+        | Command::PutObjectWithRollout {
+            namespace, name, ..
+        }
+        | Command::Rollout {
+            namespace, name, ..
+        } => format!("{namespace}/{name}"),
+        Command::WorkloadReports(r) => format!("{} workload reports", r.len()),
         Command::Heartbeats(hb) => hb
             .iter()
             .map(|h| h.cluster.as_str())

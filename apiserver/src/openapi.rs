@@ -84,6 +84,8 @@ pub fn document() -> Value {
             "delete": op("Delete an object", "200", Some("Status"), None, WRITE),
         },
         "/v1/namespaces/{ns}/objects/{name}/rendered": {"get": op("The manifest written to each member cluster the object is placed on (Secret values redacted)", "200", None, None, READ)},
+        "/v1/namespaces/{ns}/objects/{name}/rollout": {"get": op("An object's rollout: strategy, phase, waves, per-cluster revision and workload status, story", "200", None, None, READ)},
+        "/v1/namespaces/{ns}/objects/{name}/rollout/{action}": {"post": op("pause, resume, abort, undo or promote the object's rollout", "200", None, None, WRITE)},
         "/v1/tenants": {"get": op("List tenants", "200", Some("TenantList"), None, READ)},
         "/v1/tenants/{name}": {
             "get": op("Read a tenant", "200", Some("Tenant"), None, READ),
@@ -235,7 +237,14 @@ fn schemas() -> Value {
             "patches": {"type": "array", "items": {"type": "object"}},
             "image": {"type": "object"}, "labels": {"type": "object"}, "annotations": {"type": "object"}}}},
         "namespace": {"type": "string", "description": "from the path; required for dry-run"},
-        "name": {"type": "string", "description": "from the path; required for dry-run"}}});
+        "name": {"type": "string", "description": "from the path; required for dry-run"},
+        "rollout": {"type": "object", "description": "rollout strategy; absent keeps the object's", "properties": {
+            "type": {"type": "string", "enum": ["All", "Progressive"]},
+            "grouping": {"description": "\"clusterOrder\", {\"label\": KEY} or {\"groups\": [[CLUSTER...]...]}"},
+            "maxConcurrency": {"type": "object", "description": "{\"count\": N} (0: whole group) or {\"percent\": P}"},
+            "canary": {"type": "integer"}, "minSuccessSeconds": {"type": "integer"},
+            "progressDeadlineSeconds": {"type": "integer"}, "maxFailures": {"type": "integer"},
+            "autoRollback": {"type": "boolean"}}}}});
     let mut tenant_in = json!({"type": "object", "properties": {
         "namespaces": {"type": "array", "items": {"type": "string"}}, "quota": resources.clone(),
         "sliceSize": resources.clone(), "members": {"type": "array", "items": {"type": "string"}}}});
@@ -316,6 +325,8 @@ mod tests {
             "/v1/namespaces/{ns}/objects",
             "/v1/namespaces/{ns}/objects/{name}",
             "/v1/namespaces/{ns}/objects/{name}/rendered",
+            "/v1/namespaces/{ns}/objects/{name}/rollout",
+            "/v1/namespaces/{ns}/objects/{name}/rollout/{action}",
             "/v1/tenants",
             "/v1/tenants/{name}",
             "/v1/schedule/dry-run",

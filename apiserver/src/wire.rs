@@ -141,6 +141,10 @@ pub struct ObjectIn {
     /// Service discovery for a v1 Service template (DNS and the endpoints API).
     #[serde(default)]
     pub discovery: Option<fedraft_core::discovery::DiscoverySpec>,
+    /// How a new template reaches the clusters (all at once, or in waves with gates); a put
+    /// without it keeps the object's strategy.
+    #[serde(default)]
+    pub rollout: Option<fedraft_core::rollout::RolloutStrategy>,
     #[serde(default)]
     pub status: Option<serde::de::IgnoredAny>,
 }

@@ -19,6 +19,7 @@ pub mod kubefed;
 pub mod model;
 pub mod policy;
 pub mod render;
+pub mod rollout;
 pub mod scheduler;
 pub mod service;
 pub mod state;

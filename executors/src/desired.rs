@@ -15,7 +15,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use fedraft_core::admission;
 use fedraft_core::model::ObjectKey;
 use fedraft_core::state::{DesiredObject, State};
 use serde_json::Value;
@@ -90,15 +89,9 @@ impl DesiredCache {
                 .is_some_and(|i| i.version == obj.resource_version);
             if !cached {
                 let replicas = obj.replicas_on(cluster);
-                let divided = obj.spec.placement.replicas.mode.divides();
-                // The same rendering as `desired_for_cluster`: checked against the identity
-                // the object was admitted with.
-                let (manifest, admitted) = admission::render_admitted(
-                    obj,
-                    cluster,
-                    &c.spec.labels,
-                    divided.then_some(replicas),
-                );
+                // The same rendering as `desired_for_cluster`: the cluster's rollout revision,
+                // checked against the identity the object was admitted with.
+                let (manifest, admitted) = s.render_for(obj, cluster, &c.spec.labels);
                 out.rendered.push((
                     obj.resource_version,
                     DesiredObject {

@@ -21,7 +21,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fedraft_core::command::ObjectStatusReport;
 use fedraft_core::model::ObjectKey;
 use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use fedraft_core::state::DesiredObject;
@@ -42,7 +41,7 @@ use crate::live::LiveCache;
 use crate::metrics::{ClusterMetrics, Reconciled};
 use crate::node::ControlPlane;
 use crate::plan::{self, ApplyReason, LiveId, LiveObject, Memo, Verdict};
-use crate::report::{short_message, Observations};
+use crate::report::{object_report as report, workload_report, Observations};
 use crate::resolve::{Resolved, Resolver};
 
 /// Field manager of every fedraft write.
@@ -297,23 +296,6 @@ pub struct Reconciler<C: ControlPlane> {
     desired: DesiredCache,
 }
 
-fn report(
-    key: &ObjectKey,
-    cluster: &str,
-    applied: bool,
-    ready: u32,
-    message: Option<String>,
-) -> ObjectStatusReport {
-    ObjectStatusReport {
-        namespace: key.namespace.clone(),
-        name: key.name.clone(),
-        cluster: cluster.to_string(),
-        applied,
-        ready_replicas: ready,
-        message: message.map(|m| short_message(&m)),
-    }
-}
-
 impl<C: ControlPlane> Reconciler<C> {
     pub fn new(ctrl: C, ctx: Arc<ClusterCtx>, obs: Arc<Observations>, wake: Arc<Notify>) -> Self {
         Reconciler {
@@ -358,6 +340,7 @@ impl<C: ControlPlane> Reconciler<C> {
         let scan = self.ctrl.read_state(|s| cache.scan(s, &cluster));
 
         let mut statuses = Vec::with_capacity(scan.keys.len());
+        let mut workloads = Vec::new();
         let mut unresolved: BTreeSet<String> = BTreeSet::new();
         let mut not_prepared: HashMap<ObjectKey, String> = HashMap::new();
         for (version, d) in scan.rendered {
@@ -453,6 +436,7 @@ impl<C: ControlPlane> Reconciler<C> {
                     let object = live.map(|l| &l.object);
                     let ready = plan::ready_replicas(&p.id.kind, object, p.replicas);
                     statuses.push(report(&p.key, &cluster, true, ready, None));
+                    workloads.extend(workload_report(&p.key, &p.id.kind, &cluster, object));
                 }
                 Verdict::Apply(_) => work.push((p.clone(), live.cloned(), memo.cloned())),
             }
@@ -499,6 +483,12 @@ impl<C: ControlPlane> Reconciler<C> {
                     };
                     let ready = plan::ready_replicas(&p.id.kind, object.as_ref(), p.replicas);
                     statuses.push(report(&p.key, &cluster, true, ready, None));
+                    workloads.extend(workload_report(
+                        &p.key,
+                        &p.id.kind,
+                        &cluster,
+                        object.as_ref(),
+                    ));
                 }
                 Err(e) => {
                     ctx.metrics.reconciled(Reconciled::ApplyFailed);
@@ -553,7 +543,7 @@ impl<C: ControlPlane> Reconciler<C> {
             }
         }
         self.memo.retain(|id, _| desired_ids.contains(id));
-        self.obs.set_statuses(&cluster, statuses);
+        self.obs.set_statuses(&cluster, statuses, workloads);
         next
     }
 

@@ -11,6 +11,8 @@
 //! - every status flush interval, one `StatusReports` entry with the per-object observations that
 //!   differ from what the state holds. A report already proposed is not sent again until
 //!   `RESEND_AFTER` passes without the state reflecting it (lost or refused proposals heal).
+//!   Alike, one `WorkloadReports` entry with the workload status ([`observe_workload`]: the
+//!   template revision, generations, replica counts, conditions) that differs from the state's.
 //!
 //! Diffing against the state rather than a private memory means a new leader sends nothing for
 //! what the old one already reported. The state machine decides health and failover from these
@@ -22,9 +24,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use fedraft_core::command::{Command, Heartbeat, ObjectStatusReport};
+use fedraft_core::command::{Command, Heartbeat, ObjectStatusReport, WorkloadReport};
 use fedraft_core::model::Capacity;
+use fedraft_core::rollout::{
+    JobState, WorkloadCondition, WorkloadObservation, MAX_CONDITIONS, REVISION_ANNOTATION,
+};
 use fedraft_core::state::{State, MAX_BATCH_ITEMS};
+use serde_json::Value;
 
 use crate::config::ExecutorConfig;
 use crate::node::ControlPlane;
@@ -62,6 +68,7 @@ struct ProbeState {
 struct Inner {
     probes: BTreeMap<String, ProbeState>,
     statuses: BTreeMap<String, Vec<ObjectStatusReport>>,
+    workloads: BTreeMap<String, Vec<WorkloadReport>>,
 }
 
 /// Latest observations per cluster, shared by the per-cluster tasks and the reporter.
@@ -96,15 +103,24 @@ impl Observations {
         p.last_ok = Some(false);
     }
 
-    /// Replaces the cluster's per-object observations with those of the latest pass.
-    pub fn set_statuses(&self, cluster: &str, reports: Vec<ObjectStatusReport>) {
-        self.lock().statuses.insert(cluster.to_string(), reports);
+    /// Replaces the cluster's per-object and workload observations with those of the latest
+    /// pass.
+    pub fn set_statuses(
+        &self,
+        cluster: &str,
+        reports: Vec<ObjectStatusReport>,
+        workloads: Vec<WorkloadReport>,
+    ) {
+        let mut g = self.lock();
+        g.statuses.insert(cluster.to_string(), reports);
+        g.workloads.insert(cluster.to_string(), workloads);
     }
 
     pub fn forget(&self, cluster: &str) {
         let mut g = self.lock();
         g.probes.remove(cluster);
         g.statuses.remove(cluster);
+        g.workloads.remove(cluster);
     }
 }
 
@@ -120,6 +136,7 @@ pub struct Flush {
 pub struct Sent {
     capacity: HashMap<String, (Capacity, Instant)>,
     statuses: HashMap<(String, String, String), (ObjectStatusReport, Instant)>,
+    workloads: HashMap<(String, String, String), (WorkloadObservation, Instant)>,
 }
 
 impl Observations {
@@ -203,6 +220,164 @@ impl Observations {
     }
 }
 
+impl Observations {
+    /// Workload observations that differ from the state, at most [`MAX_BATCH_ITEMS`].
+    pub fn take_workloads(
+        &self,
+        state: &State,
+        sent: &mut Sent,
+        now: Instant,
+    ) -> Vec<WorkloadReport> {
+        let g = self.lock();
+        let mut out = Vec::new();
+        for reports in g.workloads.values() {
+            for r in reports {
+                let placed = state
+                    .object(&r.namespace, &r.name)
+                    .is_some_and(|o| o.status.clusters.iter().any(|c| c.cluster == r.cluster));
+                if !placed {
+                    continue; // core would skip it
+                }
+                let key = (r.namespace.clone(), r.name.clone(), r.cluster.clone());
+                let recorded = state
+                    .workload_status(&r.namespace, &r.name)
+                    .and_then(|m| m.get(&r.cluster));
+                if recorded.is_some_and(|s| s.observed == r.observed) {
+                    sent.workloads.remove(&key);
+                    continue;
+                }
+                if sent.workloads.get(&key).is_some_and(|(o, t)| {
+                    *o == r.observed && now.saturating_duration_since(*t) < RESEND_AFTER
+                }) {
+                    continue;
+                }
+                sent.workloads.insert(key, (r.observed.clone(), now));
+                out.push(r.clone());
+                if out.len() == MAX_BATCH_ITEMS {
+                    return out;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// One object's status on one cluster, its message cut to [`MAX_MESSAGE_BYTES`].
+pub fn object_report(
+    key: &fedraft_core::model::ObjectKey,
+    cluster: &str,
+    applied: bool,
+    ready: u32,
+    message: Option<String>,
+) -> ObjectStatusReport {
+    ObjectStatusReport {
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        cluster: cluster.to_string(),
+        applied,
+        ready_replicas: ready,
+        message: message.map(|m| short_message(&m)),
+    }
+}
+
+/// The workload report of an applied object (`live` as the member holds it), when it has one.
+pub fn workload_report(
+    key: &fedraft_core::model::ObjectKey,
+    kind: &str,
+    cluster: &str,
+    live: Option<&Value>,
+) -> Option<WorkloadReport> {
+    Some(WorkloadReport {
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        cluster: cluster.to_string(),
+        observed: observe_workload(kind, live?)?,
+    })
+}
+
+/// What a live object's status says of its rollout, for the kinds whose status fedraft reads
+/// (Deployment, StatefulSet, ReplicaSet, DaemonSet, Job) and for any object carrying a rollout
+/// revision; None for the rest (their `applied` flag is all there is).
+pub fn observe_workload(kind: &str, live: &Value) -> Option<WorkloadObservation> {
+    let revision = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(REVISION_ANNOTATION))
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse::<u32>().ok());
+    let workload = matches!(
+        kind,
+        "Deployment" | "StatefulSet" | "ReplicaSet" | "DaemonSet" | "Job"
+    );
+    if !workload && revision.is_none() {
+        return None;
+    }
+    let int = |p: &str| live.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let count = |p: &str| u32::try_from(int(p).max(0)).unwrap_or(u32::MAX);
+    let spec_replicas = |p: &str| {
+        live.pointer(p)
+            .and_then(Value::as_i64)
+            .map_or(1, |n| u32::try_from(n.max(0)).unwrap_or(u32::MAX))
+    };
+    let conditions: Vec<WorkloadCondition> = live
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .take(MAX_CONDITIONS)
+        .map(|c| WorkloadCondition {
+            type_: c["type"].as_str().unwrap_or_default().to_string(),
+            status: c["status"] == "True",
+            reason: c["reason"].as_str().unwrap_or_default().to_string(),
+        })
+        .collect();
+    let holds = |t: &str| conditions.iter().any(|c| c.type_ == t && c.status);
+    let (replicas, updated, ready, available, job) = match kind {
+        "DaemonSet" => (
+            count("/status/desiredNumberScheduled"),
+            count("/status/updatedNumberScheduled"),
+            count("/status/numberReady"),
+            count("/status/numberAvailable"),
+            JobState::None,
+        ),
+        "Job" => {
+            let state = if holds("Complete") {
+                JobState::Complete
+            } else if holds("Failed") {
+                JobState::Failed
+            } else {
+                JobState::Running
+            };
+            (
+                spec_replicas("/spec/completions"),
+                count("/status/succeeded"),
+                count("/status/ready"),
+                count("/status/active"),
+                state,
+            )
+        }
+        "Deployment" | "StatefulSet" | "ReplicaSet" => (
+            spec_replicas("/spec/replicas"),
+            count("/status/updatedReplicas"),
+            count("/status/readyReplicas"),
+            count("/status/availableReplicas"),
+            JobState::None,
+        ),
+        _ => (0, 0, 0, 0, JobState::None),
+    };
+    Some(WorkloadObservation {
+        kind: kind.to_string(),
+        revision,
+        generation: int("/metadata/generation"),
+        observed_generation: int("/status/observedGeneration"),
+        replicas,
+        updated,
+        ready,
+        available,
+        conditions,
+        job,
+    })
+}
+
 /// The reporter loop: flushes health every probe interval and statuses every status interval.
 pub async fn run_reporter<C: ControlPlane>(ctrl: C, obs: Arc<Observations>, cfg: ExecutorConfig) {
     let mut sent = Sent::default();
@@ -232,6 +407,10 @@ pub async fn run_reporter<C: ControlPlane>(ctrl: C, obs: Arc<Observations>, cfg:
                 let batch = ctrl.read_state(|s| obs.take_statuses(s, &mut sent, Instant::now()));
                 if !batch.is_empty() {
                     propose(&ctrl, next_id(), &cfg.actor, Command::StatusReports(batch)).await;
+                }
+                let batch = ctrl.read_state(|s| obs.take_workloads(s, &mut sent, Instant::now()));
+                if !batch.is_empty() {
+                    propose(&ctrl, next_id(), &cfg.actor, Command::WorkloadReports(batch)).await;
                 }
             }
         }
@@ -336,6 +515,26 @@ mod tests {
         obs.probe_failed("dc3");
         let f = obs.take_health(&s, &mut sent, fresh, Instant::now());
         assert_eq!(f.unreachable, vec!["dc3".to_string()]);
+    }
+
+    #[test]
+    fn workload_observations_by_kind() {
+        let d = serde_json::json!({
+            "metadata": {"generation": 3, "annotations": {REVISION_ANNOTATION: "2"}},
+            "spec": {"replicas": 4},
+            "status": {"observedGeneration": 2, "updatedReplicas": 1, "readyReplicas": 4,
+                "availableReplicas": 4, "conditions": [
+                    {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}]},
+        });
+        let o = observe_workload("Deployment", &d).unwrap();
+        assert_eq!(o.revision, Some(2));
+        assert_eq!((o.generation, o.observed_generation), (3, 2));
+        assert_eq!((o.replicas, o.updated, o.ready, o.available), (4, 1, 4, 4));
+        assert_eq!(o.conditions[0].reason, "ReplicaSetUpdated");
+        let job = serde_json::json!({"status": {"conditions": [
+            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}});
+        assert_eq!(observe_workload("Job", &job).unwrap().job, JobState::Failed);
+        assert!(observe_workload("ConfigMap", &serde_json::json!({})).is_none());
     }
 
     #[test]

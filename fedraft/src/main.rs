@@ -28,6 +28,7 @@ mod jsonpath;
 mod kubeconfig;
 mod listen;
 mod output;
+mod rollout;
 mod schedule;
 mod selector;
 mod server;
@@ -194,6 +195,12 @@ pub enum Verb {
         #[command(subcommand)]
         cmd: admin::AdmissionCmd,
     },
+    /// Progressive rollouts: `rollout status NS/NAME [-w]`, `pause`, `resume`, `abort`, `undo`,
+    /// `promote`.
+    Rollout {
+        #[command(subcommand)]
+        cmd: rollout::RolloutCmd,
+    },
     /// Users and service accounts of the replicated user database (create, set-role, list,
     /// delete; writes: admin).
     User {
@@ -322,6 +329,7 @@ async fn run(cli: Cli, given: context::GivenFlags) -> anyhow::Result<ExitCode> {
         Verb::Members { cmd } => admin::members(&Client::new(&opts)?, cmd).await,
         Verb::Credentials { cmd } => admin::credentials(&Client::new(&opts)?, cmd).await,
         Verb::Admission { cmd } => admin::admission(&Client::new(&opts)?, cmd).await,
+        Verb::Rollout { cmd } => rollout::run(&Client::new(&opts)?, cmd).await,
         Verb::User { cmd } => users::user(&Client::new(&opts)?, cmd).await,
         Verb::Token { cmd } => users::token(&Client::new(&opts)?, cmd).await,
     }

@@ -12,6 +12,7 @@ mod kubeconfig;
 mod members;
 pub(crate) mod objects;
 mod rendered;
+mod rollout;
 mod rotate;
 mod schedule;
 pub(crate) mod system;
@@ -47,6 +48,14 @@ pub(crate) fn router(app: App) -> Router {
         .route(
             "/v1/namespaces/{ns}/objects/{name}/rendered",
             get(rendered::get),
+        )
+        .route(
+            "/v1/namespaces/{ns}/objects/{name}/rollout",
+            get(rollout::get),
+        )
+        .route(
+            "/v1/namespaces/{ns}/objects/{name}/rollout/{action}",
+            post(rollout::act),
         )
         .route(
             "/v1/namespaces/{ns}/services/{name}/endpoints",

@@ -153,6 +153,16 @@ pub async fn put(
     check_envelope(&doc, &ns, &name)?;
     let expected = expected_version(&headers, doc.expected_version())?;
     let discovery = doc.discovery.clone();
+    let rollout = doc.rollout.clone();
+    if let Some(r) = &rollout {
+        r.validate("rollout").map_err(ApiError::from_field_error)?;
+        if discovery.is_some() {
+            return Err(ApiError::invalid(
+                "rollout",
+                "a Service with discovery takes no rollout strategy",
+            ));
+        }
+    }
     let spec = spec_from(doc)?;
     if let Some(d) = &discovery {
         d.validate("discovery")
@@ -163,15 +173,22 @@ pub async fn put(
     if expected.is_some() {
         check_version(expected, current_version(&app, &ns, &name).await?)?;
     }
-    let command = match discovery {
-        Some(discovery) => Command::PutObjectWithDiscovery {
+    let command = match (discovery, rollout) {
+        (_, Some(rollout)) => Command::PutObjectWithRollout {
+            namespace: ns.clone(),
+            name: name.clone(),
+            spec,
+            rollout,
+            expected_version: expected,
+        },
+        (Some(discovery), None) => Command::PutObjectWithDiscovery {
             namespace: ns.clone(),
             name: name.clone(),
             spec,
             discovery,
             expected_version: expected,
         },
-        None => Command::PutObject {
+        (None, None) => Command::PutObject {
             namespace: ns.clone(),
             name: name.clone(),
             spec,

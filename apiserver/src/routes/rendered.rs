@@ -1,7 +1,7 @@
 //! `GET /v1/namespaces/{ns}/objects/{name}/rendered`: the manifest fedraft writes to each member
-//! cluster the object is placed on, rendered from the applied state exactly as the executors
-//! render it (template, the overrides that target that cluster, its replica share, the identity
-//! check against what admission allowed).
+//! cluster the object is placed on, rendered from the applied state through the same function the
+//! executors use (`State::render_for`: the template revision that cluster runs, the overrides
+//! that target it, its replica share, the identity check against what admission allowed).
 //!
 //! Must not: show secret material. A Secret's `data` and `stringData` values are replaced by
 //! their sizes: the console and the CLI show this to people, and reading a Secret's contents
@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::{Extension, Json};
-use fedraft_core::admission;
 use serde_json::{json, Map, Value};
 
 use super::common::{allow, read, ReadParams, P, Q};
@@ -32,7 +31,6 @@ pub async fn get(
     let (n, m) = (ns.clone(), name.clone());
     read(&app, q.stale, move |s| {
         let obj = s.object(&n, &m)?;
-        let divided = obj.spec.placement.replicas.mode.divides();
         let no_labels = BTreeMap::new();
         let clusters: Vec<Value> = obj
             .status
@@ -42,8 +40,7 @@ pub async fn get(
                 let cluster = placed.cluster.as_str();
                 let replicas = obj.replicas_on(cluster);
                 let labels = s.cluster(cluster).map_or(&no_labels, |c| &c.spec.labels);
-                let (manifest, _) =
-                    admission::render_admitted(obj, cluster, labels, divided.then_some(replicas));
+                let (manifest, _) = s.render_for(obj, cluster, labels);
                 match manifest {
                     Ok(mut m) => {
                         redact_secret(&mut m);

@@ -311,9 +311,21 @@ pub fn render_admitted(
     cluster_labels: &std::collections::BTreeMap<String, String>,
     replicas: Option<u32>,
 ) -> (Result<Value, RenderError>, Option<Admitted>) {
-    let admitted = Admitted::from_template_text(&obj.spec.template, &obj.namespace);
+    render_admitted_template(obj, &obj.spec.template, cluster, cluster_labels, replicas)
+}
+
+/// [`render_admitted`] of another template of the object (a rollout's revision): the same
+/// overrides and checks, the identity read from that template.
+pub fn render_admitted_template(
+    obj: &crate::model::FederatedObject,
+    template: &str,
+    cluster: &str,
+    cluster_labels: &std::collections::BTreeMap<String, String>,
+    replicas: Option<u32>,
+) -> (Result<Value, RenderError>, Option<Admitted>) {
+    let admitted = Admitted::from_template_text(template, &obj.namespace);
     let manifest = crate::render::render(
-        &obj.spec.template,
+        template,
         &obj.namespace,
         &obj.name,
         cluster,

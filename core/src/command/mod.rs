@@ -16,6 +16,7 @@ use crate::admission::AdmissionPolicy;
 use crate::door::ResourceKey;
 use crate::error::CodecError;
 use crate::model::{Capacity, ClusterSpec, ObjectSpec, SealedCredentials, TenantSpec};
+use crate::rollout::{RolloutStrategy, WorkloadObservation};
 use crate::service::{DiscoverySpec, EndpointsReport};
 use crate::users::{TokenIssue, UserSpec};
 
@@ -35,8 +36,11 @@ use crate::users::{TokenIssue, UserSpec};
 /// before; the native API's `aggregated` division and the user database's commands are new in
 /// the same version). 5, the same envelope, whose `PutResource` and `DeleteResource` may carry
 /// KubeFed's documents (`crate::kubefed`: FederatedX, ReplicaSchedulingPreference), read as
-/// such; in a version-4 entry such a manifest is an ordinary resource template, as it was.
-pub const LOG_ENTRY_VERSION: u16 = 5;
+/// such; in a version-4 entry such a manifest is an ordinary resource template, as it was. 6,
+/// the same envelope, whose commands include the rollout commands (`PutObjectWithRollout`,
+/// `Rollout`, `WorkloadReports`; `crate::rollout`), which a binary that knows only version 5
+/// declines rather than misreads.
+pub const LOG_ENTRY_VERSION: u16 = 6;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;
@@ -237,6 +241,61 @@ pub enum Command {
     IssueToken(TokenIssue),
     /// Revoke a user's token: it stops authenticating on each node as that node applies this.
     RevokeToken { user: String, id: String },
+    /// `PutObject` that also sets the object's rollout strategy (`crate::rollout`); a plain put
+    /// keeps the strategy an object already has.
+    PutObjectWithRollout {
+        namespace: String,
+        name: String,
+        spec: ObjectSpec,
+        rollout: RolloutStrategy,
+        expected_version: Option<u64>,
+    },
+    /// A user's move on an object's rollout: pause, resume, abort, undo, promote.
+    Rollout {
+        namespace: String,
+        name: String,
+        action: RolloutAction,
+    },
+    /// A batch of workload status observations (revision, generations, replica counts,
+    /// conditions), sent only when they changed.
+    WorkloadReports(Vec<WorkloadReport>),
+}
+
+/// What a user may do to a rollout (`crate::rollout::gate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RolloutAction {
+    /// Stop at the current wave.
+    Pause,
+    /// Continue a paused rollout at its wave, with a fresh deadline and failure budget.
+    Resume,
+    /// Stop for good where it is.
+    Abort,
+    /// Roll the updated clusters back to the previous revision.
+    Undo,
+    /// Skip the remaining gates: every cluster gets the target now.
+    Promote,
+}
+
+impl RolloutAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutAction::Pause => "pause",
+            RolloutAction::Resume => "resume",
+            RolloutAction::Abort => "abort",
+            RolloutAction::Undo => "undo",
+            RolloutAction::Promote => "promote",
+        }
+    }
+}
+
+/// What an executor read of one object's live status on one cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadReport {
+    pub namespace: String,
+    pub name: String,
+    pub cluster: String,
+    pub observed: WorkloadObservation,
 }
 
 impl Command {
@@ -268,6 +327,9 @@ impl Command {
             Command::DeleteUser { .. } => "DeleteUser",
             Command::IssueToken(_) => "IssueToken",
             Command::RevokeToken { .. } => "RevokeToken",
+            Command::PutObjectWithRollout { .. } => "PutObjectWithRollout",
+            Command::Rollout { .. } => "Rollout",
+            Command::WorkloadReports(_) => "WorkloadReports",
         }
     }
 }

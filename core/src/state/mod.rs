@@ -14,6 +14,7 @@
 //!   functions: `clusters` (register/update/deregister/cordon/drain), `health` (heartbeats, log
 //!   time, hysteresis), `objects` (put/delete/revoke), `reports` (status reports), `tenants`
 //!   (quota, slices), `services` (service discovery facts), `credentials` (key rotation), `users` (the user database),
+//!   `rollout` (rollout strategies, revisions, gates and workload status),
 //!   `placement` (calling the scheduler, booking capacity, the reschedule queue); with what
 //!   they share: `validate`
 //!   (input checks) and `outcome` (what an entry's caller gets back).
@@ -56,6 +57,7 @@ use crate::karmada::PolicySpec;
 use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
 use crate::scheduler::Decision;
 use crate::users::Users;
+use handlers::rollout::Rollouts;
 use handlers::services::Services;
 use store::dedupe::{Dedupe, Memo, Seen};
 use store::index::Index;
@@ -146,6 +148,9 @@ pub struct State {
     pub(crate) door_ix: BTreeMap<PolicyRef, PolicySpec>,
     /// The user database (`handlers/users.rs`); replicated, encoded after `door`.
     pub(crate) users: Users,
+    /// Rollout records and workload status (`handlers/rollout.rs`); replicated, encoded after
+    /// `users`.
+    pub(crate) rollouts: Rollouts,
 }
 
 impl State {
@@ -344,6 +349,26 @@ impl State {
             } => self.on_delete_user(name, *expected_version, ctx),
             Command::IssueToken(issue) => self.on_issue_token(issue, ctx),
             Command::RevokeToken { user, id } => self.on_revoke_token(user, id, ctx),
+            Command::PutObjectWithRollout {
+                namespace,
+                name,
+                spec,
+                rollout,
+                expected_version,
+            } => self.on_put_object_with_rollout(
+                namespace,
+                name,
+                spec,
+                rollout,
+                *expected_version,
+                ctx,
+            ),
+            Command::Rollout {
+                namespace,
+                name,
+                action,
+            } => self.on_rollout(namespace, name, *action, ctx),
+            Command::WorkloadReports(batch) => self.on_workload_reports(batch, ctx),
         }
     }
 
@@ -358,6 +383,7 @@ impl State {
             &self.adm,
             &self.door,
             &self.users,
+            &self.rollouts,
         )
     }
 
@@ -377,6 +403,7 @@ impl State {
             adm: self.adm.clone(),
             door: self.door.clone(),
             users: self.users.clone(),
+            rollouts: self.rollouts.clone(),
             ix: None,
         }
     }
@@ -391,7 +418,7 @@ impl State {
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
-        let (applied_index, data, svc, adm, door, users) = snapshot::decode(bytes)?;
+        let (applied_index, data, svc, adm, door, users, rollouts) = snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
         Ok(State {
@@ -403,6 +430,7 @@ impl State {
             door,
             door_ix,
             users,
+            rollouts,
         })
     }
 
@@ -437,6 +465,12 @@ impl State {
             let users = bincode::serde::encode_to_vec(&self.users, bincode::config::standard())
                 .unwrap_or_else(|e| unreachable!("users encoding failed: {e}"));
             h.update(&users);
+        }
+        // And for the rollout tables while they are empty.
+        if !self.rollouts.is_empty() {
+            let r = bincode::serde::encode_to_vec(&self.rollouts, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("rollouts encoding failed: {e}"));
+            h.update(&r);
         }
         h.finalize().into()
     }

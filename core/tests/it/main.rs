@@ -11,6 +11,7 @@ mod discovery;
 mod door;
 mod door_kubefed;
 mod render_golden;
+mod rollout;
 mod scheduler_kubefed;
 mod scheduler_props;
 mod scheduler_rules;

@@ -10,4 +10,5 @@ mod converge;
 mod deregister;
 mod observe;
 mod raft_e2e;
+mod rollout;
 mod tenancy;

@@ -5,7 +5,9 @@
 //! first, first-fit) onto Ready nodes by the pod template's cpu/memory requests and the nodes'
 //! allocatable cpu/memory/pods. Pods that fit are ready; the rest stay unready, so capacity
 //! pressure shows as `readyReplicas < replicas`. A workload's status converges to that packing
-//! once `status_delay` has passed since its generation last changed. LoadBalancer services get
+//! once `status_delay` has passed since its generation last changed, its new replicas updated
+//! over time when a rollout fault is set (`rollout`: slow rollouts, never-ready images).
+//! LoadBalancer services get
 //! an ingress address after the same delay. Writes happen only when the status differs (so the
 //! controller does not churn resourceVersions) and are counted apart from client writes. A tick
 //! with no new store version and no status falling due does nothing, and a full tick is
@@ -18,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::{json, Value};
+
+mod rollout;
 
 use crate::discovery::{find, ResourceDef};
 use crate::meta;
@@ -317,20 +321,34 @@ fn set_count(status: &mut Value, key: &str, n: i64) {
     }
 }
 
-fn workload_status(res: &ResourceDef, w: &Value, scheduled: i64, now: &str) -> Value {
+fn workload_status(
+    res: &ResourceDef,
+    w: &Value,
+    scheduled: i64,
+    p: &rollout::Progress,
+    now: &str,
+) -> Value {
     let desired = replicas(w);
+    // Capacity caps what the rollout would have ready.
+    let scheduled = scheduled.min(p.ready);
     let gen = meta::metadata(w)
         .and_then(|m| m.get("generation"))
         .cloned()
         .unwrap_or(json!(1));
     let mut st = json!({ "observedGeneration": gen });
     set_count(&mut st, "replicas", desired);
-    set_count(&mut st, "updatedReplicas", desired);
+    set_count(&mut st, "updatedReplicas", p.updated);
     set_count(&mut st, "readyReplicas", scheduled);
     set_count(&mut st, "availableReplicas", scheduled);
     let name = meta::name(w);
     if res.plural == "statefulsets" {
-        set_count(&mut st, "currentReplicas", desired);
+        // Pods at the current revision: all once the update is through, the rest before.
+        let current = if p.updated >= desired {
+            desired
+        } else {
+            desired - p.updated
+        };
+        set_count(&mut st, "currentReplicas", current);
         st["currentRevision"] = json!(format!("{name}-kubesim"));
         st["updateRevision"] = json!(format!("{name}-kubesim"));
         return st;
@@ -349,7 +367,26 @@ fn workload_status(res: &ResourceDef, w: &Value, scheduled: i64, now: &str) -> V
             "Deployment does not have minimum availability.",
         )
     };
-    let progressing = if scheduled == desired {
+    let progressing = if p.deadline_exceeded {
+        condition(
+            "Progressing",
+            false,
+            "ProgressDeadlineExceeded",
+            format!("ReplicaSet \"{name}-kubesim\" has timed out progressing."),
+            now,
+        )
+    } else if p.updated < desired {
+        condition(
+            "Progressing",
+            true,
+            "ReplicaSetUpdated",
+            format!(
+                "ReplicaSet \"{name}-kubesim\" is progressing: {} of {desired} pods updated.",
+                p.updated
+            ),
+            now,
+        )
+    } else if scheduled == desired {
         condition(
             "Progressing",
             true,
@@ -380,8 +417,9 @@ fn workload_status(res: &ResourceDef, w: &Value, scheduled: i64, now: &str) -> V
 /// The controller's memory between ticks.
 pub(crate) struct Controller {
     shared: Arc<Shared>,
-    /// (resource key, namespace, name) -> (generation, when first seen at that generation).
-    seen: HashMap<(String, String, String), (i64, Instant)>,
+    /// (resource key, namespace, name) -> (generation, when first seen at that generation,
+    /// ready replicas of the generation before).
+    seen: HashMap<(String, String, String), (i64, Instant, i64)>,
     next_lb: u32,
     /// Store version at the start of the last full tick, and when the earliest status that
     /// tick left waiting for its delay falls due. A tick with neither a new version nor a due
@@ -434,9 +472,16 @@ impl Controller {
             meta::meta_str(obj, "namespace").unwrap_or("").to_string(),
             meta::name(obj).to_string(),
         );
-        let entry = self.seen.entry(key).or_insert((gen, Instant::now()));
+        let old_ready = obj
+            .pointer("/status/readyReplicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let entry = self
+            .seen
+            .entry(key)
+            .or_insert((gen, Instant::now(), old_ready));
         if entry.0 != gen {
-            *entry = (gen, Instant::now());
+            *entry = (gen, Instant::now(), old_ready);
         }
         let at = entry.1 + self.shared.config.status_delay;
         if Instant::now() >= at {
@@ -479,7 +524,12 @@ impl Controller {
             if !self.due(res, w) {
                 continue;
             }
-            let mut status = workload_status(res, w, usage, &now);
+            let p = self.progress(res, w);
+            if let Some(after) = p.next_change {
+                let at = Instant::now() + after;
+                self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
+            }
+            let mut status = workload_status(res, w, usage, &p, &now);
             let old = w.get("status").cloned().unwrap_or(Value::Null);
             keep_condition_times(&mut status, &old);
             if status != old {
@@ -520,6 +570,34 @@ impl Controller {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = report;
         crate::endpoints::sync(&self.shared);
+    }
+
+    /// Where the rollout of a due workload stands (see `rollout`).
+    fn progress(&self, res: &ResourceDef, w: &Value) -> rollout::Progress {
+        let key = (
+            res.key(),
+            meta::meta_str(w, "namespace").unwrap_or("").to_string(),
+            meta::name(w).to_string(),
+        );
+        let (since, old_ready) = self
+            .seen
+            .get(&key)
+            .map_or((Instant::now(), 0), |s| (s.1, s.2));
+        let faults = self.shared.faults.settings();
+        let deadline_s = w
+            .pointer("/spec/progressDeadlineSeconds")
+            .and_then(Value::as_u64)
+            .unwrap_or(600);
+        rollout::progress(&rollout::Rollout {
+            desired: replicas(w),
+            old_ready,
+            elapsed: Instant::now()
+                .saturating_duration_since(since + self.shared.config.status_delay),
+            step: Duration::from_millis(faults.rollout_step_ms),
+            never_ready: rollout::uses_any(w, &faults.never_ready_images),
+            deadline: Duration::from_secs(deadline_s),
+            statefulset: res.plural == "statefulsets",
+        })
     }
 
     fn write_status(&self, res: &'static ResourceDef, obj: &Value, status: Value) {
@@ -612,7 +690,13 @@ mod tests {
         let new = r.workloads.iter().find(|w| w.name == "new").unwrap();
         assert_eq!((old.scheduled, new.scheduled), (3, 1));
         assert_eq!(r.nodes[0].requested.cpu_milli, 2000);
-        let st = workload_status(d, &workloads[0].1, 1, "t");
+        let full = rollout::Progress {
+            updated: 3,
+            ready: 3,
+            deadline_exceeded: false,
+            next_change: None,
+        };
+        let st = workload_status(d, &workloads[0].1, 1, &full, "t");
         assert_eq!(st["readyReplicas"], 1);
         assert_eq!(st["unavailableReplicas"], 2);
         assert_eq!(st["conditions"][0]["status"], "False");

@@ -1,4 +1,5 @@
-//! Injected faults: added latency, a 5xx error rate, and going dark.
+//! Injected faults: added latency, a 5xx error rate, going dark, and workload rollouts that
+//! take time or never finish (read by the controller: `rolloutStepMs`, `neverReadyImages`).
 //!
 //! Latency and errors are a middleware over the Kubernetes API routes (never over `/_sim`).
 //! Going dark is carried out by `server`: in `Refuse` mode the listener is closed and open
@@ -40,6 +41,12 @@ pub struct FaultSettings {
     pub error_rate: f64,
     /// 500 (InternalError) or 503 (ServiceUnavailable; kube-rs's default retry retries it).
     pub error_code: u16,
+    /// Time each replica of a workload's new generation takes to be updated and ready (0: all
+    /// at once, as a real cluster with instant pods).
+    pub rollout_step_ms: u64,
+    /// Container images whose pods never turn ready on this cluster (a bad release): a
+    /// Deployment keeps its old pods and exceeds its progress deadline.
+    pub never_ready_images: Vec<String>,
 }
 
 impl Default for FaultSettings {
@@ -48,6 +55,8 @@ impl Default for FaultSettings {
             latency_ms: 0,
             error_rate: 0.0,
             error_code: 500,
+            rollout_step_ms: 0,
+            never_ready_images: Vec::new(),
         }
     }
 }

@@ -109,6 +109,7 @@ async fn main() -> anyhow::Result<()> {
             latency_ms: a.latency_ms,
             error_rate: a.error_rate,
             error_code: a.error_code,
+            ..FaultSettings::default()
         },
         lb_ip_prefix: a.lb_ip_prefix,
         seed: a.seed,

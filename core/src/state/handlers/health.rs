@@ -60,6 +60,7 @@ impl State {
             self.expire(&name, d, ctx);
         }
         self.fire_failover_timers(ctx);
+        self.rollouts_advance(ctx);
     }
 
     fn expire(&mut self, name: &str, deadline: u64, ctx: &mut Ctx) {

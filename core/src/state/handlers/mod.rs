@@ -17,6 +17,7 @@ mod objects;
 pub mod outcome;
 pub mod placement;
 mod reports;
+pub mod rollout;
 pub mod services;
 mod tenants;
 mod users;

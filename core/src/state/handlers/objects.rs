@@ -171,6 +171,7 @@ impl State {
         if reschedule {
             self.reschedule(&key, false, ctx);
         }
+        self.rollout_after_put(&key, ctx);
         Ok(Some(ctx.index))
     }
 
@@ -215,6 +216,7 @@ impl State {
         if self.ix.pending_set.remove(&key) {
             self.d.pending.retain(|k| *k != key);
         }
+        self.rollouts_forget(&key);
         ctx.change(ChangeKind::Object, key.path(), ChangeOp::Deleted);
         Ok(Some(ctx.index))
     }

@@ -240,6 +240,7 @@ impl State {
         self.d
             .failover_timers
             .extend(timers.into_iter().map(|t| (t, key.clone())));
+        self.rollouts_placement_changed(key);
         true
     }
 
@@ -351,13 +352,7 @@ impl State {
             .filter_map(|k| self.object(&k.namespace, &k.name))
             .map(|obj| {
                 let replicas = obj.replicas_on(cluster);
-                let divided = obj.spec.placement.replicas.mode.divides();
-                let (manifest, admitted) = crate::admission::render_admitted(
-                    obj,
-                    cluster,
-                    &c.spec.labels,
-                    divided.then_some(replicas),
-                );
+                let (manifest, admitted) = self.render_for(obj, cluster, &c.spec.labels);
                 DesiredObject {
                     key: obj.key(),
                     replicas,
@@ -368,10 +363,54 @@ impl State {
             .collect()
     }
 
+    /// One object rendered for one cluster: the template revision that cluster runs, its
+    /// overrides, its replicas when divided, checked against the admitted identity. Executors
+    /// render through here too (`DesiredCache`), so both stay one rendering.
+    pub fn render_for(
+        &self,
+        obj: &FederatedObject,
+        cluster: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> (
+        Result<serde_json::Value, render::RenderError>,
+        Option<crate::admission::Admitted>,
+    ) {
+        let replicas = obj.replicas_on(cluster);
+        let divided = obj.spec.placement.replicas.mode.divides();
+        let (template, revision) = self.template_for(obj, cluster);
+        let (mut manifest, admitted) = crate::admission::render_admitted_template(
+            obj,
+            template,
+            cluster,
+            labels,
+            divided.then_some(replicas),
+        );
+        if let (Some(n), Ok(m)) = (revision, manifest.as_mut()) {
+            stamp_revision(m, n);
+        }
+        (manifest, admitted)
+    }
+
     /// The decision the scheduler would make for this object now, changing nothing (dry run).
     pub fn explain(&self, namespace: &str, name: &str) -> Option<Decision> {
         let obj = self.object(namespace, name)?;
         Some(self.decide(obj, false, self.d.log_time_ms))
+    }
+}
+
+/// Writes the rollout revision annotation into a rendered manifest's metadata.
+fn stamp_revision(m: &mut serde_json::Value, n: u32) {
+    let Some(meta) = m.get_mut("metadata").and_then(|v| v.as_object_mut()) else {
+        return;
+    };
+    let ann = meta
+        .entry("annotations")
+        .or_insert_with(|| serde_json::Value::Object(Default::default()));
+    if let Some(a) = ann.as_object_mut() {
+        a.insert(
+            crate::rollout::REVISION_ANNOTATION.to_string(),
+            serde_json::Value::String(n.to_string()),
+        );
     }
 }
 

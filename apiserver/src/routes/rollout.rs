@@ -1,0 +1,137 @@
+//! `/v1/namespaces/{ns}/objects/{name}/rollout`: an object's rollout and what its clusters
+//! report, and the moves on it (`POST .../rollout/{pause|resume|abort|undo|promote}`).
+//!
+//! GET answers from state (linearizable unless `?stale=true`): the strategy, the phase and its
+//! reason, the waves, per placed cluster the revision it should run and the workload status it
+//! reported (revision, generations, replica counts, conditions, verdict), and the rollout's
+//! story. A move is proposed as one `Command::Rollout`; core checks it again against the
+//! rollout as it is when the entry applies (a pause of a completed rollout is 412). Must not:
+//! decide anything about the rollout itself.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use fedraft_core::command::{Command, RolloutAction};
+use fedraft_core::state::State as CoreState;
+use serde_json::{json, Value};
+
+use super::common::{allow, read, resource_version, submit, ReadParams, P, Q};
+use super::objects::as_actor;
+use crate::auth::{Access, Principal};
+use crate::error::ApiError;
+use crate::wire::{valid_label, valid_subdomain};
+use crate::App;
+
+/// The rollout document of one object, None when the object does not exist.
+pub fn rollout_json(s: &CoreState, ns: &str, name: &str) -> Option<Value> {
+    let obj = s.object(ns, name)?;
+    let rec = s.rollout(ns, name);
+    let status = s.workload_status(ns, name);
+    let clusters: Vec<Value> = obj
+        .status
+        .clusters
+        .iter()
+        .map(|p| {
+            let w = status.and_then(|m| m.get(&p.cluster));
+            json!({
+                "cluster": p.cluster,
+                "replicas": p.replicas,
+                "desiredRevision": rec.map(|r| r.revision_for(&p.cluster)),
+                "applied": p.applied,
+                "readyReplicas": p.ready_replicas,
+                "workload": w.map(|w| json!({
+                    "revision": w.observed.revision,
+                    "generation": w.observed.generation,
+                    "observedGeneration": w.observed.observed_generation,
+                    "replicas": w.observed.replicas,
+                    "updatedReplicas": w.observed.updated,
+                    "readyReplicas": w.observed.ready,
+                    "availableReplicas": w.observed.available,
+                    "conditions": w.observed.conditions,
+                    "job": format!("{:?}", w.observed.job),
+                    "verdict": format!("{:?}", w.verdict),
+                    "verdictSinceMs": w.verdict_since_ms,
+                })),
+            })
+        })
+        .collect();
+    let rollout = rec.map(|r| {
+        json!({
+            "strategy": r.strategy,
+            "phase": format!("{:?}", r.phase),
+            "reason": r.reason,
+            "stableRevision": r.stable,
+            "targetRevision": r.target,
+            "revisions": r.revisions.iter().map(|v| json!({"revision": v.number, "index": v.index})).collect::<Vec<_>>(),
+            "waves": r.waves,
+            "wave": r.wave,
+            "waveStartedMs": r.wave_started_ms,
+            "healthySinceMs": r.healthy_since_ms,
+            "failures": r.failures,
+            "events": r.events,
+        })
+    });
+    Some(json!({
+        "kind": "Rollout",
+        "namespace": ns,
+        "name": name,
+        "resourceVersion": obj.resource_version,
+        "rollout": rollout,
+        "clusters": clusters,
+    }))
+}
+
+pub async fn get(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P((ns, name)): P<(String, String)>,
+    Q(q): Q<ReadParams>,
+) -> Result<Json<Value>, ApiError> {
+    valid_label(&ns, "namespace")?;
+    valid_subdomain(&name, "name")?;
+    allow(&app, &p, Access::ReadNamespace(&ns))?;
+    let (n, m) = (ns.clone(), name.clone());
+    read(&app, q.stale, move |s| rollout_json(s, &n, &m))
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("object", format!("{ns}/{name}")))
+}
+
+pub async fn act(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P((ns, name, action)): P<(String, String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    valid_label(&ns, "namespace")?;
+    valid_subdomain(&name, "name")?;
+    allow(&app, &p, Access::WriteNamespace(&ns))?;
+    let action = match action.as_str() {
+        "pause" => RolloutAction::Pause,
+        "resume" => RolloutAction::Resume,
+        "abort" => RolloutAction::Abort,
+        "undo" => RolloutAction::Undo,
+        "promote" => RolloutAction::Promote,
+        other => {
+            return Err(ApiError::invalid(
+                "action",
+                format!("{other:?} is none of pause, resume, abort, undo, promote"),
+            ))
+        }
+    };
+    let command = Command::Rollout {
+        namespace: ns.clone(),
+        name: name.clone(),
+        action,
+    };
+    let applied = submit(&app, &as_actor(&p), &headers, command).await?;
+    let rv = resource_version(&applied);
+    let (n, m) = (ns.clone(), name.clone());
+    let mut doc = app
+        .node
+        .read_stale(move |s| rollout_json(s, &n, &m))
+        .unwrap_or_else(|| json!({"kind": "Rollout", "namespace": ns, "name": name}));
+    doc["resourceVersion"] = json!(rv);
+    Ok((StatusCode::OK, Json(doc)).into_response())
+}

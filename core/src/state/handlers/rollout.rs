@@ -1,0 +1,436 @@
+//! Rollouts and workload status: `PutObjectWithRollout`, `Rollout` (pause, resume, abort,
+//! undo, promote), `WorkloadReports`, and the hooks the object and placement handlers call (a
+//! new template starts a rollout, a placement change or a deleted object prunes, log time moves
+//! the gates).
+//!
+//! Propose-side, the API checks the strategy's shape; at apply each command is checked again
+//! against the record as it is now (a pause of a rollout that completed meanwhile is refused,
+//! `FailedPrecondition`). Every move is a story line in the record and bumps the object's
+//! resource version, so watchers and the executors (which render each cluster's revision) see
+//! it. Must not: keep anything for objects without a strategy (their apply, snapshot and hash
+//! stay as before rollouts existed), or decide a gate itself (`crate::rollout::gate` does).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::validate;
+use crate::command::{RolloutAction, WorkloadReport};
+use crate::error::FieldError;
+use crate::model::{ObjectKey, ObjectSpec};
+use crate::rollout::{
+    gate, verdict, waves, Phase, RolloutRecord, RolloutStrategy, RolloutType, WorkloadStatus,
+    MAX_CONDITIONS, MAX_REASON_BYTES,
+};
+use crate::state::{
+    check_batch_len, ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State,
+};
+
+/// The replicated rollout tables; encoded after the user database, hashed only when non-empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rollouts {
+    /// Objects put with a rollout strategy.
+    pub records: BTreeMap<ObjectKey, RolloutRecord>,
+    /// Per object and placed cluster, the latest workload status reported.
+    pub workloads: BTreeMap<ObjectKey, BTreeMap<String, WorkloadStatus>>,
+}
+
+impl Rollouts {
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.workloads.is_empty()
+    }
+}
+
+fn cut(s: &str) -> String {
+    if s.len() <= MAX_REASON_BYTES {
+        return s.to_string();
+    }
+    let mut end = MAX_REASON_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+impl State {
+    pub(crate) fn on_put_object_with_rollout(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        spec: &ObjectSpec,
+        strategy: &RolloutStrategy,
+        expected: Option<u64>,
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
+        strategy.validate("rollout")?;
+        let key = ObjectKey::new(namespace, name);
+        // The template the clusters run now, if the object exists without a record: it becomes
+        // revision 1, so the put's template rolls out as revision 2.
+        let running = match self.rollouts.records.get(&key) {
+            Some(_) => None,
+            None => self
+                .object(namespace, name)
+                .map(|o| o.spec.template.clone()),
+        };
+        // The put's own hook must see the new strategy; on a refusal it is put back.
+        let old = self
+            .rollouts
+            .records
+            .get_mut(&key)
+            .map(|r| std::mem::replace(&mut r.strategy, strategy.clone()));
+        let rv = match self.on_put_object(namespace, name, spec, expected, ctx) {
+            Ok(rv) => rv,
+            Err(e) => {
+                if let (Some(old), Some(r)) = (old, self.rollouts.records.get_mut(&key)) {
+                    r.strategy = old;
+                }
+                return Err(e);
+            }
+        };
+        let strategy_changed = old.as_ref().is_some_and(|o| o != strategy);
+        if !self.rollouts.records.contains_key(&key) {
+            let template = running.as_deref().unwrap_or(&spec.template);
+            let mut rec = RolloutRecord::new(strategy.clone(), template, ctx.index);
+            rec.log(
+                ctx.index,
+                ctx.now_ms,
+                format!("revision 1 recorded; rollout strategy {:?}", strategy.type_),
+            );
+            self.rollouts.records.insert(key.clone(), rec);
+            self.rollout_after_put(&key, ctx);
+        } else if strategy_changed {
+            if let Some(r) = self.rollouts.records.get_mut(&key) {
+                r.log(
+                    ctx.index,
+                    ctx.now_ms,
+                    format!("rollout strategy set to {:?}", strategy.type_),
+                );
+            }
+        } else {
+            return Ok(rv);
+        }
+        self.touch_object(&key, ctx);
+        Ok(Some(ctx.index))
+    }
+
+    /// Called after every accepted put: a template that differs from the newest revision
+    /// becomes a revision and starts a rollout (or goes everywhere at once with `All`).
+    pub(crate) fn rollout_after_put(&mut self, key: &ObjectKey, ctx: &mut Ctx) {
+        let Some(obj) = self.d.objects.get(&key.namespace, &key.name) else {
+            return;
+        };
+        let Some(rec) = self.rollouts.records.get_mut(key) else {
+            return;
+        };
+        if rec.latest().template == obj.spec.template {
+            return;
+        }
+        let in_flight = matches!(rec.phase, Phase::Progressing | Phase::Paused);
+        let superseded = rec.target;
+        let n = rec.push_revision(&obj.spec.template, ctx.index);
+        if in_flight {
+            rec.log(
+                ctx.index,
+                ctx.now_ms,
+                format!(
+                    "revision {superseded} superseded by revision {n}; its clusters go back to \
+                     revision {} until their wave",
+                    rec.stable
+                ),
+            );
+        }
+        let placed: Vec<(&str, &BTreeMap<String, String>)> = obj
+            .status
+            .clusters
+            .iter()
+            .filter_map(|p| {
+                let c = self.d.clusters.get(&p.cluster)?;
+                Some((p.cluster.as_str(), &c.spec.labels))
+            })
+            .collect();
+        if rec.strategy.type_ == RolloutType::All || placed.is_empty() {
+            rec.target = n;
+            rec.stable = n;
+            rec.assigned.clear();
+            rec.waves.clear();
+            rec.wave = 0;
+            rec.phase = Phase::Complete;
+            rec.reason.clear();
+            rec.log(
+                ctx.index,
+                ctx.now_ms,
+                format!("revision {n} rolled out to every cluster at once"),
+            );
+            return;
+        }
+        let plan = waves::plan(&rec.strategy, &placed);
+        gate::start(rec, n, plan, ctx.index, ctx.now_ms);
+        self.rollout_step(key, ctx);
+    }
+
+    /// Evaluates one object's gate; bumps the object when the rollout moved.
+    fn rollout_step(&mut self, key: &ObjectKey, ctx: &mut Ctx) {
+        let Some(obj) = self.d.objects.get(&key.namespace, &key.name) else {
+            return;
+        };
+        let Some(rec) = self.rollouts.records.get_mut(key) else {
+            return;
+        };
+        if !rec.is_active() {
+            return;
+        }
+        let placed: Vec<&str> = obj
+            .status
+            .clusters
+            .iter()
+            .map(|p| p.cluster.as_str())
+            .collect();
+        let obs = gate::Observed {
+            placed: &placed,
+            status: self.rollouts.workloads.get(key),
+        };
+        if gate::step(rec, &obs, ctx.index, ctx.now_ms) {
+            self.touch_object(key, ctx);
+        }
+    }
+
+    /// Log time passed: the gates of rollouts under way may pass or fail.
+    pub(crate) fn rollouts_advance(&mut self, ctx: &mut Ctx) {
+        if self.rollouts.records.is_empty() {
+            return;
+        }
+        let active: Vec<ObjectKey> = self
+            .rollouts
+            .records
+            .iter()
+            .filter(|(_, r)| r.is_active())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in active {
+            self.rollout_step(&k, ctx);
+        }
+    }
+
+    /// The object's placement changed: statuses of clusters it left are dropped.
+    pub(crate) fn rollouts_placement_changed(&mut self, key: &ObjectKey) {
+        let Some(per) = self.rollouts.workloads.get_mut(key) else {
+            return;
+        };
+        let Some(obj) = self.d.objects.get(&key.namespace, &key.name) else {
+            return;
+        };
+        per.retain(|c, _| {
+            obj.status
+                .clusters
+                .binary_search_by(|p| p.cluster.as_str().cmp(c))
+                .is_ok()
+        });
+        if per.is_empty() {
+            self.rollouts.workloads.remove(key);
+        }
+    }
+
+    /// The object is gone: so are its revisions and statuses.
+    pub(crate) fn rollouts_forget(&mut self, key: &ObjectKey) {
+        self.rollouts.records.remove(key);
+        self.rollouts.workloads.remove(key);
+    }
+
+    fn touch_object(&mut self, key: &ObjectKey, ctx: &mut Ctx) {
+        if let Some(obj) = self.d.objects.get_mut(&key.namespace, &key.name) {
+            if obj.resource_version != ctx.index {
+                obj.resource_version = ctx.index;
+                ctx.change(ChangeKind::Object, key.path(), ChangeOp::Modified);
+            }
+        }
+    }
+
+    pub(crate) fn on_rollout(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        action: RolloutAction,
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
+        validate::dns_label(namespace, "metadata.namespace")?;
+        validate::dns_subdomain(name, "metadata.name")?;
+        self.check_rights(namespace, &ctx.actor)?;
+        let key = ObjectKey::new(namespace, name);
+        if self.object(namespace, name).is_none() {
+            return Err(Rejection::not_found(
+                "metadata.name",
+                format!("object {namespace}/{name}"),
+            ));
+        }
+        let Some(rec) = self.rollouts.records.get_mut(&key) else {
+            return Err(Rejection::not_found(
+                "rollout",
+                format!("a rollout record of {namespace}/{name} (put it with a rollout strategy)"),
+            ));
+        };
+        let refuse = |phase: Phase| {
+            Err(Rejection::new(
+                RejectCode::FailedPrecondition,
+                Some("action"),
+                format!("cannot {} a rollout that is {phase:?}", action.as_str()),
+            ))
+        };
+        let actor = ctx.actor_id;
+        match action {
+            RolloutAction::Pause => {
+                if rec.phase != Phase::Progressing {
+                    return refuse(rec.phase);
+                }
+                gate::pause(rec, ctx.index, ctx.now_ms, &format!("paused by {actor}"));
+            }
+            RolloutAction::Resume => {
+                if rec.phase != Phase::Paused {
+                    return refuse(rec.phase);
+                }
+                gate::resume(rec, actor, ctx.index, ctx.now_ms);
+            }
+            RolloutAction::Abort => {
+                if !matches!(rec.phase, Phase::Progressing | Phase::Paused) {
+                    return refuse(rec.phase);
+                }
+                gate::abort(rec, actor, ctx.index, ctx.now_ms);
+            }
+            RolloutAction::Promote => {
+                if !matches!(rec.phase, Phase::Progressing | Phase::Paused) {
+                    return refuse(rec.phase);
+                }
+                gate::promote(rec, actor, ctx.index, ctx.now_ms);
+            }
+            RolloutAction::Undo => {
+                if gate::undo_target(rec).is_none() {
+                    return Err(Rejection::new(
+                        RejectCode::FailedPrecondition,
+                        Some("action"),
+                        "no earlier revision is kept to go back to",
+                    ));
+                }
+                gate::rollback(rec, ctx.index, ctx.now_ms, &format!("undo by {actor}"));
+            }
+        }
+        if action == RolloutAction::Resume {
+            self.rollout_step(&key, ctx);
+        }
+        self.touch_object(&key, ctx);
+        Ok(Some(ctx.index))
+    }
+
+    pub(crate) fn on_workload_reports(
+        &mut self,
+        batch: &[WorkloadReport],
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
+        check_batch_len(batch.len(), "reports")?;
+        for (i, r) in batch.iter().enumerate() {
+            let at = |what: &'static str| {
+                move |e: FieldError| FieldError::new(format!("reports[{i}].{what}"), e.message)
+            };
+            validate::dns_label(&r.namespace, "").map_err(at("namespace"))?;
+            validate::dns_subdomain(&r.name, "").map_err(at("name"))?;
+            validate::dns_label(&r.cluster, "").map_err(at("cluster"))?;
+            if r.observed.conditions.len() > MAX_CONDITIONS {
+                return Err(FieldError::new(
+                    format!("reports[{i}].observed.conditions"),
+                    format!("more than {MAX_CONDITIONS}"),
+                )
+                .into());
+            }
+        }
+        let mut moved: Vec<ObjectKey> = Vec::new();
+        for r in batch {
+            // Facts about the past: an object gone or moved away is skipped, not refused.
+            let Some(obj) = self.d.objects.get(&r.namespace, &r.name) else {
+                continue;
+            };
+            if obj
+                .status
+                .clusters
+                .binary_search_by(|p| p.cluster.as_str().cmp(&r.cluster))
+                .is_err()
+            {
+                continue;
+            }
+            let mut observed = r.observed.clone();
+            observed.kind = cut(&observed.kind);
+            for c in &mut observed.conditions {
+                c.type_ = cut(&c.type_);
+                c.reason = cut(&c.reason);
+            }
+            let key = ObjectKey::new(r.namespace.clone(), r.name.clone());
+            let per = self.rollouts.workloads.entry(key.clone()).or_default();
+            let v = verdict(&observed);
+            match per.get_mut(&r.cluster) {
+                Some(s) if s.observed == observed => continue,
+                Some(s) => {
+                    if s.verdict != v {
+                        s.verdict = v;
+                        s.verdict_since_ms = ctx.now_ms;
+                    }
+                    s.observed = observed;
+                }
+                None => {
+                    per.insert(
+                        r.cluster.clone(),
+                        WorkloadStatus {
+                            observed,
+                            verdict: v,
+                            verdict_since_ms: ctx.now_ms,
+                        },
+                    );
+                }
+            }
+            if moved.last() != Some(&key) {
+                moved.push(key);
+            }
+        }
+        moved.sort();
+        moved.dedup();
+        for key in moved {
+            self.touch_object(&key, ctx);
+            self.rollout_step(&key, ctx);
+        }
+        Ok(None)
+    }
+
+    /// The rollout record of an object put with a strategy.
+    pub fn rollout(&self, namespace: &str, name: &str) -> Option<&RolloutRecord> {
+        self.rollouts.records.get(&ObjectKey::new(namespace, name))
+    }
+
+    /// The latest workload status per placed cluster of an object.
+    pub fn workload_status(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<&BTreeMap<String, WorkloadStatus>> {
+        self.rollouts
+            .workloads
+            .get(&ObjectKey::new(namespace, name))
+    }
+
+    /// The template `cluster` should run of this object, and its revision when the object has
+    /// a rollout record (else the object's template).
+    pub fn template_for<'a>(
+        &'a self,
+        obj: &'a crate::model::FederatedObject,
+        cluster: &str,
+    ) -> (&'a str, Option<u32>) {
+        if self.rollouts.records.is_empty() {
+            return (&obj.spec.template, None);
+        }
+        let Some(rec) = self.rollouts.records.get(&obj.key()) else {
+            return (&obj.spec.template, None);
+        };
+        let n = rec.revision_for(cluster);
+        match rec.revision(n) {
+            Some(r) => (&r.template, Some(n)),
+            // Unreachable by construction (stable and target are never pruned); the object's
+            // own template is the safe answer.
+            None => (&obj.spec.template, None),
+        }
+    }
+}
