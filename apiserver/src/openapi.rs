@@ -85,6 +85,7 @@ pub fn document() -> Value {
         },
         "/v1/namespaces/{ns}/objects/{name}/rendered": {"get": op("The manifest written to each member cluster the object is placed on (Secret values redacted)", "200", None, None, READ)},
         "/v1/namespaces/{ns}/objects/{name}/rollout": {"get": op("An object's rollout: strategy, phase, waves, per-cluster revision and workload status, story", "200", None, None, READ)},
+        "/v1/namespaces/{ns}/objects/{name}/reschedule": {"post": op("Forget the object's placement and schedule it from scratch (fail-back, rebalance of one object)", "200", Some("FederatedObject"), None, WRITE)},
         "/v1/namespaces/{ns}/objects/{name}/rollout/{action}": {"post": op("pause, resume, abort, undo or promote the object's rollout", "200", None, None, WRITE)},
         "/v1/tenants": {"get": op("List tenants", "200", Some("TenantList"), None, READ)},
         "/v1/tenants/{name}": {
@@ -244,7 +245,9 @@ fn schemas() -> Value {
             "maxConcurrency": {"type": "object", "description": "{\"count\": N} (0: whole group) or {\"percent\": P}"},
             "canary": {"type": "integer"}, "minSuccessSeconds": {"type": "integer"},
             "progressDeadlineSeconds": {"type": "integer"}, "maxFailures": {"type": "integer"},
-            "autoRollback": {"type": "boolean"}}}}});
+            "autoRollback": {"type": "boolean"},
+            "healthRule": {"type": "object", "description": "for kinds whose status fedraft does not read: healthy when the value at this JSON pointer equals value", "properties": {
+                "path": {"type": "string", "description": "e.g. /status/phase"}, "value": {"type": "string"}}}}}}});
     let mut tenant_in = json!({"type": "object", "properties": {
         "namespaces": {"type": "array", "items": {"type": "string"}}, "quota": resources.clone(),
         "sliceSize": resources.clone(), "members": {"type": "array", "items": {"type": "string"}}}});
@@ -326,6 +329,7 @@ mod tests {
             "/v1/namespaces/{ns}/objects/{name}",
             "/v1/namespaces/{ns}/objects/{name}/rendered",
             "/v1/namespaces/{ns}/objects/{name}/rollout",
+            "/v1/namespaces/{ns}/objects/{name}/reschedule",
             "/v1/namespaces/{ns}/objects/{name}/rollout/{action}",
             "/v1/tenants",
             "/v1/tenants/{name}",

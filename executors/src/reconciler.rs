@@ -338,6 +338,7 @@ impl<C: ControlPlane> Reconciler<C> {
         let mut next = now + ctx.cfg.resync_period;
         let cache = &mut self.desired;
         let scan = self.ctrl.read_state(|s| cache.scan(s, &cluster));
+        let rules = self.ctrl.read_state(|s| s.health_rules());
 
         let mut statuses = Vec::with_capacity(scan.keys.len());
         let mut workloads = Vec::new();
@@ -436,7 +437,13 @@ impl<C: ControlPlane> Reconciler<C> {
                     let object = live.map(|l| &l.object);
                     let ready = plan::ready_replicas(&p.id.kind, object, p.replicas);
                     statuses.push(report(&p.key, &cluster, true, ready, None));
-                    workloads.extend(workload_report(&p.key, &p.id.kind, &cluster, object));
+                    workloads.extend(workload_report(
+                        &p.key,
+                        &p.id.kind,
+                        &cluster,
+                        object,
+                        rules.get(&p.key),
+                    ));
                 }
                 Verdict::Apply(_) => work.push((p.clone(), live.cloned(), memo.cloned())),
             }
@@ -488,6 +495,7 @@ impl<C: ControlPlane> Reconciler<C> {
                         &p.id.kind,
                         &cluster,
                         object.as_ref(),
+                        rules.get(&p.key),
                     ));
                 }
                 Err(e) => {

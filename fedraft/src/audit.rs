@@ -340,7 +340,7 @@ fn diff_table(d: &StateDiff) -> String {
 
 fn explain_table(changes: &[PlacementChange], times: Times) -> String {
     if changes.is_empty() {
-        return "No placement changes in the archive.\n".into();
+        return "No placement changes or rollout steps in the archive.\n".into();
     }
     let rows: Vec<Vec<String>> = changes
         .iter()

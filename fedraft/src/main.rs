@@ -195,6 +195,12 @@ pub enum Verb {
         #[command(subcommand)]
         cmd: admin::AdmissionCmd,
     },
+    /// Forget an object's placement and schedule it from scratch (fail-back to a recovered
+    /// cluster, or a rebalance of one object); prints the placement after it.
+    Reschedule {
+        /// The object, NS/NAME.
+        object: String,
+    },
     /// Progressive rollouts: `rollout status NS/NAME [-w]`, `pause`, `resume`, `abort`, `undo`,
     /// `promote`.
     Rollout {
@@ -330,6 +336,7 @@ async fn run(cli: Cli, given: context::GivenFlags) -> anyhow::Result<ExitCode> {
         Verb::Credentials { cmd } => admin::credentials(&Client::new(&opts)?, cmd).await,
         Verb::Admission { cmd } => admin::admission(&Client::new(&opts)?, cmd).await,
         Verb::Rollout { cmd } => rollout::run(&Client::new(&opts)?, cmd).await,
+        Verb::Reschedule { object } => rollout::reschedule(&Client::new(&opts)?, &object).await,
         Verb::User { cmd } => users::user(&Client::new(&opts)?, cmd).await,
         Verb::Token { cmd } => users::token(&Client::new(&opts)?, cmd).await,
     }

@@ -1,5 +1,6 @@
 //! `fedraft rollout status|pause|resume|abort|undo|promote NS/NAME`: an object's rollout as the
-//! API reports it (`GET /v1/namespaces/NS/objects/NAME/rollout`) and the moves on it.
+//! API reports it (`GET /v1/namespaces/NS/objects/NAME/rollout`) and the moves on it; and
+//! `fedraft reschedule NS/NAME`, the other move an operator makes on one object.
 //!
 //! `status -w` follows the watch of the object's namespace and redraws a progress bar (clusters
 //! healthy on the target revision out of those placed) whenever the object changes, until the
@@ -76,6 +77,29 @@ pub async fn run(c: &Client, cmd: RolloutCmd) -> anyhow::Result<ExitCode> {
         r["phase"].as_str().unwrap_or("?"),
         r["targetRevision"],
         r["stableRevision"]
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `fedraft reschedule NS/NAME`: `POST .../reschedule`, then the placement it left.
+pub async fn reschedule(c: &Client, object: &str) -> anyhow::Result<ExitCode> {
+    let (ns, name) = split_object(object)?;
+    let path = format!("/v1/namespaces/{ns}/objects/{name}/reschedule");
+    let v = c.write(reqwest::Method::POST, &path, None, None).await?;
+    let placed: Vec<String> = v["status"]["placement"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(cluster, replicas)| format!("{cluster}={replicas}"))
+        .collect();
+    let placed = if placed.is_empty() {
+        "nowhere".to_string()
+    } else {
+        placed.join(",")
+    };
+    println!(
+        "{ns}/{name} rescheduled at {}: placed on {placed}",
+        v["resourceVersion"]
     );
     Ok(ExitCode::SUCCESS)
 }

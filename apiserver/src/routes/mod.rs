@@ -50,6 +50,10 @@ pub(crate) fn router(app: App) -> Router {
             get(rendered::get),
         )
         .route(
+            "/v1/namespaces/{ns}/objects/{name}/reschedule",
+            post(objects::reschedule),
+        )
+        .route(
             "/v1/namespaces/{ns}/objects/{name}/rollout",
             get(rollout::get),
         )

@@ -5,6 +5,8 @@
 //! a stale writer gets 409 without a log entry. GET of one object adds the scheduler's current
 //! reasoning (candidates, dropped clusters with reasons) to `status.lastDecision`; a tenant
 //! member sees it without the clusters outside its tenant's slices (`common::decision_for`).
+//! `POST .../{name}/reschedule` forgets the placement and schedules the object from scratch
+//! (`Command::RevokePlacement`): the explicit fail-back or rebalance of one object.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -267,4 +269,34 @@ pub async fn delete(
     let applied = submit(&app, &as_actor(&p), &headers, command).await?;
     let body = json!({"kind": "Status", "status": "Success", "namespace": ns, "name": name, "resourceVersion": applied.index});
     Ok((StatusCode::OK, Json(body)).into_response())
+}
+
+/// `POST /v1/namespaces/{ns}/objects/{name}/reschedule`: one `RevokePlacement` entry; answers
+/// the object as placed after it (the same placement when the scheduler keeps it).
+pub async fn reschedule(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P((ns, name)): P<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    valid_label(&ns, "namespace")?;
+    valid_subdomain(&name, "name")?;
+    allow(&app, &p, Access::WriteNamespace(&ns))?;
+    if current_version(&app, &ns, &name).await?.is_none() {
+        return Err(ApiError::not_found("object", format!("{ns}/{name}")));
+    }
+    let command = Command::RevokePlacement {
+        namespace: ns.clone(),
+        name: name.clone(),
+    };
+    let applied = submit(&app, &as_actor(&p), &headers, command).await?;
+    let rv = resource_version(&applied);
+    let doc = app
+        .node
+        .read_stale(|s| s.object_shared(&ns, &name))
+        .map(|o| object_json(&o, None))
+        .unwrap_or_else(|| json!({"kind": "FederatedObject", "namespace": ns, "name": name}));
+    let mut doc = doc;
+    doc["resourceVersion"] = json!(rv);
+    Ok((StatusCode::OK, Json(doc)).into_response())
 }

@@ -1,8 +1,10 @@
 //! Why an object's placement changed at one record: the clusters that lost replicas and why
 //! (failover after the grace period, a drain or NoExecute taint, a deregistration, a changed
-//! spec), where the replicas went, and who or what caused it. One step at a time: the caller
-//! replays the archive and calls [`explain_step`] with the placement before and the state after
-//! each record that touched the object.
+//! spec), where the replicas went, and who or what caused it; and the steps of its rollouts
+//! (a wave started, a gate passed, a pause with its reason, an undo), which change the
+//! template revision clusters run rather than where replicas are. One step at a time: the
+//! caller replays the archive and calls [`explain_step`] and [`rollout_steps`] with the state
+//! after each record.
 
 use std::collections::BTreeMap;
 
@@ -213,6 +215,36 @@ pub fn explain_step(
         cause,
         explanation,
     })
+}
+
+/// The rollout steps record `r` wrote into `key`'s rollout story (`crate::rollout`), one change
+/// each, with the placement as it stands (a rollout moves revisions, not replicas). The story
+/// in the state keeps its newest lines only; replaying record by record sees every one.
+pub fn rollout_steps(after: &State, r: &Record, key: &ObjectKey) -> Vec<PlacementChange> {
+    let (Some(obj), Some(rec)) = (
+        after.object(&key.namespace, &key.name),
+        after.rollout(&key.namespace, &key.name),
+    ) else {
+        return Vec::new();
+    };
+    let placement = obj.placement_map();
+    rec.events
+        .iter()
+        .filter(|e| e.index == r.index)
+        .map(|e| PlacementChange {
+            index: r.index,
+            term: r.term,
+            time_ms: e.time_ms,
+            actor: r.entry.actor.clone(),
+            request_id: r.entry.request_id.clone(),
+            command: r.entry.command.kind().to_string(),
+            before: placement.clone(),
+            after: placement.clone(),
+            moves: Vec::new(),
+            cause: format!("rollout: {}", e.message),
+            explanation: format!("rollout: {} -> placement unchanged", e.message),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -103,6 +103,47 @@ pub struct RolloutStrategy {
     /// On a failed gate, roll the updated clusters back instead of pausing.
     #[serde(default)]
     pub auto_rollback: bool,
+    /// For kinds whose status fedraft does not read: when the object counts as healthy.
+    #[serde(default)]
+    pub health_rule: Option<HealthRule>,
+}
+
+/// Health of a kind fedraft does not know, read from one status field: healthy when the value
+/// at `path` (a JSON pointer into the live object, e.g. `/status/phase`) equals `value` (a
+/// string as is; any other JSON value in its JSON text, e.g. `true` or `3`). The executor
+/// reads it and reports the result as the [`HEALTH_RULE_CONDITION`] condition; [`verdict`]
+/// decides from that condition, so the verdict stays a function of the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HealthRule {
+    pub path: String,
+    pub value: String,
+}
+
+/// The condition an executor reports for a [`HealthRule`]: status true when the rule held,
+/// the reason the value it found (cut to [`MAX_REASON_BYTES`]).
+pub const HEALTH_RULE_CONDITION: &str = "fedraft.io/HealthRule";
+/// Longest health rule path and value accepted.
+pub const MAX_HEALTH_RULE_BYTES: usize = 256;
+
+impl HealthRule {
+    fn validate(&self, at: &str) -> Result<(), FieldError> {
+        if !self.path.starts_with('/') || self.path.len() > MAX_HEALTH_RULE_BYTES {
+            return Err(FieldError::new(
+                format!("{at}.healthRule.path"),
+                format!(
+                    "must be a JSON pointer starting with '/' of at most {MAX_HEALTH_RULE_BYTES} bytes, e.g. /status/phase"
+                ),
+            ));
+        }
+        if self.value.len() > MAX_HEALTH_RULE_BYTES {
+            return Err(FieldError::new(
+                format!("{at}.healthRule.value"),
+                format!("longer than {MAX_HEALTH_RULE_BYTES} bytes"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for RolloutStrategy {
@@ -116,6 +157,7 @@ impl Default for RolloutStrategy {
             progress_deadline_seconds: default_progress_deadline(),
             max_failures: 0,
             auto_rollback: false,
+            health_rule: None,
         }
     }
 }
@@ -149,6 +191,9 @@ impl RolloutStrategy {
                 format!("{at}.progressDeadlineSeconds"),
                 "must be positive",
             ));
+        }
+        if let Some(rule) = &self.health_rule {
+            rule.validate(at)?;
         }
         match &self.grouping {
             WaveGrouping::Label(k) if k.is_empty() => {
@@ -385,7 +430,8 @@ pub struct WorkloadStatus {
 }
 
 /// The health verdict of an observation, by kind. Kinds without a status fedraft reads are
-/// Healthy once present (applied, as before); the executor reports them only for rollouts.
+/// Healthy once present (applied, as before) unless the strategy's [`HealthRule`] did not hold;
+/// the executor reports them only for rollouts.
 pub fn verdict(o: &WorkloadObservation) -> Verdict {
     let cond = |t: &str| o.conditions.iter().find(|c| c.type_ == t);
     match o.kind.as_str() {
@@ -411,6 +457,11 @@ pub fn verdict(o: &WorkloadObservation) -> Verdict {
                 Verdict::Progressing
             }
         }
-        _ => Verdict::Healthy,
+        // Kinds fedraft does not read: the strategy's health rule when it has one, else
+        // present means healthy.
+        _ => match cond(HEALTH_RULE_CONDITION) {
+            Some(c) if !c.status => Verdict::Progressing,
+            _ => Verdict::Healthy,
+        },
     }
 }

@@ -141,6 +141,44 @@ fn verdicts_by_kind() {
         verdict(&obs("ConfigMap", (0, 0), (0, 0, 0, 0))),
         Verdict::Healthy
     );
+    // A kind fedraft does not read, with the strategy's health rule reported by the executor.
+    let mut custom = obs("Certificate", (0, 0), (0, 0, 0, 0));
+    custom.conditions.push(WorkloadCondition {
+        type_: HEALTH_RULE_CONDITION.into(),
+        status: false,
+        reason: "Pending".into(),
+    });
+    assert_eq!(verdict(&custom), Verdict::Progressing);
+    custom.conditions[0].status = true;
+    assert_eq!(verdict(&custom), Verdict::Healthy);
+}
+
+#[test]
+fn health_rules_are_checked() {
+    let rule = |path: &str, value: &str| RolloutStrategy {
+        health_rule: Some(HealthRule {
+            path: path.into(),
+            value: value.into(),
+        }),
+        ..RolloutStrategy::default()
+    };
+    assert!(rule("/status/phase", "Ready").validate("rollout").is_ok());
+    let e = rule("status.phase", "Ready").validate("rollout").err();
+    assert_eq!(
+        e.map(|e| e.field),
+        Some("rollout.healthRule.path".to_string())
+    );
+    let long = "x".repeat(MAX_HEALTH_RULE_BYTES + 1);
+    let e = rule("/status/phase", &long).validate("rollout").err();
+    assert_eq!(
+        e.map(|e| e.field),
+        Some("rollout.healthRule.value".to_string())
+    );
+    let parsed: RolloutStrategy = serde_json::from_value(serde_json::json!({
+        "healthRule": {"path": "/status/phase", "value": "Ready"}
+    }))
+    .expect("parses");
+    assert_eq!(parsed, rule("/status/phase", "Ready"));
 }
 
 fn status(revision: u32, v: Verdict) -> WorkloadStatus {

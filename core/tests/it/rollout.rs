@@ -1,6 +1,7 @@
 //! Progressive rollouts in the state machine: waves by region, gates from workload reports and
 //! log time, automatic pause on a failed gate, undo, promote, and replay of the entries.
 
+use fedraft_core::audit::{rollout_steps, Record};
 use fedraft_core::command::{Command, RolloutAction, WorkloadReport};
 use fedraft_core::model::ObjectSpec;
 use fedraft_core::policy::{Placement, ReplicaMode, ReplicaPolicy};
@@ -47,6 +48,7 @@ fn strategy() -> RolloutStrategy {
         progress_deadline_seconds: 60,
         max_failures: 0,
         auto_rollback: false,
+        health_rule: None,
     }
 }
 
@@ -144,6 +146,30 @@ impl Run {
 
     fn phase(&self) -> Phase {
         self.h.state.rollout("ns", "web").expect("record").phase
+    }
+
+    /// Replays every command as the audit archive does and collects what explain says of the
+    /// object's rollouts, record by record (the whole story, not the bounded one in the state).
+    fn explained(&self) -> Vec<String> {
+        let key = fedraft_core::model::ObjectKey::new("ns", "web");
+        let mut s = State::new();
+        let mut out = Vec::new();
+        for (i, (cmd, t)) in self.log.iter().zip(&self.times).enumerate() {
+            let entry = fedraft_core::command::LogEntry::new("", "test", *t, cmd.clone());
+            let index = i as u64 + 1;
+            let applied = s.apply(index, &entry);
+            let r = Record {
+                index,
+                term: 1,
+                entry,
+                applied,
+            };
+            for c in rollout_steps(&s, &r, &key) {
+                assert!(c.moves.is_empty() && c.before == c.after, "{c:?}");
+                out.push(format!("{} {}", c.command, c.explanation));
+            }
+        }
+        out
     }
 
     /// Replays every command from scratch at the same indexes and times: the same state.
@@ -260,6 +286,22 @@ fn three_waves_pause_on_the_bad_wave_then_undo_and_promote() {
         assert!(
             story.iter().any(|s| s.contains(needle)),
             "{needle}: {story:#?}"
+        );
+    }
+    // Explain tells the same story, each step at the entry that took it.
+    let explained = run.explained();
+    assert_eq!(explained.len(), story.len(), "{explained:#?}");
+    for (line, needle) in [
+        ("PutObjectWithRollout", "wave 1/3 started"),
+        ("Heartbeats", "wave 1/3 passed its gate"),
+        ("Rollout", "rolled back to revision 1"),
+        ("Rollout", "promoted by test"),
+    ] {
+        assert!(
+            explained
+                .iter()
+                .any(|e| e.starts_with(line) && e.contains(needle)),
+            "{line} {needle}: {explained:#?}"
         );
     }
     run.replay_matches();

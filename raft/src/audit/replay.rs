@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fedraft_core::audit::{diff, explain_step, PlacementChange, Record, StateDiff};
+use fedraft_core::audit::{diff, explain_step, rollout_steps, PlacementChange, Record, StateDiff};
 use fedraft_core::command::{EntryDecoder, LogEntry};
 use fedraft_core::model::ObjectKey;
 use fedraft_core::state::State;
@@ -188,7 +188,8 @@ impl AuditLog {
         Ok(diff(&sa, &sb, namespaces))
     }
 
-    /// Every placement change of `key` with `from <= index <= to`, each with its cause.
+    /// Every placement change of `key` with `from <= index <= to`, each with its cause, and
+    /// every step of its rollouts in the same range.
     pub fn explain(
         &self,
         key: &ObjectKey,
@@ -215,18 +216,25 @@ impl AuditLog {
                 let now = after
                     .object(&key.namespace, &key.name)
                     .map(|o| o.placement_map());
-                if now != before {
+                let stepped = after
+                    .rollout(&key.namespace, &key.name)
+                    .and_then(|r| r.events.last())
+                    .is_some_and(|e| e.index == rec.index);
+                if now != before || stepped {
                     let r = Record {
                         index: rec.index,
                         term: rec.term,
                         entry: entry.clone(),
                         applied: codec::decode_applied(rec.outcome)?,
                     };
-                    debug_assert!(r.objects().contains(&wanted) || now.is_none());
-                    if let Some(c) = explain_step(before.as_ref(), after, &r, key) {
-                        changes.push(c);
+                    if now != before {
+                        debug_assert!(r.objects().contains(&wanted) || now.is_none());
+                        if let Some(c) = explain_step(before.as_ref(), after, &r, key) {
+                            changes.push(c);
+                        }
+                        before = now;
                     }
-                    before = now;
+                    changes.extend(rollout_steps(after, &r, key));
                 }
                 Ok(())
             };

@@ -390,10 +390,25 @@ impl State {
         moved.sort();
         moved.dedup();
         for key in moved {
-            self.touch_object(&key, ctx);
-            self.rollout_step(&key, ctx);
+            // Only an object with a rollout changes with its workload status (its rollout
+            // document, and maybe its wave); for the rest the status is kept for reading, and
+            // a new resource version would only make executors re-check what did not change.
+            if self.rollouts.records.contains_key(&key) {
+                self.touch_object(&key, ctx);
+                self.rollout_step(&key, ctx);
+            }
         }
         Ok(None)
+    }
+
+    /// The health rules of objects whose strategy has one (`crate::rollout::HealthRule`): what
+    /// executors evaluate on kinds whose status fedraft does not read. Usually few.
+    pub fn health_rules(&self) -> BTreeMap<ObjectKey, crate::rollout::HealthRule> {
+        self.rollouts
+            .records
+            .iter()
+            .filter_map(|(k, r)| Some((k.clone(), r.strategy.health_rule.clone()?)))
+            .collect()
     }
 
     /// The rollout record of an object put with a strategy.
