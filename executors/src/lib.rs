@@ -34,6 +34,7 @@ pub mod report;
 pub mod resolve;
 pub mod services;
 pub mod set;
+pub mod workload;
 
 pub use config::ExecutorConfig;
 pub use error::ExecError;

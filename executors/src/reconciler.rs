@@ -41,8 +41,9 @@ use crate::live::LiveCache;
 use crate::metrics::{ClusterMetrics, Reconciled};
 use crate::node::ControlPlane;
 use crate::plan::{self, ApplyReason, LiveId, LiveObject, Memo, Verdict};
-use crate::report::{object_report as report, workload_report, Observations};
+use crate::report::{object_report as report, Observations};
 use crate::resolve::{Resolved, Resolver};
+use crate::workload::workload_report;
 
 /// Field manager of every fedraft write.
 pub const FIELD_MANAGER: &str = "fedraft";

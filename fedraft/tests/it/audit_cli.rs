@@ -55,6 +55,39 @@ fn audit(data: &Path, args: &[&str]) -> Output {
     run(&all, "http://127.0.0.1:1")
 }
 
+/// Waits until the node's online audit lists a `command` record. The archive is written off the
+/// apply path, so an acknowledged command may still be queued for it; a SIGKILL then leaves the
+/// record to the log, which a restarted node replays into the archive, but which this test's
+/// offline reading of the killed directory does not see.
+fn wait_archived(url: &str, command: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    fedraft_raft::install_crypto_provider();
+    rt.block_on(async {
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let page: serde_json::Value = http
+                .get(format!("{url}/v1/audit?limit=1000"))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let items = page["items"].as_array().cloned().unwrap_or_default();
+            if items.iter().any(|r| r["command"] == command) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no {command} archived: {page}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+}
+
 #[test]
 fn audit_verbs_on_a_killed_dev_servers_data_dir() {
     let dir = tempfile::tempdir().unwrap();
@@ -81,6 +114,7 @@ fn audit_verbs_on_a_killed_dev_servers_data_dir() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = run(&["cordon", "dc1"], &url);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    wait_archived(&url, "Cordon");
     // SIGKILL: the archive must hold up without a clean shutdown.
     child.kill().unwrap();
     child.wait().unwrap();

@@ -1,0 +1,206 @@
+//! What a member's live object says of its rollout: the template revision it runs, its
+//! generations, replica counts and conditions, read by kind (Deployment, StatefulSet,
+//! ReplicaSet, DaemonSet, Job), and for other kinds the result of the rollout's health rule.
+//! The reporter (`crate::report`) sends these as `WorkloadReports` when they change.
+//!
+//! Must not: judge health (core's `rollout::verdict` does, from what this reports) or talk to
+//! member clusters (it reads objects the watches already hold).
+
+use fedraft_core::command::WorkloadReport;
+use fedraft_core::rollout::{
+    HealthRule, JobState, WorkloadCondition, WorkloadObservation, HEALTH_RULE_CONDITION,
+    MAX_CONDITIONS, MAX_REASON_BYTES, REVISION_ANNOTATION,
+};
+use serde_json::Value;
+
+/// The workload report of an applied object (`live` as the member holds it), when it has one.
+pub fn workload_report(
+    key: &fedraft_core::model::ObjectKey,
+    kind: &str,
+    cluster: &str,
+    live: Option<&Value>,
+    rule: Option<&HealthRule>,
+) -> Option<WorkloadReport> {
+    Some(WorkloadReport {
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        cluster: cluster.to_string(),
+        observed: observe_workload(kind, live?, rule)?,
+    })
+}
+
+/// Whether `rule` holds on `live`, and the value found (its JSON text unless a string; empty
+/// when the path is absent), cut for a condition's reason.
+fn check_rule(rule: &HealthRule, live: &Value) -> WorkloadCondition {
+    let found = match live.pointer(&rule.path) {
+        None => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    };
+    let status = live.pointer(&rule.path).is_some() && found == rule.value;
+    WorkloadCondition {
+        type_: HEALTH_RULE_CONDITION.to_string(),
+        status,
+        reason: short_reason(&found),
+    }
+}
+
+/// `s` cut to at most [`MAX_REASON_BYTES`] on a character boundary.
+fn short_reason(s: &str) -> String {
+    let mut end = s.len().min(MAX_REASON_BYTES);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// What a live object's status says of its rollout, for the kinds whose status fedraft reads
+/// (Deployment, StatefulSet, ReplicaSet, DaemonSet, Job) and for any object carrying a rollout
+/// revision; None for the rest (their `applied` flag is all there is). `rule` is the object's
+/// health rule for kinds fedraft does not read; its result is reported as one more condition.
+pub fn observe_workload(
+    kind: &str,
+    live: &Value,
+    rule: Option<&HealthRule>,
+) -> Option<WorkloadObservation> {
+    let revision = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(REVISION_ANNOTATION))
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse::<u32>().ok());
+    let workload = matches!(
+        kind,
+        "Deployment" | "StatefulSet" | "ReplicaSet" | "DaemonSet" | "Job"
+    );
+    if !workload && revision.is_none() {
+        return None;
+    }
+    let int = |p: &str| live.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let count = |p: &str| u32::try_from(int(p).max(0)).unwrap_or(u32::MAX);
+    let spec_replicas = |p: &str| {
+        live.pointer(p)
+            .and_then(Value::as_i64)
+            .map_or(1, |n| u32::try_from(n.max(0)).unwrap_or(u32::MAX))
+    };
+    let conditions: Vec<WorkloadCondition> = live
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .take(MAX_CONDITIONS)
+        .map(|c| WorkloadCondition {
+            type_: c["type"].as_str().unwrap_or_default().to_string(),
+            status: c["status"] == "True",
+            reason: c["reason"].as_str().unwrap_or_default().to_string(),
+        })
+        .collect();
+    let mut conditions = conditions;
+    if let Some(rule) = rule.filter(|_| !workload) {
+        // Last, so a status full of its own conditions cannot push the rule's result out.
+        conditions.truncate(MAX_CONDITIONS - 1);
+        conditions.push(check_rule(rule, live));
+    }
+    let holds = |t: &str| conditions.iter().any(|c| c.type_ == t && c.status);
+    let (replicas, updated, ready, available, job) = match kind {
+        "DaemonSet" => (
+            count("/status/desiredNumberScheduled"),
+            count("/status/updatedNumberScheduled"),
+            count("/status/numberReady"),
+            count("/status/numberAvailable"),
+            JobState::None,
+        ),
+        "Job" => {
+            let state = if holds("Complete") {
+                JobState::Complete
+            } else if holds("Failed") {
+                JobState::Failed
+            } else {
+                JobState::Running
+            };
+            (
+                spec_replicas("/spec/completions"),
+                count("/status/succeeded"),
+                count("/status/ready"),
+                count("/status/active"),
+                state,
+            )
+        }
+        "Deployment" | "StatefulSet" | "ReplicaSet" => (
+            spec_replicas("/spec/replicas"),
+            count("/status/updatedReplicas"),
+            count("/status/readyReplicas"),
+            count("/status/availableReplicas"),
+            JobState::None,
+        ),
+        _ => (0, 0, 0, 0, JobState::None),
+    };
+    Some(WorkloadObservation {
+        kind: kind.to_string(),
+        revision,
+        generation: int("/metadata/generation"),
+        observed_generation: int("/status/observedGeneration"),
+        replicas,
+        updated,
+        ready,
+        available,
+        conditions,
+        job,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workload_observations_by_kind() {
+        let d = serde_json::json!({
+            "metadata": {"generation": 3, "annotations": {REVISION_ANNOTATION: "2"}},
+            "spec": {"replicas": 4},
+            "status": {"observedGeneration": 2, "updatedReplicas": 1, "readyReplicas": 4,
+                "availableReplicas": 4, "conditions": [
+                    {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}]},
+        });
+        let o = observe_workload("Deployment", &d, None).unwrap();
+        assert_eq!(o.revision, Some(2));
+        assert_eq!((o.generation, o.observed_generation), (3, 2));
+        assert_eq!((o.replicas, o.updated, o.ready, o.available), (4, 1, 4, 4));
+        assert_eq!(o.conditions[0].reason, "ReplicaSetUpdated");
+        let job = serde_json::json!({"status": {"conditions": [
+            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}});
+        assert_eq!(
+            observe_workload("Job", &job, None).unwrap().job,
+            JobState::Failed
+        );
+        assert!(observe_workload("ConfigMap", &serde_json::json!({}), None).is_none());
+        // A kind fedraft does not read, under a rollout with a health rule.
+        let rule = HealthRule {
+            path: "/status/phase".into(),
+            value: "Ready".into(),
+        };
+        let cert = |phase: Value| {
+            serde_json::json!({"metadata": {"annotations": {REVISION_ANNOTATION: "1"}},
+                "status": {"phase": phase}})
+        };
+        let o = observe_workload("Certificate", &cert("Issuing".into()), Some(&rule)).unwrap();
+        let c = o.conditions.last().unwrap();
+        assert_eq!((c.type_.as_str(), c.status), (HEALTH_RULE_CONDITION, false));
+        assert_eq!(c.reason, "Issuing");
+        let o = observe_workload("Certificate", &cert("Ready".into()), Some(&rule)).unwrap();
+        assert!(o.conditions.last().unwrap().status);
+        let numeric = HealthRule {
+            path: "/status/phase".into(),
+            value: "3".into(),
+        };
+        let o = observe_workload("Certificate", &cert(3.into()), Some(&numeric)).unwrap();
+        assert!(o.conditions.last().unwrap().status);
+        let o = observe_workload("Certificate", &cert(Value::Null), Some(&rule)).unwrap();
+        assert!(!o.conditions.last().unwrap().status);
+        // Deployments keep their own reading: the rule is not applied to them.
+        let o = observe_workload("Deployment", &d, Some(&rule)).unwrap();
+        assert!(o
+            .conditions
+            .iter()
+            .all(|c| c.type_ != HEALTH_RULE_CONDITION));
+    }
+}
