@@ -5,8 +5,8 @@
 //! reason, the waves, per placed cluster the revision it should run and the workload status it
 //! reported (revision, generations, replica counts, conditions, verdict), and the rollout's
 //! story. A move is proposed as one `Command::Rollout`; core checks it again against the
-//! rollout as it is when the entry applies (a pause of a completed rollout is 412). Must not:
-//! decide anything about the rollout itself.
+//! rollout as it is when the entry applies (a pause of a completed rollout is 422, naming
+//! `action`). Must not: decide anything about the rollout itself.
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};

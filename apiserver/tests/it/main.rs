@@ -14,5 +14,6 @@ mod audit_api;
 mod endpoints;
 mod k8s_door;
 mod rendered;
+mod reschedule;
 mod users_api;
 mod watch_resume;
