@@ -79,7 +79,7 @@ impl DesiredCache {
             self.labels = Some(c.spec.labels.clone());
         }
         for obj in s.objects() {
-            if !obj.status.clusters.iter().any(|p| p.cluster == cluster) {
+            if !s.runs_on(obj, cluster) {
                 continue;
             }
             let key = obj.key();
@@ -88,7 +88,7 @@ impl DesiredCache {
                 .get(&key)
                 .is_some_and(|i| i.version == obj.resource_version);
             if !cached {
-                let replicas = obj.replicas_on(cluster);
+                let replicas = s.replicas_running(obj, cluster);
                 // The same rendering as `desired_for_cluster`: the cluster's rollout revision,
                 // checked against the identity the object was admitted with.
                 let (manifest, admitted) = s.render_for(obj, cluster, &c.spec.labels);

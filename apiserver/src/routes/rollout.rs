@@ -3,8 +3,8 @@
 //!
 //! GET answers from state (linearizable unless `?stale=true`): the strategy, the phase and its
 //! reason, the waves, per placed cluster the revision it should run and the workload status it
-//! reported (revision, generations, replica counts, conditions, verdict), and the rollout's
-//! story. A move is proposed as one `Command::Rollout`; core checks it again against the
+//! reported (revision, generations, replica counts, conditions, verdict), the rollout's
+//! story, and the replicas kept on clusters the object is leaving (`handover`). A move is proposed as one `Command::Rollout`; core checks it again against the
 //! rollout as it is when the entry applies (a pause of a completed rollout is 422, naming
 //! `action`). Must not: decide anything about the rollout itself.
 
@@ -72,12 +72,17 @@ pub fn rollout_json(s: &CoreState, ns: &str, name: &str) -> Option<Value> {
             "events": r.events,
         })
     });
+    // Replicas kept on clusters the object is leaving until the new placement is ready.
+    let handover = s
+        .handover(&obj.key())
+        .map(|h| json!({"held": h.held, "sinceMs": h.since_ms, "deadlineMs": h.deadline_ms}));
     Some(json!({
         "kind": "Rollout",
         "namespace": ns,
         "name": name,
         "resourceVersion": obj.resource_version,
         "rollout": rollout,
+        "handover": handover,
         "clusters": clusters,
     }))
 }

@@ -39,6 +39,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use handlers::handover::{Handover, HANDOVER_DEADLINE_MS};
 pub use handlers::outcome::{
     Applied, Change, ChangeKind, ChangeOp, Outcome, RejectCode, Rejection,
 };

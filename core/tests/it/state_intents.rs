@@ -105,8 +105,18 @@ fn drain_moves_everything_off_and_uncordon_undoes_it() {
         .effective_taints
         .iter()
         .any(|t| t.key == "fedraft.io/drain"));
-    assert!(h.state.desired_for_cluster("dc1").is_empty());
     assert_eq!(h.placement("ns", "a").get("dc2"), Some(&4));
+    // Make-before-break: dc1 keeps running `a` until dc2 reports all 4 ready; `d` had a copy
+    // on dc2 already, so dc1's copy simply goes.
+    let held: Vec<String> = h
+        .state
+        .desired_for_cluster("dc1")
+        .iter()
+        .map(|d| d.key.name.clone())
+        .collect();
+    assert_eq!(held, ["a"]);
+    h.report("ns", "a", "dc2", true, 4);
+    assert!(h.state.desired_for_cluster("dc1").is_empty());
     h.ok(Command::Uncordon { name: "dc1".into() });
     let c = h.state.cluster("dc1").unwrap();
     assert!(!c.cordoned && !c.drained && c.effective_taints.is_empty());

@@ -1,7 +1,9 @@
 //! End to end, three `fedraft server` processes and three member clusters: a dark spell shorter
 //! than the failure threshold moves nothing; a cluster that stays dark turns NotReady after the
 //! threshold and its replicas are re-placed after the grace period; a drained cluster is
-//! emptied of everything fedraft placed; an uncordoned one is used by placement again.
+//! emptied of everything fedraft placed, make-before-break (the workload's ready replicas,
+//! sampled in the members throughout, never drop below its desired count while the new ones
+//! come up slowly); an uncordoned one is used by placement again.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -10,6 +12,17 @@ use crate::support::*;
 
 const FAILURE_S: u64 = 4;
 const GRACE_S: u64 = 3;
+
+/// Ready replicas of shop/web summed over the member clusters, as their status says.
+async fn ready_web(fed: &Fed) -> u64 {
+    let mut sum = 0;
+    for c in CLUSTERS {
+        if let Some(d) = fed.deployment(c, "shop", "web").await {
+            sum += d["status"]["readyReplicas"].as_u64().unwrap_or(0);
+        }
+    }
+    sum
+}
 
 /// Replicas of shop/web per cluster as the member clusters hold them (absent = 0).
 async fn live_web(fed: &Fed, clusters: &[&str]) -> BTreeMap<String, u64> {
@@ -93,15 +106,43 @@ async fn dark_spells_drain_and_uncordon() {
     fed.wait_health("dc2", "Ready").await;
 
     // Drain dc1: everything fedraft placed there leaves; web keeps its 6 replicas elsewhere.
-    fed.call(reqwest::Method::POST, "/v1/clusters/dc1/drain", None)
-        .await;
-    eventually(LIMIT, "dc1 emptied of fedraft's objects", || async {
-        fed.managed("dc1")
-            .await
-            .filter(|m| m.is_empty())
-            .map(|_| ())
+    // New replicas turn ready one every 300 ms on dc2 and dc3, and dc1 keeps its own until
+    // they have: the ready count, sampled throughout, never drops below 6.
+    for c in ["dc2", "dc3"] {
+        fed.sim(c)
+            .admin()
+            .set_faults(fedraft_kubesim::FaultSettings {
+                rollout_step_ms: 300,
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    eventually(LIMIT, "web's 6 replicas ready before the drain", || async {
+        (ready_web(&fed).await == 6).then_some(())
     })
     .await;
+    fed.call(reqwest::Method::POST, "/v1/clusters/dc1/drain", None)
+        .await;
+    let drained_by = Instant::now() + LIMIT;
+    let mut samples = 0;
+    loop {
+        let ready = ready_web(&fed).await;
+        samples += 1;
+        assert!(
+            ready >= 6,
+            "ready replicas fell to {ready} during the drain"
+        );
+        let empty = fed.managed("dc1").await.is_some_and(|m| m.is_empty());
+        if empty {
+            break;
+        }
+        assert!(
+            Instant::now() < drained_by,
+            "dc1 not emptied of fedraft's objects"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("E2E drain: ready replicas sampled {samples} times, never below 6");
     eventually(LIMIT, "web's 6 replicas on dc2 and dc3", || async {
         let live = live_web(&fed, &["dc2", "dc3"]).await;
         let p = fed.placement("shop", "web").await;

@@ -176,6 +176,7 @@ impl State {
             }
         }
         ctx.change(ChangeKind::Cluster, name, ChangeOp::Deleted);
+        self.handovers_cluster_down(name, ctx);
         self.replace_all_slices(ctx);
         Ok(Some(ctx.index))
     }

@@ -61,6 +61,7 @@ impl State {
         }
         self.fire_failover_timers(ctx);
         self.rollouts_advance(ctx);
+        self.handovers_advance(ctx);
     }
 
     fn expire(&mut self, name: &str, deadline: u64, ctx: &mut Ctx) {
@@ -77,6 +78,7 @@ impl State {
                 }
                 c.resource_version = ctx.index;
                 self.cluster_unhealthy(name, ctx);
+                self.handovers_cluster_down(name, ctx);
             }
             // A recovery run broken by silence starts again at the next heartbeat.
             Health::NotReady | Health::Unknown => c.status.recovering_since_ms = None,

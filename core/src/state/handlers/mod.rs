@@ -11,6 +11,7 @@ mod admission;
 mod clusters;
 mod credentials;
 pub(crate) mod door;
+pub mod handover;
 mod health;
 mod kubefed;
 mod objects;
@@ -22,3 +23,5 @@ pub mod services;
 mod tenants;
 mod users;
 pub mod validate;
+
+pub use handover::Handovers;

@@ -192,6 +192,12 @@ impl State {
             return false;
         }
         let before = index::flags(obj);
+        let departed: Vec<(String, u32)> = obj
+            .status
+            .clusters
+            .iter()
+            .map(|p| (p.cluster.clone(), p.replicas))
+            .collect();
         let per = obj.template_info.per_replica;
         self.ix.move_placement(
             key,
@@ -241,6 +247,7 @@ impl State {
             .failover_timers
             .extend(timers.into_iter().map(|t| (t, key.clone())));
         self.rollouts_placement_changed(key);
+        self.hold_departing(key, &departed, ctx);
         true
     }
 
@@ -342,16 +349,20 @@ impl State {
         }
     }
 
-    /// Manifests a member cluster should run, rendered with that cluster's overrides.
+    /// Manifests a member cluster should run, rendered with that cluster's overrides: the
+    /// objects placed there and those it keeps while they move away (`handover`).
     pub fn desired_for_cluster(&self, cluster: &str) -> Vec<DesiredObject> {
-        let (Some(c), Some(keys)) = (self.d.clusters.get(cluster), self.ix.placed_on.get(cluster))
-        else {
+        let Some(c) = self.d.clusters.get(cluster) else {
             return Vec::new();
         };
-        keys.iter()
+        let placed = self.ix.placed_on.get(cluster).into_iter().flatten();
+        let mut keys: Vec<&ObjectKey> = placed.chain(self.held_keys_on(cluster)).collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
             .filter_map(|k| self.object(&k.namespace, &k.name))
             .map(|obj| {
-                let replicas = obj.replicas_on(cluster);
+                let replicas = self.replicas_running(obj, cluster);
                 let (manifest, admitted) = self.render_for(obj, cluster, &c.spec.labels);
                 DesiredObject {
                     key: obj.key(),
@@ -361,6 +372,23 @@ impl State {
                 }
             })
             .collect()
+    }
+
+    /// Replicas `cluster` should run of `obj`: its placement there, or more while it keeps
+    /// replicas the object is moving away (`handover`).
+    pub fn replicas_running(&self, obj: &FederatedObject, cluster: &str) -> u32 {
+        let placed = obj.replicas_on(cluster);
+        if self.rollouts.handovers.is_empty() {
+            return placed;
+        }
+        self.held_on(&obj.key(), cluster)
+            .map_or(placed, |h| h.max(placed))
+    }
+
+    /// Whether `cluster` should run `obj` at all: placed there, or keeping it mid-move.
+    pub fn runs_on(&self, obj: &FederatedObject, cluster: &str) -> bool {
+        obj.replicas_on(cluster) > 0
+            || (!self.rollouts.handovers.is_empty() && self.held_on(&obj.key(), cluster).is_some())
     }
 
     /// One object rendered for one cluster: the template revision that cluster runs, its
@@ -375,7 +403,7 @@ impl State {
         Result<serde_json::Value, render::RenderError>,
         Option<crate::admission::Admitted>,
     ) {
-        let replicas = obj.replicas_on(cluster);
+        let replicas = self.replicas_running(obj, cluster);
         let divided = obj.spec.placement.replicas.mode.divides();
         let (template, revision) = self.template_for(obj, cluster);
         let (mut manifest, admitted) = crate::admission::render_admitted_template(

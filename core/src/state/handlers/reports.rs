@@ -52,6 +52,13 @@ impl State {
                 self.status_report(r, i, ctx);
             }
         }
+        if !self.rollouts.handovers.is_empty() {
+            let keys: Vec<ObjectKey> = batch
+                .iter()
+                .map(|r| ObjectKey::new(r.namespace.clone(), r.name.clone()))
+                .collect();
+            self.handovers_reported(&keys, ctx);
+        }
         Ok(None)
     }
 

@@ -33,11 +33,14 @@ pub struct Rollouts {
     pub records: BTreeMap<ObjectKey, RolloutRecord>,
     /// Per object and placed cluster, the latest workload status reported.
     pub workloads: BTreeMap<ObjectKey, BTreeMap<String, WorkloadStatus>>,
+    /// Replicas kept on clusters an object is leaving until its new placement is ready
+    /// (make-before-break, `super::handover`).
+    pub handovers: super::Handovers,
 }
 
 impl Rollouts {
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty() && self.workloads.is_empty()
+        self.records.is_empty() && self.workloads.is_empty() && self.handovers.is_empty()
     }
 }
 
@@ -234,6 +237,10 @@ impl State {
     pub(crate) fn rollouts_forget(&mut self, key: &ObjectKey) {
         self.rollouts.records.remove(key);
         self.rollouts.workloads.remove(key);
+        let hs = &mut self.rollouts.handovers;
+        if let Some(h) = hs.by_object.remove(key) {
+            hs.deadlines.remove(&(h.deadline_ms, key.clone()));
+        }
     }
 
     fn touch_object(&mut self, key: &ObjectKey, ctx: &mut Ctx) {
