@@ -106,6 +106,15 @@ pub fn document() -> Value {
         "/readyz": {"get": {"summary": "Ready when the node sees a leader", "responses": {"200": {"description": "ready"}, "503": {"description": "no leader"}}}},
         "/v1/system/state": {"get": {"summary": "This node's applied command index, state hash and log time (one local snapshot)", "responses": {"200": {"description": "nodeId, raftAppliedIndex, stateIndex, stateHash, logTimeMs"}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text exposition", "content": {"text/plain": {}}}}}},
+        "/v1/status/node": {"get": {
+            "summary": "This node about itself: term, leader, commit and applied index, state hash, bytes on disk of the log, archive, snapshots and WAL (operators, admins)",
+            "parameters": [{"name": "at", "in": "query", "schema": {"type": "integer"},
+                "description": "also the state hash right after the command at this index (replayed from the audit archive)"}],
+            "security": [{"bearer": []}],
+            "responses": {"200": {"description": "NodeHealth: nodeId, term, leaderId, isLeader, lastLogIndex, commitIndex, raftAppliedIndex, stateIndex, stateHash, logTimeMs, hashAt, disk"},
+                          "401": {"description": describe("401")}, "403": {"description": describe("403")}}
+        }},
+        "/v1/status/nodes": {"get": op("Every raft member's health, gathered over the peer transport, with the state hashes compared at the lowest applied index (compared.agree false is an alarm)", "200", None, None, READ)},
         "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.0"}}}},
         "/v1/admin/admission": {
             "get": {"summary": "The admission policy (clusterScopedKinds, bindableClusterRoles, tenantMaxObjects, tenantMaxTemplateBytes)", "security": [{"bearer": []}], "responses": {"200": {"description": "AdmissionPolicy"}}},
@@ -324,6 +333,8 @@ mod tests {
             "/readyz",
             "/metrics",
             "/v1/system/state",
+            "/v1/status/node",
+            "/v1/status/nodes",
             "/v1/openapi.json",
             "/v1/users",
             "/v1/users/{name}",

@@ -375,9 +375,21 @@ async fn console_follows_a_failover_and_replays_it() {
     b.wait_for(
         "fedraft health",
         LIMIT,
-        "return document.querySelectorAll('#health-nodes tr[data-node]').length === 3",
+        "return document.querySelectorAll('#health-nodes tr[data-node][data-reachable=\"true\"]').length === 3",
     )
     .await;
+    // Each member answered for itself over the peer transport; their hashes agree at one index.
+    let agreed = b
+        .wait_for(
+            "the members' state hashes compared",
+            LIMIT,
+            "return document.querySelector('#health-compare[data-agree=\"true\"]')?.dataset.index",
+        )
+        .await;
+    assert!(
+        agreed.as_str().is_some_and(|i| i.parse::<u64>().is_ok()),
+        "{agreed}"
+    );
     assert_labelled(&b, "health").await;
     b.screenshot("06-health").await;
 
