@@ -12,6 +12,7 @@ mod kubeconfig;
 mod members;
 mod nodes;
 pub(crate) mod objects;
+pub(crate) mod paging;
 mod rendered;
 mod rotate;
 mod schedule;

@@ -13,6 +13,7 @@ mod api;
 mod audit_api;
 mod endpoints;
 mod k8s_door;
+mod list_paging;
 mod node_health;
 mod rendered;
 mod users_api;
