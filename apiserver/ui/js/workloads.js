@@ -7,6 +7,7 @@
 import { h, replace, fmtTime, ServerPager, debounce } from "./dom.js";
 import { api } from "./api.js";
 import { readyChart, historyChart } from "./charts.js";
+import { templateOf, doorDocuments, doorTable } from "./door.js";
 
 const PAGE = 100;
 
@@ -66,7 +67,11 @@ export function workloadsView(root, ctx) {
       columns: [
         { title: "Object", cell: (o) => h("button", { type: "button", class: "link", "aria-label": `details of ${o.namespace}/${o.name}`,
           onclick: () => select(`${o.namespace}/${o.name}`) }, `${o.namespace}/${o.name}`) },
-        { title: "Kind", cell: (o) => (o.template && o.template.kind) || "" },
+        { title: "Kind", cell: (o) => {
+          const t = templateOf(o.name);
+          const kind = (o.template && o.template.kind) || "";
+          return t ? h("span", { "data-door-template": t.name }, kind, h("div", { class: "muted" }, "resource template (Kubernetes API)")) : kind;
+        } },
         { title: "Ready / desired", cell: (o) => `${o.status.readyReplicas} / ${o.status.desiredReplicas ?? "—"}` },
         { title: "Placement", cell: (o) => h("span", { "data-placement": placementText(o) }, placementText(o)) },
         { title: "Conditions", cell: (o) => problems(o).map((c) => h("div", { class: "warn" }, `${c.type}: ${c.message}`)) },
@@ -136,13 +141,27 @@ export function workloadsView(root, ctx) {
       renderedDetails(rendered));
   }
 
+  // The door's placement documents, read when the section is opened (and again on live changes
+  // while it is open).
+  const doorBody = h("div", { id: "wl-door-body" }, h("p", {}, "Loading…"));
+  const door = h("details", { id: "wl-door" },
+    h("summary", {}, "Karmada and KubeFed placement documents"), doorBody);
+  let doorBusy = false;
+  async function loadDoor() {
+    if (!door.open || doorBusy) return;
+    doorBusy = true;
+    try { replace(doorBody, doorTable(await doorDocuments())); } catch (e) { replace(doorBody, h("p", { class: "error" }, e.message)); }
+    doorBusy = false;
+  }
+  door.addEventListener("toggle", loadDoor);
+
   filter.addEventListener("input", debounce(() => { pager.reset(); ctx.setParams(params()); load(); }, 150));
   replace(root,
     h("h1", {}, "Workloads"),
     h("div", { class: "row" }, h("label", { for: "wl-filter" }, "Filter objects"), filter),
-    table, detail);
+    table, door, detail);
   detail.setAttribute("tabindex", "-1");
-  ctx.refresh = () => { if (ctx.live.synced) load(); };
+  ctx.refresh = () => { if (ctx.live.synced) { load(); loadDoor(); } };
   replace(table, h("p", {}, "Loading…"));
   load().then(() => { if (selected && ctx.live.synced) renderDetail(true); });
 }
