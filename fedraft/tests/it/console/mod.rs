@@ -6,6 +6,7 @@
 //! namespaces. Every view is checked for controls without a label. A screenshot of each step
 //! lands in `$CARGO_TARGET_DIR/console-screenshots/`.
 
+mod scale;
 mod webdriver;
 
 use std::path::PathBuf;
