@@ -50,6 +50,25 @@ fn op(summary: &str, ok: &str, schema: Option<&str>, body: Option<&str>, errors:
     o
 }
 
+/// A list operation with the filter and paging parameters of `routes/paging.rs`; `health` for
+/// clusters.
+fn paged(mut o: Value, health: bool) -> Value {
+    let mut params = vec![
+        json!({"name": "q", "in": "query", "schema": {"type": "string"},
+            "description": "case-insensitive substring of the name, of namespace/name, or of a key=value label"}),
+        json!({"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000},
+            "description": "at most this many items; metadata.continue then resumes after the last one"}),
+        json!({"name": "continue", "in": "query", "schema": {"type": "string"},
+            "description": "metadata.continue of the previous page"}),
+    ];
+    if health {
+        params.push(json!({"name": "health", "in": "query",
+            "schema": {"type": "string", "enum": ["Unknown", "Ready", "NotReady"]}}));
+    }
+    o["parameters"] = Value::Array(params);
+    o
+}
+
 const READ: &[&str] = &["400", "401", "403", "404", "503"];
 const WRITE: &[&str] = &["400", "401", "403", "404", "409", "413", "422", "503"];
 
@@ -65,7 +84,7 @@ pub fn document() -> Value {
         "description": "serve local (possibly stale) state instead of a linearizable read"}]);
     let mut paths = json!({
         "/v1/clusters": {
-            "get": op("List clusters", "200", Some("ClusterList"), None, READ),
+            "get": paged(op("List clusters (filtered and paged on request)", "200", Some("ClusterList"), None, READ), true),
             "post": op("Register a cluster", "201", Some("Cluster"), Some("ClusterInput"), WRITE),
         },
         "/v1/clusters/{name}": {
@@ -76,8 +95,8 @@ pub fn document() -> Value {
         "/v1/clusters/{name}/cordon": {"post": op("No new replicas on this cluster", "200", Some("Cluster"), None, WRITE)},
         "/v1/clusters/{name}/uncordon": {"post": op("Undo cordon or drain", "200", Some("Cluster"), None, WRITE)},
         "/v1/clusters/{name}/drain": {"post": op("Cordon and evict every replica", "200", Some("Cluster"), None, WRITE)},
-        "/v1/objects": {"get": op("List objects in every namespace you may read", "200", Some("FederatedObjectList"), None, READ)},
-        "/v1/namespaces/{ns}/objects": {"get": op("List objects in a namespace", "200", Some("FederatedObjectList"), None, READ)},
+        "/v1/objects": {"get": paged(op("List objects in every namespace you may read (filtered and paged on request)", "200", Some("FederatedObjectList"), None, READ), false)},
+        "/v1/namespaces/{ns}/objects": {"get": paged(op("List objects in a namespace (filtered and paged on request)", "200", Some("FederatedObjectList"), None, READ), false)},
         "/v1/namespaces/{ns}/objects/{name}": {
             "get": op("Read an object with status and the scheduler's reasons", "200", Some("FederatedObject"), None, READ),
             "put": op("Create or replace an object", "200", Some("FederatedObject"), Some("FederatedObjectInput"), WRITE),
@@ -109,6 +128,15 @@ pub fn document() -> Value {
         "/readyz": {"get": {"summary": "Ready when the node sees a leader", "responses": {"200": {"description": "ready"}, "503": {"description": "no leader"}}}},
         "/v1/system/state": {"get": {"summary": "This node's applied command index, state hash and log time (one local snapshot)", "responses": {"200": {"description": "nodeId, raftAppliedIndex, stateIndex, stateHash, logTimeMs"}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text exposition", "content": {"text/plain": {}}}}}},
+        "/v1/status/node": {"get": {
+            "summary": "This node about itself: term, leader, commit and applied index, state hash, bytes on disk of the log, archive, snapshots and WAL (operators, admins)",
+            "parameters": [{"name": "at", "in": "query", "schema": {"type": "integer"},
+                "description": "also the state hash right after the command at this index (replayed from the audit archive)"}],
+            "security": [{"bearer": []}],
+            "responses": {"200": {"description": "NodeHealth: nodeId, term, leaderId, isLeader, lastLogIndex, commitIndex, raftAppliedIndex, stateIndex, stateHash, logTimeMs, hashAt, disk"},
+                          "401": {"description": describe("401")}, "403": {"description": describe("403")}}
+        }},
+        "/v1/status/nodes": {"get": op("Every raft member's health, gathered over the peer transport, with the state hashes compared at the lowest applied index (compared.agree false is an alarm)", "200", None, None, READ)},
         "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.0"}}}},
         "/v1/admin/admission": {
             "get": {"summary": "The admission policy (clusterScopedKinds, bindableClusterRoles, tenantMaxObjects, tenantMaxTemplateBytes)", "security": [{"bearer": []}], "responses": {"200": {"description": "AdmissionPolicy"}}},
@@ -205,7 +233,9 @@ fn with_user_schemas(mut base: Value) -> Value {
 fn list_of(item: &str) -> Value {
     json!({"type": "object", "properties": {
         "kind": {"type": "string"}, "resourceVersion": {"type": "integer"},
-        "items": {"type": "array", "items": {"$ref": format!("#/components/schemas/{item}")}}}})
+        "items": {"type": "array", "items": {"$ref": format!("#/components/schemas/{item}")}},
+        "metadata": {"type": "object", "description": "present when limit was given",
+            "properties": {"continue": {"type": "string", "nullable": true}, "remainingItemCount": {"type": "integer"}}}}})
 }
 
 fn schemas() -> Value {
@@ -339,6 +369,8 @@ mod tests {
             "/readyz",
             "/metrics",
             "/v1/system/state",
+            "/v1/status/node",
+            "/v1/status/nodes",
             "/v1/openapi.json",
             "/v1/users",
             "/v1/users/{name}",

@@ -10,7 +10,8 @@
 //! raft sends or stores: `codec.rs`. Timeouts and their reasoning: `config.rs`.
 //! The audit archive as readers see it (replay, verify, online and offline): `audit/`. Seeding a
 //! new cluster's data directories from a backup: `restore.rs`.
-//! What the node measures (proposals, batches, checkpoints, raft position): `metrics.rs`.
+//! What the node measures (proposals, batches, checkpoints, raft position): `metrics.rs`; what it
+//! tells operators about itself (position, state hash, disk use): `node/health.rs`.
 
 // openraft's storage traits fix their error type (`StorageError`, ~224 bytes); helpers that feed
 // those traits return it as is rather than boxing and unboxing at every call.
@@ -40,5 +41,6 @@ pub use error::RaftError;
 pub use fedraft_store::failpoints;
 pub use network::client::{install_crypto_provider, PeerClient};
 pub use network::tls::PeerTls;
+pub use node::health::{DiskFigures, HashAt, NodeHealth};
 pub use node::{FedNode, ForwardingStats};
 pub use types::{AppliedEntry, NodeReport, NodeStatus, Proposal, TypeConfig};

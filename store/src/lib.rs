@@ -9,7 +9,8 @@
 //! on [`StoreReader`] (`reader.rs`), which also opens a copy of a data directory read-only for
 //! offline audit. What the writer measures (fsync latency, group-commit sizes): `metrics.rs`,
 //! registered by [`Store::register_metrics`]. The audit archive: record format `audit.rs`, chain verification
-//! `audit_chain.rs`, state checkpoints `audit_checkpoint.rs`, retention `audit_retention.rs`.
+//! `audit_chain.rs`, state checkpoints `audit_checkpoint.rs`, retention `audit_retention.rs`. Bytes on disk by kind, for operators:
+//! `disk.rs` ([`StoreReader::disk_use`]).
 //!
 //! Durability contract, per write kind:
 //! - log appends: visible to reads when `written` fires, durable (WAL fsynced) when `durable`
@@ -30,6 +31,7 @@ mod audit_chain;
 mod audit_checkpoint;
 mod audit_retention;
 mod db;
+mod disk;
 mod error;
 pub mod failpoints;
 mod keys;
@@ -43,6 +45,7 @@ pub use audit_checkpoint::{Checkpoint, CheckpointKind};
 pub use audit_retention::RetentionPolicy;
 pub(crate) use db::Stopped;
 pub use db::{Store, StoreOptions, FORMAT_VERSION};
+pub use disk::DiskUse;
 pub use error::StoreError;
 pub use reader::{SnapshotBytes, StoreReader};
 pub use writer::Done;

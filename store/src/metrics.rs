@@ -157,7 +157,7 @@ fn gauge(
 
 /// (available to unprivileged users, total) bytes of the file system holding `path`.
 #[cfg(unix)]
-fn disk_space(path: &std::path::Path) -> Option<(u64, u64)> {
+pub(crate) fn disk_space(path: &std::path::Path) -> Option<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
@@ -176,6 +176,6 @@ fn disk_space(path: &std::path::Path) -> Option<(u64, u64)> {
 }
 
 #[cfg(not(unix))]
-fn disk_space(_path: &std::path::Path) -> Option<(u64, u64)> {
+pub(crate) fn disk_space(_path: &std::path::Path) -> Option<(u64, u64)> {
     None
 }

@@ -88,6 +88,12 @@ impl StoreReader {
         &self.path
     }
 
+    /// Bytes on disk of this data directory by kind (log, archive, snapshots, WAL) and the file
+    /// system's free space. Blocks briefly (a directory listing); cheap enough to poll.
+    pub fn disk_use(&self) -> crate::DiskUse {
+        crate::disk::measure(&self.db, &self.path)
+    }
+
     fn cf(&self, name: &'static str) -> Result<&rocksdb::ColumnFamily, StoreError> {
         self.db.cf_handle(name).ok_or_else(|| missing_cf(name))
     }

@@ -20,23 +20,53 @@ use serde_json::json;
 use super::common::{
     allow, check_version, expected_version, read, resource_version, submit, ReadParams, P, Q,
 };
+use super::paging::{with_metadata, ListParams};
 use crate::auth::{Access, Principal};
 use crate::body::decode_body;
 use crate::error::ApiError;
 use crate::wire::{self, check_same, cluster_json, valid_label, ClusterIn, Envelope};
 use crate::App;
 
+/// Filtered and paged on request (`super::paging`).
 pub async fn list(
     State(app): State<App>,
     Extension(p): Extension<Principal>,
-    Q(q): Q<ReadParams>,
+    Q(q): Q<ListParams>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     allow(&app, &p, Access::ReadClusters)?;
-    let doc = read(&app, q.stale, |s| {
-        wire::list_json(
-            "Cluster",
-            s.applied_index(),
-            s.clusters().map(cluster_json).collect(),
+    let page = q.page()?;
+    let doc = read(&app, q.stale, move |s| {
+        let items: Vec<_> = s
+            .clusters()
+            .filter(|c| page.after_token(&c.spec.name))
+            .filter(|c| {
+                page.health
+                    .as_deref()
+                    .is_none_or(|h| serde_json::to_value(c.status.health).ok() == Some(h.into()))
+            })
+            .filter(|c| {
+                if page.q.is_none() {
+                    return true;
+                }
+                let labels: Vec<String> = c
+                    .spec
+                    .labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let mut texts: Vec<&str> = labels.iter().map(String::as_str).collect();
+                texts.push(&c.spec.name);
+                page.matches(&texts)
+            })
+            .collect();
+        let (items, meta) = page.cut(items, |c| c.spec.name.clone());
+        with_metadata(
+            wire::list_json(
+                "Cluster",
+                s.applied_index(),
+                items.into_iter().map(cluster_json).collect(),
+            ),
+            meta,
         )
     })
     .await?;

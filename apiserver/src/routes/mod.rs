@@ -10,7 +10,9 @@ pub(crate) mod common;
 mod endpoints;
 mod kubeconfig;
 mod members;
+mod nodes;
 pub(crate) mod objects;
+pub(crate) mod paging;
 mod rendered;
 mod rollout;
 mod rotate;
@@ -79,6 +81,8 @@ pub(crate) fn router(app: App) -> Router {
         .route("/v1/audit/diff", get(audit::diff))
         .route("/v1/audit/explain/{ns}/{name}", get(audit::explain))
         .route("/v1/status", get(admin::status))
+        .route("/v1/status/node", get(nodes::node))
+        .route("/v1/status/nodes", get(nodes::nodes))
         .route("/v1/admin/backup", get(admin::backup))
         .route(
             "/v1/admin/admission",

@@ -22,6 +22,7 @@ use super::common::{
     allow, check_version, decision_for, expected_version, read, resource_version, submit,
     tenant_namespaces, ReadParams, P, Q,
 };
+use super::paging::{with_metadata, ListParams};
 use crate::auth::{Access, Principal, Role};
 use crate::body::decode_body;
 use crate::error::ApiError;
@@ -34,39 +35,57 @@ use crate::App;
 pub async fn list_all(
     State(app): State<App>,
     Extension(p): Extension<Principal>,
-    Q(q): Q<ReadParams>,
+    Q(q): Q<ListParams>,
 ) -> Result<Json<Value>, ApiError> {
     allow(&app, &p, Access::ReadAllObjects)?;
+    let page = q.page()?;
     // Tenant members see only their tenant's namespaces; others see everything.
     let only = matches!(p.role, Role::Tenant(_)).then(|| tenant_namespaces(&app, &p));
     // Only the objects' handles are taken under the state's lock; rendering a long list there
     // would hold back every apply for as long.
-    let (at, objects) = read(&app, q.stale, move |s| {
+    let (at, objects, meta) = read(&app, q.stale, move |s| {
         let objects: Vec<_> = s
             .objects_shared()
             .filter(|o| only.as_ref().is_none_or(|ns| ns.contains(&o.namespace)))
+            .filter(|o| page_has(&page, o))
             .cloned()
             .collect();
-        (s.applied_index(), objects)
+        let (objects, meta) = page.cut(objects, |o| object_key(o));
+        (s.applied_index(), objects, meta)
     })
     .await?;
-    Ok(Json(object_list(at, &objects)))
+    Ok(Json(with_metadata(object_list(at, &objects), meta)))
+}
+
+/// An object's list key and filter text (a namespace is a DNS label: it holds no `/`).
+fn object_key(o: &FederatedObject) -> String {
+    format!("{}/{}", o.namespace, o.name)
+}
+
+fn page_has(page: &super::paging::Page, o: &FederatedObject) -> bool {
+    page.after_object(&o.namespace, &o.name) && page.matches(&[&object_key(o)])
 }
 
 pub async fn list_ns(
     State(app): State<App>,
     Extension(p): Extension<Principal>,
     P(ns): P<String>,
-    Q(q): Q<ReadParams>,
+    Q(q): Q<ListParams>,
 ) -> Result<Json<Value>, ApiError> {
     valid_label(&ns, "namespace")?;
     allow(&app, &p, Access::ReadNamespace(&ns))?;
-    let (at, objects) = read(&app, q.stale, move |s| {
-        let objects: Vec<_> = s.objects_in_shared(&ns).cloned().collect();
-        (s.applied_index(), objects)
+    let page = q.page()?;
+    let (at, objects, meta) = read(&app, q.stale, move |s| {
+        let objects: Vec<_> = s
+            .objects_in_shared(&ns)
+            .filter(|o| page_has(&page, o))
+            .cloned()
+            .collect();
+        let (objects, meta) = page.cut(objects, |o| object_key(o));
+        (s.applied_index(), objects, meta)
     })
     .await?;
-    Ok(Json(object_list(at, &objects)))
+    Ok(Json(with_metadata(object_list(at, &objects), meta)))
 }
 
 pub async fn get_one(

@@ -37,4 +37,5 @@ pub static ASSETS: &[Asset] = &[
     asset!("js/timeline.js", JS),
     asset!("js/health.js", JS),
     asset!("js/charts.js", JS),
+    asset!("js/door.js", JS),
 ];

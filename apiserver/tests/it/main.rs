@@ -13,6 +13,8 @@ mod api;
 mod audit_api;
 mod endpoints;
 mod k8s_door;
+mod list_paging;
+mod node_health;
 mod rendered;
 mod reschedule;
 mod users_api;

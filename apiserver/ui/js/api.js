@@ -31,7 +31,8 @@ export async function api(path, { method = "GET", body } = {}) {
 // What the principal may do, learnt from the API itself (the console offers nothing the role
 // cannot do): operators and admins read clusters and status; only admins read membership.
 export async function whoami() {
-  await api("/v1/objects");
+  // One item is enough to learn that the token works; the whole list may be thousands.
+  await api("/v1/objects?limit=1&stale=true");
   let role = "tenant";
   try {
     await api("/v1/status?stale=true");

@@ -67,6 +67,62 @@ export function pagedTable({ columns, rows, page, pageSize, onPage, rowAttrs, ca
   return h("div", {}, table, pages > 1 ? pager : h("p", { class: "muted" }, `${rows.length} rows`));
 }
 
+// One page of a list the server filters and pages (`?q=`, `?limit=`, `?continue=`): the browser
+// fetches and renders one page however long the list is. `tokens[i]` starts page i (the first
+// page needs none); a newer load supersedes one still in flight.
+export class ServerPager {
+  constructor(fetchJson, path, pageSize, from) {
+    this.fetchJson = fetchJson;
+    this.path = path;
+    this.pageSize = pageSize;
+    this.tokens = from ? ["", from] : [""];
+    this.page = from ? 1 : 0;
+    this.items = null;
+    this.remaining = 0;
+    this.seq = 0;
+  }
+
+  reset() { this.tokens = [""]; this.page = 0; }
+  token() { return this.tokens[this.page] || ""; }
+  hasPrev() { return this.page > 0; }
+  hasNext() { return !!this.tokens[this.page + 1]; }
+  next() { if (this.hasNext()) this.page++; }
+  prev() { if (this.page > 0) this.page--; }
+
+  // Resolves true when this load's answer is the one now shown.
+  async load(params) {
+    const seq = ++this.seq;
+    const q = new URLSearchParams({ stale: "true", limit: String(this.pageSize) });
+    for (const [k, v] of Object.entries(params || {})) if (v) q.set(k, v);
+    if (this.token()) q.set("continue", this.token());
+    const doc = await this.fetchJson(`${this.path}?${q}`);
+    if (seq !== this.seq) return false;
+    const m = doc.metadata || {};
+    this.items = doc.items || [];
+    this.remaining = m.remainingItemCount || 0;
+    this.tokens.length = this.page + 1;
+    if (m.continue) this.tokens.push(m.continue);
+    return true;
+  }
+
+  // The page as a table with a pager; `onMove` reloads after prev/next.
+  table({ columns, rowAttrs, caption, onMove }) {
+    const first = this.page * this.pageSize;
+    const total = first + this.items.length + this.remaining;
+    const table = h("table", { class: "grid" },
+      caption ? h("caption", {}, caption) : null,
+      h("thead", {}, h("tr", {}, columns.map((c) => h("th", { scope: "col" }, c.title)))),
+      h("tbody", {}, this.items.map((r) => h("tr", rowAttrs ? rowAttrs(r) : {},
+        columns.map((c) => h("td", {}, c.cell(r)))))));
+    const span = this.items.length ? `rows ${first + 1}–${first + this.items.length} of ${total}` : "no rows";
+    const pager = h("div", { class: "pager" },
+      h("button", { type: "button", "aria-label": "previous page", disabled: !this.hasPrev(), onclick: () => { this.prev(); onMove(); } }, "‹ prev"),
+      h("span", { "data-total": total }, span),
+      h("button", { type: "button", "aria-label": "next page", disabled: !this.hasNext(), onclick: () => { this.next(); onMove(); } }, "next ›"));
+    return h("div", {}, table, pager);
+  }
+}
+
 // A modal confirmation; resolves true when confirmed.
 export function confirmDialog(title, text, action) {
   return new Promise((resolve) => {

@@ -1,14 +1,17 @@
 // fedraft console: the Fleet view. Every cluster with health (since when), cordon and drain,
 // taints, region and zone, capacity, and the replicas fedraft placed there; a grid by region and
 // zone showing where replicas run and which clusters are dark. Operators and admins (the only
-// roles that see this view) may cordon, uncordon and drain, each after a confirmation.
+// roles that see this view) may cordon, uncordon and drain, each after a confirmation. The table
+// is one page at a time as the server filters and pages it (`/v1/clusters?q=&health=&limit=`),
+// refetched on live changes; the grid and the replica counts come from the watch.
 
-import { h, replace, fmtTime, ago, pagedTable, confirmDialog, debounce } from "./dom.js";
+import { h, replace, fmtTime, ago, ServerPager, confirmDialog, debounce } from "./dom.js";
 import { api } from "./api.js";
 
 const PAGE = 100;
 const REGION = ["topology.kubernetes.io/region", "region"];
 const ZONE = ["topology.kubernetes.io/zone", "zone"];
+const HEALTH = { ready: "Ready", notready: "NotReady", unknown: "Unknown" };
 
 function label(c, keys) {
   for (const k of keys) if (c.labels && c.labels[k]) return c.labels[k];
@@ -37,7 +40,7 @@ function capacityText(c) {
 
 export function fleetView(root, ctx) {
   const p = ctx.route.params;
-  let page = Number(p.get("page") || 0);
+  const pager = new ServerPager(api, "/v1/clusters", PAGE, p.get("from") || "");
   const filter = h("input", { id: "fleet-filter", type: "search", value: p.get("q") || "", placeholder: "name, label or health" });
   const table = h("div", { id: "fleet-table" });
   const grid = h("div", { id: "fleet-grid", class: "zones" });
@@ -56,12 +59,29 @@ export function fleetView(root, ctx) {
     }
   }
 
+  // A health word filters by health; anything else is a substring of a name or a label.
+  function query() {
+    const q = filter.value.trim();
+    const health = HEALTH[q.toLowerCase()];
+    return health ? { health } : { q };
+  }
+
+  async function load() {
+    try {
+      if (!(await pager.load(query()))) return;
+    } catch (e) {
+      replace(table, h("p", { class: "error", role: "alert" }, `Clusters unavailable: ${e.message}`));
+      return;
+    }
+    render();
+  }
+
   function render() {
     const now = Date.now();
     const placed = placedByCluster(ctx.live.objects.values());
     const q = filter.value.trim().toLowerCase();
-    const all = [...ctx.live.clusters.values()].sort((a, b) => a.name.localeCompare(b.name));
-    const rows = all.filter((c) => !q || c.name.toLowerCase().includes(q)
+    const all = [...ctx.live.clusters.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const shown = !q ? all : all.filter((c) => c.name.toLowerCase().includes(q)
       || (c.status && c.status.health.toLowerCase() === q)
       || Object.entries(c.labels || {}).some(([k, v]) => `${k}=${v}`.toLowerCase().includes(q)));
     const columns = [
@@ -83,12 +103,12 @@ export function fleetView(root, ctx) {
           : h("button", { type: "button", "aria-label": `cordon ${c.name}`, onclick: () => act(c, "cordon") }, "Cordon"),
         h("button", { type: "button", class: "danger", "aria-label": `drain ${c.name}`, disabled: c.drained, onclick: () => act(c, "drain") }, "Drain")) });
     }
-    replace(table, pagedTable({
-      columns, rows, page, pageSize: PAGE, caption: "Member clusters",
+    replace(table, pager.table({
+      columns, caption: "Member clusters",
       rowAttrs: (c) => ({ "data-cluster": c.name }),
-      onPage: (n) => { page = n; ctx.setParams(params()); render(); },
+      onMove: () => { ctx.setParams(params()); load(); },
     }));
-    renderGrid(all, placed);
+    renderGrid(shown, placed);
   }
 
   // Region -> zone -> tiles. Tiles are small; past a few thousand clusters the grid shows the
@@ -120,17 +140,18 @@ export function fleetView(root, ctx) {
   function params() {
     const o = {};
     if (filter.value) o.q = filter.value;
-    if (page) o.page = page;
+    if (pager.token()) o.from = pager.token();
     return o;
   }
 
-  filter.addEventListener("input", debounce(() => { page = 0; ctx.setParams(params()); render(); }, 150));
+  filter.addEventListener("input", debounce(() => { pager.reset(); ctx.setParams(params()); load(); }, 150));
   replace(root,
     h("h1", {}, "Fleet"),
     h("div", { class: "row" }, h("label", { for: "fleet-filter" }, "Filter clusters"), filter),
     msg,
     h("h2", {}, "Where replicas run"), grid,
     h("h2", {}, "Clusters"), table);
-  ctx.refresh = () => { if (ctx.live.synced) render(); };
-  if (ctx.live.synced) render(); else replace(table, h("p", {}, "Loading…"));
+  ctx.refresh = () => { if (ctx.live.synced) load(); };
+  replace(table, h("p", {}, "Loading…"));
+  load();
 }

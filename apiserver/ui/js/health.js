@@ -1,77 +1,80 @@
-// fedraft console: fedraft's own health. The raft group as this node sees it (voters, learners,
-// leader, term), this node's commit and applied index and state hash, each follower's matched
-// index when this node leads (its lag), and the data directory's disk figures from /metrics.
-// Other nodes' own hashes are on their own consoles: the console talks to its origin only.
+// fedraft console: fedraft's own health. Every raft member as this node reaches it over the peer
+// transport (GET /v1/status/nodes): role, term, commit and applied index, lag behind the leader's
+// commit, state hash, and bytes on disk of the raft log, the audit archive, snapshots and the WAL.
+// The members' state hashes are compared at one index (the lowest applied among them; members
+// ahead answer from their archive), and a difference there is shown as an alarm.
 
 import { h, replace, bytes } from "./dom.js";
 import { api } from "./api.js";
 
-// The samples of the Prometheus text format whose name is `name` (labels ignored, summed).
-export function metric(text, name) {
-  let sum = null;
-  for (const line of text.split("\n")) {
-    if (!line.startsWith(name)) continue;
-    const rest = line.slice(name.length);
-    if (rest[0] !== " " && rest[0] !== "{") continue;
-    const v = Number(line.trim().split(/\s+/).pop());
-    if (!Number.isNaN(v)) sum = (sum || 0) + v;
+const REFRESH_MS = 3000;
+
+const short = (hash) => (hash ? `${hash.slice(0, 16)}…` : "—");
+
+// The alarm (or the all-clear) of the comparison of state hashes at one index.
+function comparisonView(c) {
+  if (!c) return h("p", { id: "health-compare", class: "warn", "data-agree": "unknown" }, "No member answered: nothing to compare.");
+  const ids = Object.keys(c.hashes);
+  const unknown = Object.entries(c.unknown || {});
+  if (!c.agree) {
+    return h("div", { id: "health-compare", class: "alarm", role: "alert", "data-agree": "false" },
+      h("strong", {}, `ALARM: state hashes differ at index ${c.index}. `),
+      "Replicas of the same log disagree about the state; stop writes and compare the audit archives (fedraft audit verify).",
+      h("ul", {}, ids.map((id) => h("li", { class: "hash" }, `node ${id}: ${c.hashes[id]}`))));
   }
-  return sum;
+  return h("div", { id: "health-compare", class: "ok", "data-agree": "true", "data-index": c.index },
+    `${ids.length} member${ids.length === 1 ? "" : "s"} agree on the state hash at index ${c.index}`,
+    ids.length ? h("span", { class: "hash" }, ` (${short(c.hashes[ids[0]])})`) : null,
+    unknown.length ? h("div", { class: "warn" }, unknown.map(([id, why]) => `node ${id} cannot tell: ${why}`).join("; ")) : null);
 }
 
 export function healthView(root, ctx) {
   const body = h("div", { id: "health-body" }, h("p", {}, "Loading…"));
   replace(root, h("h1", {}, "fedraft health"), body);
-  let alive = true;
   ctx.refresh = null;
   const tick = async () => {
-    if (!alive || !document.contains(body)) { alive = false; return; }
-    await render().catch((e) => replace(body, h("p", { class: "error" }, e.message)));
-    setTimeout(tick, 2000);
+    if (!document.contains(body)) return;
+    await render().catch((e) => replace(body, h("p", { class: "error", role: "alert" }, e.message)));
+    if (document.contains(body)) setTimeout(tick, REFRESH_MS);
   };
 
   async function render() {
-    const s = await api("/v1/status?stale=true");
-    let members = null;
-    if (ctx.role === "admin") { try { members = await api("/v1/admin/members"); } catch { members = null; } }
-    let sys = null;
-    try { sys = await (await fetch("/v1/system/state")).json(); } catch { sys = null; }
-    let metrics = "";
-    try { metrics = await (await fetch("/metrics")).text(); } catch { metrics = ""; }
-    const ids = [...new Set([...(s.voters || []), ...(s.learners || [])])].sort((a, b) => a - b);
-    const matched = s.replication || {};
-    const nodeRow = (id) => {
-      const self = id === s.nodeId;
-      const m = matched[id];
-      const lag = s.isLeader && m !== undefined && m !== null ? Math.max(0, s.commitIndex - m) : null;
-      return h("tr", { "data-node": id },
-        h("td", {}, `node ${id}${self ? " (this console)" : ""}`),
-        h("td", {}, (s.learners || []).includes(id) ? "learner" : "voter"),
-        h("td", {}, id === s.leaderId ? "leader" : s.leaderId ? "follower" : "no leader"),
-        h("td", {}, members && members.peerAddrs ? members.peerAddrs[id] || "" : ""),
-        h("td", {}, self ? String(s.raftAppliedIndex) : m !== undefined && m !== null ? `matched ${m}` : "—"),
-        h("td", {}, self ? String(s.commitIndex - s.raftAppliedIndex) : lag !== null ? String(lag) : "—"),
-        h("td", { class: "hash" }, self ? s.stateHash.slice(0, 16) : "—"));
+    const [s, all] = await Promise.all([api("/v1/status?stale=true"), api("/v1/status/nodes")]);
+    const members = all.members || [];
+    const leader = members.find((m) => m.isLeader);
+    const leaderCommit = leader ? leader.commitIndex : Math.max(0, ...members.map((m) => m.commitIndex || 0));
+    const row = (m) => {
+      const lag = m.reachable ? Math.max(0, leaderCommit - m.raftAppliedIndex) : null;
+      const d = m.disk || {};
+      const cells = m.reachable ? [
+        m.nodeId === all.leaderId ? "leader" : all.leaderId ? "follower" : "no leader",
+        String(m.term),
+        String(m.commitIndex),
+        String(m.raftAppliedIndex),
+        h("span", { class: lag > 100 ? "warn" : "" }, String(lag)),
+        h("span", { class: "hash", title: m.stateHash }, `#${m.stateIndex} ${short(m.stateHash)}`),
+        bytes(d.logBytes), bytes(d.archiveBytes), bytes(d.snapshotBytes), bytes(d.walBytes),
+        `${bytes(d.freeBytes)} of ${bytes(d.capacityBytes)}`,
+      ] : [h("span", { class: "error" }, `unreachable: ${m.error}`), "", "", "", "", "", "", "", "", "", ""];
+      return h("tr", { "data-node": m.nodeId, "data-reachable": String(!!m.reachable) },
+        h("th", { scope: "row" }, `node ${m.nodeId}${m.nodeId === all.askedNode ? " (this console)" : ""}`),
+        h("td", {}, m.voter ? "voter" : "learner"),
+        h("td", {}, m.peerAddr || ""),
+        cells.map((c) => h("td", {}, c)));
     };
     replace(body,
+      comparisonView(all.compared),
       h("dl", { class: "facts" },
         h("dt", {}, "Cluster"), h("dd", {}, s.clusterId),
-        h("dt", {}, "Leader"), h("dd", { id: "health-leader" }, s.leaderId ? `node ${s.leaderId}` : "none"),
-        h("dt", {}, "Term"), h("dd", {}, String(s.term)),
-        h("dt", {}, "Committed index"), h("dd", {}, String(s.commitIndex)),
-        h("dt", {}, "Applied index (state)"), h("dd", {}, String(s.appliedIndex)),
-        h("dt", {}, "Log time"), h("dd", {}, new Date(s.logTimeMs).toISOString()),
-        h("dt", {}, "State hash"), h("dd", { class: "hash" }, s.stateHash),
-        sys ? [h("dt", {}, "Public fingerprint"), h("dd", { class: "hash" }, `#${sys.appliedIndex ?? sys.index ?? ""} ${String(sys.stateHash || sys.hash || "").slice(0, 16)}`)] : null),
-      h("table", { class: "grid", id: "health-nodes" },
-        h("caption", {}, "Raft members (lag: entries committed but not yet applied here, or not yet matched by a follower)"),
-        h("thead", {}, h("tr", {}, ["Node", "Membership", "Role", "Peer address", "Applied / matched", "Lag", "State hash"].map((t) => h("th", { scope: "col" }, t)))),
-        h("tbody", {}, ids.map(nodeRow))),
-      h("h2", {}, "Disk (this node)"),
-      h("dl", { class: "facts", id: "health-disk" },
-        h("dt", {}, "RocksDB tables (log, snapshots, audit archive)"), h("dd", {}, bytes(metric(metrics, "fedraft_store_sst_bytes"))),
-        h("dt", {}, "Free on the data directory's file system"), h("dd", {}, bytes(metric(metrics, "fedraft_store_disk_free_bytes"))),
-        h("dt", {}, "File system capacity"), h("dd", {}, bytes(metric(metrics, "fedraft_store_disk_capacity_bytes")))));
+        h("dt", {}, "Leader"), h("dd", { id: "health-leader" }, all.leaderId ? `node ${all.leaderId}` : "none"),
+        h("dt", {}, "Term"), h("dd", {}, String(all.term)),
+        h("dt", {}, "Leader's commit index"), h("dd", {}, String(leaderCommit)),
+        h("dt", {}, "Log time"), h("dd", {}, new Date(s.logTimeMs).toISOString())),
+      h("div", { class: "scroll" }, h("table", { class: "grid", id: "health-nodes" },
+        h("caption", {}, "Raft members, each answering for itself over the peer transport (lag: entries the leader committed that the member has not applied)"),
+        h("thead", {}, h("tr", {}, ["Node", "Membership", "Peer address", "Role", "Term", "Commit", "Applied", "Lag", "State hash",
+          "Raft log", "Audit archive", "Snapshots + checkpoints", "WAL", "Disk free"].map((t) => h("th", { scope: "col" }, t)))),
+        h("tbody", {}, members.map(row)))));
   }
   tick();
 }

@@ -1,11 +1,13 @@
 // fedraft console: the Workloads view. Federated objects with placement per cluster, desired vs
-// ready, conditions and shortfall, and the last decision; one object's details add the
+// ready, conditions and shortfall, and the last decision, one page at a time as the server
+// filters and pages them (`/v1/objects?q=&limit=&continue=`, refetched on live changes); one object's details add the
 // scheduler's reasons, a chart of ready vs desired per cluster, the replicas per cluster over
 // time (from the audit archive's placement history) and the template with its overrides.
 
-import { h, replace, fmtTime, pagedTable, debounce } from "./dom.js";
+import { h, replace, fmtTime, ServerPager, debounce } from "./dom.js";
 import { api } from "./api.js";
 import { readyChart, historyChart } from "./charts.js";
+import { templateOf, doorDocuments, doorTable } from "./door.js";
 
 const PAGE = 100;
 
@@ -33,8 +35,8 @@ function renderedDetails(rendered) {
 
 export function workloadsView(root, ctx) {
   const p = ctx.route.params;
-  let page = Number(p.get("page") || 0);
   let selected = p.get("obj") || "";
+  const pager = new ServerPager(api, "/v1/objects", PAGE, p.get("from") || "");
   const filter = h("input", { id: "wl-filter", type: "search", value: p.get("q") || "", placeholder: "namespace/name" });
   const table = h("div", { id: "wl-table" });
   const detail = h("section", { id: "wl-detail", "aria-label": "object details" });
@@ -42,24 +44,34 @@ export function workloadsView(root, ctx) {
   function params() {
     const o = {};
     if (filter.value) o.q = filter.value;
-    if (page) o.page = page;
+    if (pager.token()) o.from = pager.token();
     if (selected) o.obj = selected;
     return o;
   }
 
+  async function load() {
+    try {
+      if (!(await pager.load({ q: filter.value.trim() }))) return;
+    } catch (e) {
+      replace(table, h("p", { class: "error", role: "alert" }, `Objects unavailable: ${e.message}`));
+      return;
+    }
+    render();
+  }
+
   function render() {
-    const q = filter.value.trim().toLowerCase();
-    const rows = [...ctx.live.objects.values()]
-      .filter((o) => !q || `${o.namespace}/${o.name}`.toLowerCase().includes(q))
-      .sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`));
-    replace(table, pagedTable({
-      caption: "Federated objects", rows, page, pageSize: PAGE,
+    replace(table, pager.table({
+      caption: "Federated objects",
+      onMove: () => { ctx.setParams(params()); load(); },
       rowAttrs: (o) => ({ "data-object": `${o.namespace}/${o.name}`, class: selected === `${o.namespace}/${o.name}` ? "selected" : "" }),
-      onPage: (n) => { page = n; ctx.setParams(params()); render(); },
       columns: [
         { title: "Object", cell: (o) => h("button", { type: "button", class: "link", "aria-label": `details of ${o.namespace}/${o.name}`,
           onclick: () => select(`${o.namespace}/${o.name}`) }, `${o.namespace}/${o.name}`) },
-        { title: "Kind", cell: (o) => (o.template && o.template.kind) || "" },
+        { title: "Kind", cell: (o) => {
+          const t = templateOf(o.name);
+          const kind = (o.template && o.template.kind) || "";
+          return t ? h("span", { "data-door-template": t.name }, kind, h("div", { class: "muted" }, "resource template (Kubernetes API)")) : kind;
+        } },
         { title: "Ready / desired", cell: (o) => `${o.status.readyReplicas} / ${o.status.desiredReplicas ?? "—"}` },
         { title: "Placement", cell: (o) => h("span", { "data-placement": placementText(o) }, placementText(o)) },
         { title: "Conditions", cell: (o) => problems(o).map((c) => h("div", { class: "warn" }, `${c.type}: ${c.message}`)) },
@@ -129,12 +141,27 @@ export function workloadsView(root, ctx) {
       renderedDetails(rendered));
   }
 
-  filter.addEventListener("input", debounce(() => { page = 0; ctx.setParams(params()); render(); }, 150));
+  // The door's placement documents, read when the section is opened (and again on live changes
+  // while it is open).
+  const doorBody = h("div", { id: "wl-door-body" }, h("p", {}, "Loading…"));
+  const door = h("details", { id: "wl-door" },
+    h("summary", {}, "Karmada and KubeFed placement documents"), doorBody);
+  let doorBusy = false;
+  async function loadDoor() {
+    if (!door.open || doorBusy) return;
+    doorBusy = true;
+    try { replace(doorBody, doorTable(await doorDocuments())); } catch (e) { replace(doorBody, h("p", { class: "error" }, e.message)); }
+    doorBusy = false;
+  }
+  door.addEventListener("toggle", loadDoor);
+
+  filter.addEventListener("input", debounce(() => { pager.reset(); ctx.setParams(params()); load(); }, 150));
   replace(root,
     h("h1", {}, "Workloads"),
     h("div", { class: "row" }, h("label", { for: "wl-filter" }, "Filter objects"), filter),
-    table, detail);
+    table, door, detail);
   detail.setAttribute("tabindex", "-1");
-  ctx.refresh = () => { if (ctx.live.synced) render(); };
-  if (ctx.live.synced) { render(); if (selected) renderDetail(true); } else replace(table, h("p", {}, "Loading…"));
+  ctx.refresh = () => { if (ctx.live.synced) { load(); loadDoor(); } };
+  replace(table, h("p", {}, "Loading…"));
+  load().then(() => { if (selected && ctx.live.synced) renderDetail(true); });
 }

@@ -267,6 +267,37 @@ impl PeerClient {
     }
 }
 
+impl PeerClient {
+    /// Fetches a node's health (JSON) from its peer router, with the state hash at `at` when
+    /// given.
+    pub async fn health(
+        &self,
+        addr: &str,
+        at: Option<u64>,
+        timeout: Duration,
+    ) -> Result<crate::NodeHealth, CallError> {
+        let query = at.map_or_else(String::new, |i| format!("?at={i}"));
+        let resp = self
+            .http
+            .get(format!(
+                "{}://{}{PATH_HEALTH}{query}",
+                self.scheme,
+                self.route(addr)
+            ))
+            .header(AUTH_HEADER, &*self.bearer)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(classify)?;
+        if !resp.status().is_success() {
+            return Err(CallError::Status(resp.status().as_u16()));
+        }
+        resp.json()
+            .await
+            .map_err(|e| CallError::Transport(e.to_string()))
+    }
+}
+
 fn classify(e: reqwest::Error) -> CallError {
     if e.is_connect() {
         CallError::Unreachable(e.to_string())

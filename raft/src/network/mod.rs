@@ -24,3 +24,5 @@ pub const PATH_PROPOSE: &str = "/raft/propose";
 pub const PATH_PROPOSE_BATCH: &str = "/raft/propose-batch";
 pub const PATH_READ_INDEX: &str = "/raft/read-index";
 pub const PATH_STATUS: &str = "/raft/status";
+/// A node's health for operators (`?at=INDEX` adds the state hash at that index).
+pub const PATH_HEALTH: &str = "/raft/health";

@@ -45,6 +45,7 @@ pub fn router(node: FedNode) -> Router {
         .route(PATH_PROPOSE_BATCH, post(propose_batch))
         .route(PATH_READ_INDEX, post(read_index))
         .route(PATH_STATUS, get(status))
+        .route(PATH_HEALTH, get(health))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(secret, require_secret))
         .with_state(node)
@@ -169,4 +170,17 @@ async fn read_index(State(node): State<FedNode>, headers: HeaderMap) -> Response
 
 async fn status(State(node): State<FedNode>) -> Json<crate::NodeReport> {
     Json(node.report())
+}
+
+/// `?at=INDEX`: also the state hash at that index.
+#[derive(serde::Deserialize)]
+struct HealthQuery {
+    at: Option<u64>,
+}
+
+async fn health(
+    State(node): State<FedNode>,
+    axum::extract::Query(q): axum::extract::Query<HealthQuery>,
+) -> Json<crate::NodeHealth> {
+    Json(node.health(q.at).await)
 }

@@ -19,6 +19,7 @@ use openraft::{BasicNode, ServerState};
 use tokio::sync::broadcast;
 
 mod forward;
+pub(crate) mod health;
 mod read;
 
 use crate::batcher::{run_batcher, BatchOutcome, Pending, BATCH_QUEUE_PROPOSALS};
@@ -59,6 +60,7 @@ struct Inner {
     unreachable_leader: AtomicU64,
     stop: tokio::sync::watch::Sender<bool>,
     metrics: NodeMetrics,
+    health: health::HealthCache,
 }
 
 /// See [`FedNode::forwarding_stats`].
@@ -133,6 +135,7 @@ impl FedNode {
             unreachable_leader: AtomicU64::new(0),
             stop,
             metrics,
+            health: health::HealthCache::default(),
         });
         tokio::spawn(run_ticker(Arc::downgrade(&inner), stop_rx));
         tracing::info!(node_id = inner.cfg.node_id, addr = %inner.cfg.advertise_peer_addr, "raft node started");

@@ -1,10 +1,12 @@
 //! The web console in a real browser (headless Chromium over WebDriver), against three
 //! `fedraft server` processes and three simulated member clusters: sign in, see the fleet, watch a
-//! cluster go dark and its replicas move without a reload, drag the timeline back to the old
+//! cluster go dark and its replicas move without a reload, see a Deployment and its Karmada policy
+//! written through the Kubernetes-compatible door among the workloads, drag the timeline back to the old
 //! placement, open the explanation of the move, and sign in as a tenant who sees only its
 //! namespaces. Every view is checked for controls without a label. A screenshot of each step
 //! lands in `$CARGO_TARGET_DIR/console-screenshots/`.
 
+mod scale;
 mod webdriver;
 
 use std::path::PathBuf;
@@ -218,6 +220,30 @@ async fn console_follows_a_failover_and_replays_it() {
         Some(db),
     )
     .await;
+    // Through the Kubernetes-compatible door: a Karmada policy and the Deployment it places.
+    let policy = json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "api", "namespace": "ops"},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"}],
+                 "placement": {"clusterAffinity": {"clusterNames": ["dc1", "dc3"]}}}});
+    call(
+        &procs,
+        reqwest::Method::POST,
+        "/apis/policy.karmada.io/v1alpha1/namespaces/ops/propagationpolicies",
+        Some(policy),
+    )
+    .await;
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "api", "namespace": "ops", "labels": {"app": "api"}},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "api"}},
+                 "template": {"metadata": {"labels": {"app": "api"}},
+                              "spec": {"containers": [{"name": "api", "image": "nginx:1"}]}}}});
+    call(
+        &procs,
+        reqwest::Method::POST,
+        "/apis/apps/v1/namespaces/ops/deployments",
+        Some(deployment),
+    )
+    .await;
     eventually(LIMIT, "shop/web placed 2/2/2", || async {
         let v = call(
             &procs,
@@ -311,6 +337,38 @@ async fn console_follows_a_failover_and_replays_it() {
         json!(1),
         "the page reloaded"
     );
+    // The door's Deployment is a resource template, placed per cluster like a native object;
+    // its Karmada policy is listed with what it declares.
+    let door_placed = b
+        .wait_for(
+            "the door's Deployment placed as a template",
+            LIMIT,
+            r#"
+        const row = document.querySelector('tr[data-object="ops/deployment.apps:api"]');
+        const p = row && row.querySelector('[data-placement]');
+        return row && row.querySelector('[data-door-template="api"]') && p && p.dataset.placement !== 'none' && p.dataset.placement"#,
+        )
+        .await;
+    assert!(
+        door_placed
+            .as_str()
+            .is_some_and(|p| p.contains("dc1") && !p.contains("dc2")),
+        "{door_placed}"
+    );
+    b.click("#wl-door summary").await;
+    let declared = b
+        .wait_for(
+            "the Karmada policy in the door's documents",
+            LIMIT,
+            "return document.querySelector('#door-docs tr[data-door=\"PropagationPolicy/ops/api\"]')?.textContent",
+        )
+        .await;
+    assert!(
+        declared
+            .as_str()
+            .is_some_and(|t| t.contains("clusters dc1, dc3")),
+        "{declared}"
+    );
     b.click("[aria-label=\"details of shop/web\"]").await;
     b.find("#chart-ready", LIMIT).await;
     b.wait_for(
@@ -375,9 +433,21 @@ async fn console_follows_a_failover_and_replays_it() {
     b.wait_for(
         "fedraft health",
         LIMIT,
-        "return document.querySelectorAll('#health-nodes tr[data-node]').length === 3",
+        "return document.querySelectorAll('#health-nodes tr[data-node][data-reachable=\"true\"]').length === 3",
     )
     .await;
+    // Each member answered for itself over the peer transport; their hashes agree at one index.
+    let agreed = b
+        .wait_for(
+            "the members' state hashes compared",
+            LIMIT,
+            "return document.querySelector('#health-compare[data-agree=\"true\"]')?.dataset.index",
+        )
+        .await;
+    assert!(
+        agreed.as_str().is_some_and(|i| i.parse::<u64>().is_ok()),
+        "{agreed}"
+    );
     assert_labelled(&b, "health").await;
     b.screenshot("06-health").await;
 
