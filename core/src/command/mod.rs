@@ -16,6 +16,7 @@ use crate::admission::AdmissionPolicy;
 use crate::door::ResourceKey;
 use crate::error::CodecError;
 use crate::model::{Capacity, ClusterSpec, ObjectSpec, SealedCredentials, TenantSpec};
+use crate::policy::{Extended, ExtendedCapacity};
 use crate::service::{DiscoverySpec, EndpointsReport};
 use crate::users::{TokenIssue, UserSpec};
 
@@ -35,8 +36,12 @@ use crate::users::{TokenIssue, UserSpec};
 /// before; the native API's `aggregated` division and the user database's commands are new in
 /// the same version). 5, the same envelope, whose `PutResource` and `DeleteResource` may carry
 /// KubeFed's documents (`crate::kubefed`: FederatedX, ReplicaSchedulingPreference), read as
-/// such; in a version-4 entry such a manifest is an ordinary resource template, as it was.
-pub const LOG_ENTRY_VERSION: u16 = 5;
+/// such; in a version-4 entry such a manifest is an ordinary resource template, as it was. 6,
+/// the same envelope, whose object puts count their templates' extended resource requests
+/// (`nvidia.com/gpu`...; `policy::EXTENDED_SINCE`), whose `PutTenant` clears a tenant's
+/// extended quotas, and whose commands include `CapacityDetails` and `PutTenantWithExtended`;
+/// a version-5 template's extended requests counted for nothing, and still do.
+pub const LOG_ENTRY_VERSION: u16 = 6;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;
@@ -237,6 +242,11 @@ pub enum Command {
     IssueToken(TokenIssue),
     /// Revoke a user's token: it stops authenticating on each node as that node applies this.
     RevokeToken { user: String, id: String },
+    /// A batch of detailed capacity scans: extended resources and node shapes
+    /// (`state/handlers/extended.rs`; version 6).
+    CapacityDetails(Vec<CapacityDetail>),
+    /// `PutTenant` with quotas on extended resources such as `nvidia.com/gpu` (version 6).
+    PutTenantWithExtended { spec: TenantSpec, quota: Extended },
 }
 
 impl Command {
@@ -268,6 +278,8 @@ impl Command {
             Command::DeleteUser { .. } => "DeleteUser",
             Command::IssueToken(_) => "IssueToken",
             Command::RevokeToken { .. } => "RevokeToken",
+            Command::CapacityDetails(_) => "CapacityDetails",
+            Command::PutTenantWithExtended { .. } => "PutTenantWithExtended",
         }
     }
 }
@@ -277,6 +289,13 @@ impl Command {
 pub struct Heartbeat {
     pub cluster: String,
     pub capacity: Option<Capacity>,
+}
+
+/// One cluster's detailed capacity scan (sent with a heartbeat's capacity when it changed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapacityDetail {
+    pub cluster: String,
+    pub capacity: ExtendedCapacity,
 }
 
 /// One cluster's credentials as a rotation re-sealed them. Applied only if the cluster still

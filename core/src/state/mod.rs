@@ -54,8 +54,10 @@ use crate::door::{DoorTables, PolicyRef};
 use crate::error::CodecError;
 use crate::karmada::PolicySpec;
 use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
+use crate::policy::{Extended, EXTENDED_SINCE};
 use crate::scheduler::Decision;
 use crate::users::Users;
+use handlers::extended::ExtendedTables;
 use handlers::services::Services;
 use store::dedupe::{Dedupe, Memo, Seen};
 use store::index::Index;
@@ -146,6 +148,9 @@ pub struct State {
     pub(crate) door_ix: BTreeMap<PolicyRef, PolicySpec>,
     /// The user database (`handlers/users.rs`); replicated, encoded after `door`.
     pub(crate) users: Users,
+    /// Extended resources: detailed capacity, objects' requests, tenants' quotas
+    /// (`handlers/extended.rs`); replicated, encoded after `users`.
+    pub(crate) ext: ExtendedTables,
 }
 
 impl State {
@@ -300,6 +305,10 @@ impl State {
             Command::RevokePlacement { namespace, name } => {
                 self.on_revoke_placement(namespace, name, ctx)
             }
+            // Since extended quotas exist, a plain put replaces them too (with none).
+            Command::PutTenant(spec) if ctx.version >= EXTENDED_SINCE => {
+                self.on_put_tenant_extended(spec, &Extended::new(), ctx)
+            }
             Command::PutTenant(spec) => self.on_put_tenant(spec, ctx),
             Command::DeleteTenant {
                 name,
@@ -344,6 +353,10 @@ impl State {
             } => self.on_delete_user(name, *expected_version, ctx),
             Command::IssueToken(issue) => self.on_issue_token(issue, ctx),
             Command::RevokeToken { user, id } => self.on_revoke_token(user, id, ctx),
+            Command::CapacityDetails(batch) => self.on_capacity_details(batch, ctx),
+            Command::PutTenantWithExtended { spec, quota } => {
+                self.on_put_tenant_extended(spec, quota, ctx)
+            }
         }
     }
 
@@ -358,6 +371,7 @@ impl State {
             &self.adm,
             &self.door,
             &self.users,
+            &self.ext,
         )
     }
 
@@ -377,6 +391,7 @@ impl State {
             adm: self.adm.clone(),
             door: self.door.clone(),
             users: self.users.clone(),
+            ext: self.ext.clone(),
             ix: None,
         }
     }
@@ -391,7 +406,7 @@ impl State {
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
-        let (applied_index, data, svc, adm, door, users) = snapshot::decode(bytes)?;
+        let (applied_index, data, svc, adm, door, users, ext) = snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
         Ok(State {
@@ -403,6 +418,7 @@ impl State {
             door,
             door_ix,
             users,
+            ext,
         })
     }
 
@@ -437,6 +453,12 @@ impl State {
             let users = bincode::serde::encode_to_vec(&self.users, bincode::config::standard())
                 .unwrap_or_else(|e| unreachable!("users encoding failed: {e}"));
             h.update(&users);
+        }
+        // And for the extended-resource tables while they are empty.
+        if !self.ext.is_empty() {
+            let ext = bincode::serde::encode_to_vec(&self.ext, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("extended tables encoding failed: {e}"));
+            h.update(&ext);
         }
         h.finalize().into()
     }

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::handlers::extended::ExtendedTables;
 use super::handlers::services::Services;
 use super::store::index::Index;
 use super::Data;
@@ -15,9 +16,10 @@ use crate::door::DoorTables;
 use crate::error::CodecError;
 use crate::users::Users;
 
-/// Snapshot format this binary writes; it reads this, 4 (before the user database), 3 (before
-/// the door's tables), 2 (before the admission policy) and 1 (before service discovery).
-pub const SNAPSHOT_VERSION: u16 = 5;
+/// Snapshot format this binary writes; it reads this, 5 (before the extended-resource tables),
+/// 4 (before the user database), 3 (before the door's tables), 2 (before the admission policy)
+/// and 1 (before service discovery).
+pub const SNAPSHOT_VERSION: u16 = 6;
 
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
@@ -28,11 +30,25 @@ struct SnapshotRef<'a> {
     admission: &'a AdmissionPolicy,
     door: &'a DoorTables,
     users: &'a Users,
+    ext: &'a ExtendedTables,
 }
 
 #[derive(Deserialize)]
 struct SnapshotOwned {
     /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+    door: DoorTables,
+    users: Users,
+    ext: ExtendedTables,
+}
+
+/// Version 5 snapshots: no extended-resource tables yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV5 {
     _version: u16,
     applied_index: u64,
     data: Data,
@@ -79,6 +95,7 @@ pub(super) fn encode_snapshot(
     admission: &AdmissionPolicy,
     door: &DoorTables,
     users: &Users,
+    ext: &ExtendedTables,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -88,6 +105,7 @@ pub(super) fn encode_snapshot(
         admission,
         door,
         users,
+        ext,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -104,6 +122,7 @@ pub struct StateImage {
     pub(super) adm: AdmissionPolicy,
     pub(super) door: DoorTables,
     pub(super) users: Users,
+    pub(super) ext: ExtendedTables,
     /// The indexes' aggregates at that index, in an image taken to be checked
     /// ([`State::checked_image`](super::State::checked_image)).
     pub(super) ix: Option<Index>,
@@ -127,6 +146,7 @@ impl StateImage {
             &self.adm,
             &self.door,
             &self.users,
+            &self.ext,
         )
     }
 
@@ -140,7 +160,15 @@ impl StateImage {
 }
 
 /// What [`decode`] gives back, in snapshot order.
-pub(super) type SnapshotParts = (u64, Data, Services, AdmissionPolicy, DoorTables, Users);
+pub(super) type SnapshotParts = (
+    u64,
+    Data,
+    Services,
+    AdmissionPolicy,
+    DoorTables,
+    Users,
+    ExtendedTables,
+);
 
 /// Version 1 snapshots: no service discovery yet.
 #[derive(Deserialize)]
@@ -201,6 +229,18 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.door,
             )
         }
+        5 => {
+            let snap: SnapshotOwnedV5 = decode_exact(bytes)?;
+            return Ok((
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                snap.door,
+                snap.users,
+                ExtendedTables::default(),
+            ));
+        }
         _ => {
             let snap: SnapshotOwned = decode_exact(bytes)?;
             return Ok((
@@ -210,9 +250,11 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.admission,
                 snap.door,
                 snap.users,
+                snap.ext,
             ));
         }
     };
     let users = Users::default();
-    Ok((applied_index, data, services, admission, door, users))
+    let ext = ExtendedTables::default();
+    Ok((applied_index, data, services, admission, door, users, ext))
 }

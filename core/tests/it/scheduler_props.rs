@@ -123,6 +123,7 @@ fn views(f: &Fleet) -> Vec<ClusterView<'_>> {
                 memory_bytes: 0,
                 pods: 0,
             }),
+            extended: None,
         })
         .collect()
 }
@@ -138,6 +139,7 @@ fn run(
         placement: p,
         total_replicas: total,
         per_replica: PER,
+        per_replica_extended: &NO_EXTENDED,
         clusters: v,
         current,
         allowed: None,

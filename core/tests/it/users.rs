@@ -241,14 +241,18 @@ fn an_empty_user_database_leaves_the_hash_alone_and_snapshots_keep_it() {
     assert_ne!(with_user, b.state.state_hash_hex());
     assert_eq!(a.state.state_hash_hex(), b.state.state_hash_hex());
 
-    // The previous layout (version 4) is this one without the table: an empty table encodes as
-    // two zero lengths at the end.
+    // The layout of version 4 is this one without the table: an empty table encodes as two
+    // zero lengths, followed since version 6 by the five empty extended-resource tables.
     let bytes = b.state.to_snapshot();
-    assert_eq!(bytes[0], 5);
-    assert_eq!(bytes[bytes.len() - 2..], [0, 0]);
-    let mut v4 = bytes[..bytes.len() - 2].to_vec();
+    assert_eq!(bytes[0], 6);
+    assert_eq!(bytes[bytes.len() - 7..], [0; 7]);
+    let mut v4 = bytes[..bytes.len() - 7].to_vec();
     v4[0] = 4;
     let old = State::from_snapshot(&v4).expect("a version-4 snapshot decodes");
+    assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());
+    let mut v5 = bytes[..bytes.len() - 5].to_vec();
+    v5[0] = 5;
+    let old = State::from_snapshot(&v5).expect("a version-5 snapshot decodes");
     assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());
 
     assert!(entry(&mut a, ROOT, put_user("bob", UserRole::Auditor)).is_accepted());
