@@ -11,6 +11,7 @@ mod endpoints;
 mod kubeconfig;
 mod members;
 pub(crate) mod objects;
+mod quota;
 mod rendered;
 mod rotate;
 mod schedule;
@@ -59,6 +60,7 @@ pub(crate) fn router(app: App) -> Router {
                 .get(tenants::get_one)
                 .delete(tenants::delete),
         )
+        .route("/v1/tenants/{name}/queue", get(quota::queue))
         .route("/v1/schedule/dry-run", post(schedule::dry_run))
         .route("/v1/watch", get(crate::watch::stream::watch))
         .route("/v1/audit", get(audit::list))
