@@ -94,6 +94,8 @@ pub fn target(c: &Command) -> String {
         Command::DeleteUser { name, .. } => format!("user {name}"),
         Command::IssueToken(i) => format!("user {} token {}", i.user, i.id),
         Command::RevokeToken { user, id } => format!("user {user} token {id}"),
+        Command::CapacityDetails(batch) => format!("{} cluster(s)", batch.len()),
+        Command::PutTenantWithExtended { spec, .. } => format!("tenant {}", spec.name),
     }
 }
 

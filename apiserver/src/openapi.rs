@@ -112,6 +112,9 @@ pub fn document() -> Value {
             "put": op("Create or replace a tenant", "200", Some("Tenant"), Some("TenantInput"), WRITE),
             "delete": op("Delete a tenant (refused while it has objects)", "200", Some("Status"), None, WRITE),
         },
+        "/v1/tenants/{name}/queue": {
+            "get": op("The tenant's work waiting for capacity, in fair order", "200", Some("TenantQueue"), None, READ),
+        },
         "/v1/schedule/dry-run": {"post": op("Schedule an object on the current state; nothing is written", "200", Some("ScheduleDecision"), Some("FederatedObjectInput"), WRITE)},
         "/v1/watch": {"get": {
             "summary": "Stream events as newline-delimited JSON",
@@ -279,7 +282,8 @@ fn schemas() -> Value {
             "healthRule": {"type": "object", "description": "for kinds whose status fedraft does not read: healthy when the value at this JSON pointer equals value", "properties": {
                 "path": {"type": "string", "description": "e.g. /status/phase"}, "value": {"type": "string"}}}}}}});
     let mut tenant_in = json!({"type": "object", "properties": {
-        "namespaces": {"type": "array", "items": {"type": "string"}}, "quota": resources.clone(),
+        "namespaces": {"type": "array", "items": {"type": "string"}},
+        "quota": {"type": "object", "description": "cpuMillis/memoryBytes/pods as integers, or Kubernetes quantities: cpu \"100\", memory \"512Gi\", pods, and extended resources such as nvidia.com/gpu: 16", "additionalProperties": {"oneOf": [{"type": "integer"}, {"type": "string"}]}},
         "sliceSize": resources.clone(), "members": {"type": "array", "items": {"type": "string"}}}});
     for doc in [&mut cluster_in, &mut object_in, &mut tenant_in] {
         for (k, v) in envelope.as_object().into_iter().flatten() {
@@ -326,8 +330,19 @@ fn schemas() -> Value {
         "Tenant": {"type": "object", "properties": {
             "kind": {"type": "string"}, "name": {"type": "string"}, "namespaces": {"type": "array", "items": {"type": "string"}},
             "quota": {"$ref": "#/components/schemas/Resources"}, "members": {"type": "array", "items": {"type": "string"}},
-            "resourceVersion": {"type": "integer"}, "status": {"type": "object"}}},
+            "extendedQuota": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "resourceVersion": {"type": "integer"}, "status": {"type": "object", "properties": {
+                "used": {"$ref": "#/components/schemas/Resources"},
+                "extendedUsed": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "waiting": {"type": "integer"}}}}},
         "TenantList": list_of("Tenant"),
+        "TenantQueue": {"type": "object", "properties": {
+            "kind": {"type": "string"}, "name": {"type": "string"}, "resourceVersion": {"type": "integer"},
+            "items": {"type": "array", "items": {"type": "object", "properties": {
+                "namespace": {"type": "string"}, "name": {"type": "string"}, "tenant": {"type": "string", "nullable": true},
+                "position": {"type": "integer", "description": "place in the fleet's fair order (dominant-resource fairness between tenants, fedraft.io/priority within one)"},
+                "replicas": {"type": "integer"}, "waitingFor": {"type": "string"}, "sinceIndex": {"type": "integer"},
+                "priority": {"type": "integer"}}}}}},
         "ScheduleDecision": {"type": "object", "properties": {
             "basedOnResourceVersion": {"type": "integer"},
             "decision": {"type": "object", "properties": {
@@ -363,6 +378,7 @@ mod tests {
             "/v1/namespaces/{ns}/objects/{name}/rollout/{action}",
             "/v1/tenants",
             "/v1/tenants/{name}",
+            "/v1/tenants/{name}/queue",
             "/v1/schedule/dry-run",
             "/v1/watch",
             "/healthz",

@@ -165,8 +165,10 @@ pub struct TenantIn {
     pub name: Option<String>,
     #[serde(default)]
     pub namespaces: Vec<String>,
+    /// Integers (`cpuMillis`...) or Kubernetes quantities with extended resources
+    /// (`routes::quota`).
     #[serde(default)]
-    pub quota: Resources,
+    pub quota: BTreeMap<String, Value>,
     #[serde(default)]
     pub slice_size: Option<Resources>,
     #[serde(default)]

@@ -68,6 +68,7 @@ fn views<'a>(f: &'a Fleet, cpu: bool) -> Vec<ClusterView<'a>> {
                 memory_bytes: 64 << 30,
                 pods: 110,
             }),
+            extended: None,
         })
         .collect()
 }
@@ -168,6 +169,7 @@ fn bench(c: &mut Criterion) {
                 placement: &p,
                 total_replicas: 50,
                 per_replica: per,
+                per_replica_extended: &NO_EXTENDED,
                 clusters: &v,
                 current: &empty,
                 allowed: None,
@@ -179,6 +181,7 @@ fn bench(c: &mut Criterion) {
                 placement: &p,
                 total_replicas: 60,
                 per_replica: per,
+                per_replica_extended: &NO_EXTENDED,
                 clusters: &v,
                 current: &current,
                 allowed: None,
@@ -192,6 +195,7 @@ fn bench(c: &mut Criterion) {
                         placement: &p,
                         total_replicas: 60,
                         per_replica: per,
+                        per_replica_extended: &NO_EXTENDED,
                         clusters: &v,
                         current: &current,
                         allowed: None,

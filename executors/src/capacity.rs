@@ -11,11 +11,20 @@
 //! for its Deployment). When pods cannot be listed, no usage is visible and available equals
 //! allocatable.
 //!
+//! Extended resources (`nvidia.com/gpu`...: any domain-prefixed name in a node's allocatable)
+//! are reported apart ([`extended_capacity_of`], core's `ExtendedCapacity`): their sums, with
+//! the same rule for `available`, and each node's free amount grouped into node shapes, so core
+//! can tell that a 4-GPU replica does not fit eight 1-GPU nodes. A node's free amount counts
+//! every running pod bound to it, fedraft's too (core adds an object's own replicas back);
+//! a pod's extended request is its request, else its limit, as Kubernetes defaults it.
+//!
 //! Must not: talk to the cluster, or report capacity in anything but integers.
 
 use std::collections::BTreeSet;
 
-use fedraft_core::policy::Resources;
+use fedraft_core::policy::{
+    compact_shapes, validate_extended_name, Extended, ExtendedCapacity, Resources,
+};
 use fedraft_core::render::{parse_quantity, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -25,22 +34,23 @@ use std::collections::BTreeMap;
 pub type ManagedWorkloads = BTreeSet<(String, String)>;
 
 /// What one node adds to the cluster's allocatable: all of it when Ready and schedulable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeShare {
     pub usable: bool,
     pub allocatable: Resources,
+    /// Extended resources of its allocatable (whole units).
+    pub extended: Extended,
+    pub name: String,
 }
 
 impl NodeShare {
     pub fn of(n: &Node) -> NodeShare {
+        let map = n.status.as_ref().and_then(|s| s.allocatable.as_ref());
         NodeShare {
             usable: node_usable(n),
-            allocatable: n
-                .status
-                .as_ref()
-                .and_then(|s| s.allocatable.as_ref())
-                .map(from_map)
-                .unwrap_or(Resources::ZERO),
+            allocatable: map.map(from_map).unwrap_or(Resources::ZERO),
+            extended: map.map(extended_of).unwrap_or_default(),
+            name: n.metadata.name.clone().unwrap_or_default(),
         }
     }
 }
@@ -56,6 +66,10 @@ pub struct PodShare {
     /// (kind, name) of its controller owners.
     controllers: Vec<(String, String)>,
     requests: Resources,
+    /// Extended requests (else limits), whole units.
+    extended: Extended,
+    /// The node it is bound to; None while unscheduled.
+    node: Option<String>,
 }
 
 impl PodShare {
@@ -79,6 +93,8 @@ impl PodShare {
                 .map(|o| (o.kind.clone(), o.name.clone()))
                 .collect(),
             requests: pod_requests(p),
+            extended: pod_extended(p),
+            node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
         }
     }
 
@@ -171,6 +187,81 @@ fn running(p: &Pod) -> bool {
     !matches!(phase, "Succeeded" | "Failed")
 }
 
+/// Extended resources of a quantity map: valid domain-prefixed names, whole units.
+fn extended_of(map: &BTreeMap<String, Quantity>) -> Extended {
+    Extended::from_pairs(
+        map.iter()
+            .filter(|(k, _)| k.contains('/') && validate_extended_name(k, "").is_ok())
+            .map(|(k, q)| (k.as_str(), parse_quantity(&q.0, 1).unwrap_or(0))),
+    )
+}
+
+/// A pod's extended requests: per container its requests, else its limits; containers
+/// summed, at least its largest init container.
+fn pod_extended(p: &Pod) -> Extended {
+    let Some(spec) = &p.spec else {
+        return Extended::new();
+    };
+    let of = |c: &k8s_openapi::api::core::v1::Container| {
+        let r = c.resources.as_ref();
+        let req = r
+            .and_then(|r| r.requests.as_ref())
+            .map(extended_of)
+            .unwrap_or_default();
+        let mut lim = r
+            .and_then(|r| r.limits.as_ref())
+            .map(extended_of)
+            .unwrap_or_default();
+        lim.0.retain(|k, _| req.get(k) == 0);
+        req.saturating_add(&lim)
+    };
+    let mut sum = spec
+        .containers
+        .iter()
+        .fold(Extended::new(), |acc, c| acc.saturating_add(&of(c)));
+    for c in spec.init_containers.as_deref().unwrap_or(&[]) {
+        sum.max_with(&of(c));
+    }
+    sum
+}
+
+/// Extended resources and node shapes from shares; `pods` None when pods are not visible
+/// (available = allocatable, every node wholly free).
+pub fn extended_capacity_of<'a>(
+    nodes: impl Iterator<Item = &'a NodeShare>,
+    pods: Option<impl Iterator<Item = &'a PodShare>>,
+    managed: &ManagedWorkloads,
+) -> ExtendedCapacity {
+    let usable: Vec<&NodeShare> = nodes.filter(|n| n.usable).collect();
+    let allocatable = usable
+        .iter()
+        .fold(Extended::new(), |acc, n| acc.saturating_add(&n.extended));
+    let mut foreign = Extended::new();
+    let mut on_node: BTreeMap<&str, (Resources, Extended)> = BTreeMap::new();
+    for p in pods.into_iter().flatten().filter(|p| p.running) {
+        if !p.is_fedrafts(managed) {
+            foreign = foreign.saturating_add(&p.extended);
+        }
+        if let Some(node) = &p.node {
+            let u = on_node.entry(node.as_str()).or_default();
+            u.0 = u.0.saturating_add(&p.requests);
+            u.1 = u.1.saturating_add(&p.extended);
+        }
+    }
+    let nodes = compact_shapes(usable.iter().map(|n| match on_node.get(n.name.as_str()) {
+        Some((r, e)) => (
+            n.allocatable.saturating_sub(r),
+            n.extended.saturating_sub(e),
+        ),
+        None => (n.allocatable, n.extended.clone()),
+    }));
+    ExtendedCapacity {
+        available: allocatable.saturating_sub(&foreign),
+        allocatable,
+        nodes,
+    }
+}
+
 /// A pod's effective request: containers summed, at least its largest init container.
 fn pod_requests(p: &Pod) -> Resources {
     let Some(spec) = &p.spec else {
@@ -235,6 +326,62 @@ pub fn capacity_of<'a>(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn gpu_node(name: &str, gpus: &str) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "status": {
+                "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110", "nvidia.com/gpu": gpus},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            }
+        }))
+        .unwrap()
+    }
+
+    fn gpu_pod(node: &str, gpus: &str, fedrafts: bool) -> Pod {
+        let labels = if fedrafts {
+            json!({MANAGED_BY_LABEL: MANAGED_BY_VALUE})
+        } else {
+            json!({})
+        };
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ml", "labels": labels},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]},
+            "status": {"phase": "Running"},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn extended_resources_and_node_shapes() {
+        let nodes: Vec<NodeShare> = [gpu_node("a", "4"), gpu_node("b", "4"), gpu_node("c", "1")]
+            .iter()
+            .map(NodeShare::of)
+            .collect();
+        let pods: Vec<PodShare> = [gpu_pod("a", "2", false), gpu_pod("b", "4", true)]
+            .iter()
+            .map(PodShare::of)
+            .collect();
+        let cap = extended_capacity_of(nodes.iter(), Some(pods.iter()), &ManagedWorkloads::new());
+        let g = |n| Extended::from_pairs([("nvidia.com/gpu", n)]);
+        assert_eq!(cap.allocatable, g(9));
+        // Only the foreign pod counts against available; both count on their nodes.
+        assert_eq!(cap.available, g(7));
+        assert_eq!(cap.largest_chunk("nvidia.com/gpu"), 2);
+        let free: u64 = cap
+            .nodes
+            .iter()
+            .map(|n| u64::from(n.count) * n.extended.get("nvidia.com/gpu"))
+            .sum();
+        assert_eq!(free, 3);
+        let none = extended_capacity_of(
+            nodes.iter(),
+            None::<std::slice::Iter<'_, PodShare>>,
+            &ManagedWorkloads::new(),
+        );
+        assert_eq!(none.largest_chunk("nvidia.com/gpu"), 4);
+        assert_eq!(none.available, g(9));
+    }
 
     fn node(cpu: &str, mem: &str, ready: &str, unschedulable: bool) -> Node {
         serde_json::from_value(json!({

@@ -169,6 +169,19 @@ impl Inventory {
         ))
     }
 
+    /// Extended resources and node shapes from the inventory (after [`Inventory::capacity`],
+    /// whose waits it relies on).
+    pub fn extended(&self, ctx: &ClusterCtx) -> fedraft_core::policy::ExtendedCapacity {
+        let managed = ctx.live.managed_names();
+        let nodes = self.nodes.items();
+        let pods = self.pods.items();
+        capacity::extended_capacity_of(
+            nodes.values(),
+            self.pods.is_ready().then(|| pods.values()),
+            &managed,
+        )
+    }
+
     /// Nodes and running pods held.
     pub fn held(&self) -> (usize, usize) {
         (self.nodes.items().len(), self.pods.items().len())
@@ -249,6 +262,7 @@ pub async fn run_probe(ctx: Arc<ClusterCtx>, obs: Arc<Observations>) {
                     match inventory.capacity(&ctx, cfg.request_timeout).await {
                         Ok(c) => {
                             capacity = Some(c);
+                            obs.capacity_detail(&ctx.cluster, inventory.extended(&ctx));
                             next_scan = started + cfg.capacity_interval;
                         }
                         Err(e) => {

@@ -6,6 +6,8 @@
 //!   recently. A heartbeat carries capacity only when a scan produced a value the state does not
 //!   hold yet; otherwise `capacity: None`. These heartbeats are the only entries sent when
 //!   nothing changed: the state machine needs them to keep a cluster Ready.
+//! - with those heartbeats, one `CapacityDetails` entry with the extended resources and node
+//!   shapes of the scans that differ from what the state holds (same resend rule as below).
 //! - on a probe turning from success (or no result) to failure, one `ClusterUnreachable` for that
 //!   cluster, then nothing more until it answers again.
 //! - every status flush interval, one `StatusReports` entry with the per-object observations that
@@ -24,8 +26,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use fedraft_core::command::{Command, Heartbeat, ObjectStatusReport, WorkloadReport};
+use fedraft_core::command::{
+    CapacityDetail, Command, Heartbeat, ObjectStatusReport, WorkloadReport,
+};
 use fedraft_core::model::Capacity;
+use fedraft_core::policy::ExtendedCapacity;
 use fedraft_core::rollout::WorkloadObservation;
 use fedraft_core::state::{State, MAX_BATCH_ITEMS};
 
@@ -58,6 +63,8 @@ struct ProbeState {
     last_success_at: Option<Instant>,
     /// Latest capacity scan result.
     capacity: Option<Capacity>,
+    /// Latest extended resources and node shapes (sent as `CapacityDetails`).
+    detail: Option<ExtendedCapacity>,
     unreachable_pending: bool,
 }
 
@@ -89,6 +96,15 @@ impl Observations {
         if capacity.is_some() {
             p.capacity = capacity;
         }
+    }
+
+    /// A scan's extended resources and node shapes.
+    pub fn capacity_detail(&self, cluster: &str, detail: ExtendedCapacity) {
+        self.lock()
+            .probes
+            .entry(cluster.to_string())
+            .or_default()
+            .detail = Some(detail);
     }
 
     pub fn probe_failed(&self, cluster: &str) {
@@ -132,6 +148,7 @@ pub struct Flush {
 #[derive(Default)]
 pub struct Sent {
     capacity: HashMap<String, (Capacity, Instant)>,
+    details: HashMap<String, (ExtendedCapacity, Instant)>,
     statuses: HashMap<(String, String, String), (ObjectStatusReport, Instant)>,
     workloads: HashMap<(String, String, String), (WorkloadObservation, Instant)>,
 }
@@ -172,6 +189,38 @@ impl Observations {
                 cluster: cluster.clone(),
                 capacity,
             });
+        }
+        out
+    }
+
+    /// Detailed scans that differ from what the state holds and are not in flight.
+    pub fn take_details(
+        &self,
+        state: &State,
+        sent: &mut Sent,
+        now: Instant,
+    ) -> Vec<CapacityDetail> {
+        let g = self.lock();
+        let mut out = Vec::new();
+        for (cluster, p) in &g.probes {
+            let Some(detail) = &p.detail else { continue };
+            if state.cluster(cluster).is_none() || state.cluster_extended(cluster) == Some(detail) {
+                continue;
+            }
+            let in_flight = sent.details.get(cluster).is_some_and(|(d, t)| {
+                d == detail && now.saturating_duration_since(*t) < RESEND_AFTER
+            });
+            if in_flight {
+                continue;
+            }
+            sent.details.insert(cluster.clone(), (detail.clone(), now));
+            out.push(CapacityDetail {
+                cluster: cluster.clone(),
+                capacity: detail.clone(),
+            });
+            if out.len() == MAX_BATCH_ITEMS {
+                break;
+            }
         }
         out
     }
@@ -300,6 +349,10 @@ pub async fn run_reporter<C: ControlPlane>(ctrl: C, obs: Arc<Observations>, cfg:
                 }
                 if !flush.heartbeats.is_empty() {
                     propose(&ctrl, next_id(), &cfg.actor, Command::Heartbeats(flush.heartbeats)).await;
+                }
+                let details = ctrl.read_state(|s| obs.take_details(s, &mut sent, Instant::now()));
+                if !details.is_empty() {
+                    propose(&ctrl, next_id(), &cfg.actor, Command::CapacityDetails(details)).await;
                 }
             }
             _ = statuses.tick() => {

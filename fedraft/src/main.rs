@@ -102,6 +102,14 @@ pub enum Verb {
     /// Delete a resource (`delete cluster NAME`, `delete object NS/NAME`, `delete tenant
     /// NAME`) or every document of a file (`delete -f FILE`).
     Delete(verbs::DeleteArgs),
+    /// A tenant's work waiting for capacity: its place in the fair order and what it waits for.
+    Queue {
+        /// The tenant's name.
+        tenant: String,
+        /// Print the JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop placing new replicas on a cluster (existing ones stay).
     Cordon {
         /// The cluster's name.
@@ -290,6 +298,7 @@ async fn run(cli: Cli, given: context::GivenFlags) -> anyhow::Result<ExitCode> {
             verbs::describe(&c, resource, &name, namespace.as_deref(), output).await
         }
         Verb::Delete(args) => verbs::delete(&Client::new(&opts)?, args).await,
+        Verb::Queue { tenant, json } => verbs::queue(&Client::new(&opts)?, &tenant, json).await,
         Verb::Cordon { cluster } => {
             verbs::cluster_action(&Client::new(&opts)?, &cluster, "cordon").await
         }

@@ -158,7 +158,12 @@ fn columns(kind: ListKind, wide: bool) -> Vec<(&'static str, Cell)> {
                     }
                 }));
             }
-            ListKind::Tenants => cols.push(("QUOTA", |v, _| kv_map(&v["quota"]))),
+            ListKind::Tenants => {
+                cols.push(("QUOTA", |v, _| kv_map(&v["quota"])));
+                cols.push(("EXTENDED", |v, _| kv_map(&v["extendedQuota"])));
+                cols.push(("EXT-USED", |v, _| kv_map(&v["status"]["extendedUsed"])));
+                cols.push(("WAITING", |v, _| s(&v["status"]["waiting"])));
+            }
         }
     }
     // How long the cluster has been in its health state; last, like kubectl's AGE.

@@ -143,6 +143,7 @@ pub fn evaluate(docs: &[Value]) -> anyhow::Result<Value> {
                 cordoned: c.cordoned,
                 health,
                 available: c.available,
+                extended: None,
             })
         })
         .collect::<anyhow::Result<_>>()?;
@@ -171,6 +172,7 @@ pub fn evaluate(docs: &[Value]) -> anyhow::Result<Value> {
         placement: &placement,
         total_replicas: render::template_replicas(&obj.template),
         per_replica,
+        per_replica_extended: &fedraft_core::policy::NO_EXTENDED,
         clusters: &views,
         current: &current,
         allowed: None,

@@ -162,6 +162,33 @@ async fn delete_file(c: &Client, file: &std::path::Path) -> anyhow::Result<ExitC
     })
 }
 
+/// `fedraft queue TENANT`: the tenant's work waiting for capacity, in the fleet's fair order.
+pub async fn queue(c: &Client, tenant: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let v = c.get_json(&format!("/v1/tenants/{tenant}/queue")).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let items = v["items"].as_array().cloned().unwrap_or_default();
+    if items.is_empty() {
+        println!("nothing of tenant {tenant} is waiting");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("POSITION  OBJECT  REPLICAS  PRIORITY  WAITING FOR");
+    for w in &items {
+        println!(
+            "{}  {}/{}  {}  {}  {}",
+            w["position"],
+            w["namespace"].as_str().unwrap_or(""),
+            w["name"].as_str().unwrap_or(""),
+            w["replicas"],
+            w["priority"],
+            w["waitingFor"].as_str().unwrap_or(""),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn cluster_action(c: &Client, cluster: &str, action: &str) -> anyhow::Result<ExitCode> {
     let v = c
         .write(

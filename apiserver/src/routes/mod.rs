@@ -13,6 +13,7 @@ mod members;
 mod nodes;
 pub(crate) mod objects;
 pub(crate) mod paging;
+mod quota;
 mod rendered;
 mod rollout;
 mod rotate;
@@ -74,6 +75,7 @@ pub(crate) fn router(app: App) -> Router {
                 .get(tenants::get_one)
                 .delete(tenants::delete),
         )
+        .route("/v1/tenants/{name}/queue", get(quota::queue))
         .route("/v1/schedule/dry-run", post(schedule::dry_run))
         .route("/v1/watch", get(crate::watch::stream::watch))
         .route("/v1/audit", get(audit::list))

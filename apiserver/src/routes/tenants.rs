@@ -32,7 +32,7 @@ pub async fn list(
         let items = s
             .tenants()
             .filter(|t| only.as_ref().is_none_or(|o| *o == t.spec.name))
-            .map(tenant_json)
+            .map(|t| with_extended(s, t))
             .collect();
         wire::list_json("Tenant", s.applied_index(), items)
     })
@@ -49,10 +49,22 @@ pub async fn get_one(
     valid_label(&name, "name")?;
     allow(&app, &p, Access::ReadTenant(&name))?;
     let n = name.clone();
-    read(&app, q.stale, move |s| s.tenant(&n).map(tenant_json))
-        .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found("tenant", &name))
+    read(&app, q.stale, move |s| {
+        s.tenant(&n).map(|t| with_extended(s, t))
+    })
+    .await?
+    .map(Json)
+    .ok_or_else(|| ApiError::not_found("tenant", &name))
+}
+
+/// A tenant's document with its extended quota, use and waiting work.
+fn with_extended(s: &fedraft_core::state::State, t: &fedraft_core::model::Tenant) -> Value {
+    let mut doc = tenant_json(t);
+    let (quota, used) = super::quota::extended_json(s, &t.spec.name);
+    doc["extendedQuota"] = quota;
+    doc["status"]["extendedUsed"] = used;
+    doc["status"]["waiting"] = json!(s.waiting(Some(&t.spec.name)).len());
+    doc
 }
 
 async fn current_version(app: &App, name: &str) -> Result<Option<u64>, ApiError> {
@@ -87,19 +99,29 @@ pub async fn put(
     if expected.is_some() {
         check_version(expected, current_version(&app, &name).await?)?;
     }
+    let (quota, extended) = super::quota::parse_quota("quota", &doc.quota)?;
     let spec = TenantSpec {
         name: name.clone(),
         namespaces: doc.namespaces,
-        quota: doc.quota,
+        quota,
         slice_size: doc.slice_size,
         members: doc.members,
     };
-    let applied = submit(&app, &p, &headers, Command::PutTenant(spec)).await?;
+    // The older command while no extended quota is asked for, as before they existed.
+    let command = if extended.is_empty() {
+        Command::PutTenant(spec)
+    } else {
+        Command::PutTenantWithExtended {
+            spec,
+            quota: extended,
+        }
+    };
+    let applied = submit(&app, &p, &headers, command).await?;
     let rv = resource_version(&applied);
     let n = name.clone();
     let out = app
         .node
-        .read_stale(move |s| s.tenant(&n).map(tenant_json))
+        .read_stale(move |s| s.tenant(&n).map(|t| with_extended(s, t)))
         .unwrap_or_else(|| json!({"kind": "Tenant", "name": name, "resourceVersion": rv}));
     Ok((StatusCode::OK, Json(out)).into_response())
 }

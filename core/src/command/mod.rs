@@ -16,6 +16,7 @@ use crate::admission::AdmissionPolicy;
 use crate::door::ResourceKey;
 use crate::error::CodecError;
 use crate::model::{Capacity, ClusterSpec, ObjectSpec, SealedCredentials, TenantSpec};
+use crate::policy::{Extended, ExtendedCapacity};
 use crate::rollout::{RolloutStrategy, WorkloadObservation};
 use crate::service::{DiscoverySpec, EndpointsReport};
 use crate::users::{TokenIssue, UserSpec};
@@ -39,8 +40,12 @@ use crate::users::{TokenIssue, UserSpec};
 /// such; in a version-4 entry such a manifest is an ordinary resource template, as it was. 6,
 /// the same envelope, whose commands include the rollout commands (`PutObjectWithRollout`,
 /// `Rollout`, `WorkloadReports`; `crate::rollout`), which a binary that knows only version 5
-/// declines rather than misreads.
-pub const LOG_ENTRY_VERSION: u16 = 6;
+/// declines rather than misreads. 7, the same envelope, whose object puts count their templates'
+/// extended resource requests (`nvidia.com/gpu`...; `policy::EXTENDED_SINCE`), whose `PutTenant`
+/// clears a tenant's extended quotas, and whose commands include `CapacityDetails` and
+/// `PutTenantWithExtended`; a version-6 template's extended requests counted for nothing, and
+/// still do.
+pub const LOG_ENTRY_VERSION: u16 = 7;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;
@@ -259,6 +264,11 @@ pub enum Command {
     /// A batch of workload status observations (revision, generations, replica counts,
     /// conditions), sent only when they changed.
     WorkloadReports(Vec<WorkloadReport>),
+    /// A batch of detailed capacity scans: extended resources and node shapes
+    /// (`state/handlers/extended.rs`; version 7).
+    CapacityDetails(Vec<CapacityDetail>),
+    /// `PutTenant` with quotas on extended resources such as `nvidia.com/gpu` (version 7).
+    PutTenantWithExtended { spec: TenantSpec, quota: Extended },
 }
 
 /// What a user may do to a rollout (`crate::rollout::gate`).
@@ -330,6 +340,8 @@ impl Command {
             Command::PutObjectWithRollout { .. } => "PutObjectWithRollout",
             Command::Rollout { .. } => "Rollout",
             Command::WorkloadReports(_) => "WorkloadReports",
+            Command::CapacityDetails(_) => "CapacityDetails",
+            Command::PutTenantWithExtended { .. } => "PutTenantWithExtended",
         }
     }
 }
@@ -339,6 +351,13 @@ impl Command {
 pub struct Heartbeat {
     pub cluster: String,
     pub capacity: Option<Capacity>,
+}
+
+/// One cluster's detailed capacity scan (sent with a heartbeat's capacity when it changed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapacityDetail {
+    pub cluster: String,
+    pub capacity: ExtendedCapacity,
 }
 
 /// One cluster's credentials as a rotation re-sealed them. Applied only if the cluster still

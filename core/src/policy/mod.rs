@@ -2,7 +2,8 @@
 //!
 //! Owns: `Placement` (which clusters, how replicas are divided, spread, failover), `Override`
 //! (per-cluster changes to the template), tolerations and label selectors with Kubernetes
-//! semantics, and `Resources`. Each spec has a `validate(field_prefix)` that names the exact
+//! semantics, and `Resources` (cpu, memory, pods; extended resources and node shapes in
+//! `extended`). Each spec has a `validate(field_prefix)` that names the exact
 //! field at fault.
 //!
 //! Must not: decide placement (that is `scheduler`) or touch JSON values. Every type here travels
@@ -15,10 +16,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;
 
+mod extended;
 mod names;
 mod overrides;
 mod selector;
 
+pub use extended::{
+    compact_shapes, replicas_fit, validate_extended_name, Extended, ExtendedCapacity, NodeShape,
+    EXTENDED_SINCE, MAX_EXTENDED_NAMES, MAX_NODE_SHAPES, NO_EXTENDED,
+};
 pub use names::{
     validate_dns_label, validate_dns_subdomain, validate_label_key, validate_label_value,
 };

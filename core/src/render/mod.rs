@@ -349,7 +349,7 @@ pub(crate) fn kind_carries_replicas(kind: &str) -> bool {
     )
 }
 
-fn pod_spec(doc: &Value) -> Option<&Value> {
+pub(crate) fn pod_spec(doc: &Value) -> Option<&Value> {
     doc.pointer("/spec/template/spec")
         .or_else(|| doc.pointer("/spec/jobTemplate/spec/template/spec"))
         .or_else(|| {

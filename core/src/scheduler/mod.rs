@@ -6,7 +6,9 @@
 //! replica mode decides the counts: Duplicated (every candidate runs the full count) or Divided
 //! via `static_weights` (KubeFed planner, when any min/max is set), `webster` (plain weights) or
 //! `dynamic` (weights from capacity); `spread` narrows candidates to label groups first.
-//! `slices` places a tenant's quota slices for two-level scheduling.
+//! `slices` places a tenant's quota slices for two-level scheduling. A cluster's capacity for
+//! an object is the tightest of its cluster sums and, once it reports them, its extended
+//! resources and node shapes (`policy::replicas_fit`: every replica must fit on one node).
 //!
 //! Layout: `rules/` holds those rules and `decision` (the record a run returns); `support/`
 //! holds what makes them cheap without deciding anything: `names` (one shared name buffer for a
@@ -19,7 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::policy::{Placement, Resources, Taint};
+use crate::policy::{Extended, ExtendedCapacity, Placement, Resources, Taint};
 
 mod rules;
 mod support;
@@ -53,6 +55,18 @@ pub struct ClusterView<'a> {
     /// as the most replicas of this object the cluster may hold in total (its current replicas
     /// included), so the caller must not subtract this object's own booking.
     pub available: Option<Resources>,
+    /// Extended resources and node shapes from the cluster's last detailed scan, with what
+    /// fedraft's other placements left free of the extended sums; None = never reported (then
+    /// a replica asking for an extended resource does not fit, and nothing else changes).
+    pub extended: Option<ExtendedFree<'a>>,
+}
+
+/// A cluster's detailed capacity report and its extended sums free for one object.
+#[derive(Debug, Clone, Copy)]
+pub struct ExtendedFree<'a> {
+    pub report: &'a ExtendedCapacity,
+    /// `report.available` minus the extended requests other objects booked there.
+    pub free: &'a Extended,
 }
 
 /// Everything one scheduling run looks at.
@@ -67,6 +81,8 @@ pub struct ScheduleRequest<'a> {
     pub total_replicas: u32,
     /// The template's per-replica resource requests.
     pub per_replica: Resources,
+    /// The template's per-replica extended resource requests (`nvidia.com/gpu`...).
+    pub per_replica_extended: &'a Extended,
     /// Every registered cluster, sorted by name (any order works; sorted skips a sort).
     pub clusters: &'a [ClusterView<'a>],
     /// The object's current placement.

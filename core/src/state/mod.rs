@@ -56,8 +56,10 @@ use crate::door::{DoorTables, PolicyRef};
 use crate::error::CodecError;
 use crate::karmada::PolicySpec;
 use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
+use crate::policy::{Extended, EXTENDED_SINCE};
 use crate::scheduler::Decision;
 use crate::users::Users;
+use handlers::extended::ExtendedTables;
 use handlers::rollout::Rollouts;
 use handlers::services::Services;
 use store::dedupe::{Dedupe, Memo, Seen};
@@ -152,6 +154,9 @@ pub struct State {
     /// Rollout records and workload status (`handlers/rollout.rs`); replicated, encoded after
     /// `users`.
     pub(crate) rollouts: Rollouts,
+    /// Extended resources: detailed capacity, objects' requests, tenants' quotas
+    /// (`handlers/extended.rs`); replicated, encoded after `users`.
+    pub(crate) ext: ExtendedTables,
 }
 
 impl State {
@@ -306,6 +311,10 @@ impl State {
             Command::RevokePlacement { namespace, name } => {
                 self.on_revoke_placement(namespace, name, ctx)
             }
+            // Since extended quotas exist, a plain put replaces them too (with none).
+            Command::PutTenant(spec) if ctx.version >= EXTENDED_SINCE => {
+                self.on_put_tenant_extended(spec, &Extended::new(), ctx)
+            }
             Command::PutTenant(spec) => self.on_put_tenant(spec, ctx),
             Command::DeleteTenant {
                 name,
@@ -370,6 +379,10 @@ impl State {
                 action,
             } => self.on_rollout(namespace, name, *action, ctx),
             Command::WorkloadReports(batch) => self.on_workload_reports(batch, ctx),
+            Command::CapacityDetails(batch) => self.on_capacity_details(batch, ctx),
+            Command::PutTenantWithExtended { spec, quota } => {
+                self.on_put_tenant_extended(spec, quota, ctx)
+            }
         }
     }
 
@@ -385,6 +398,7 @@ impl State {
             &self.door,
             &self.users,
             &self.rollouts,
+            &self.ext,
         )
     }
 
@@ -405,6 +419,7 @@ impl State {
             door: self.door.clone(),
             users: self.users.clone(),
             rollouts: self.rollouts.clone(),
+            ext: self.ext.clone(),
             ix: None,
         }
     }
@@ -419,7 +434,7 @@ impl State {
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
-        let (applied_index, data, svc, adm, door, users, rollouts) = snapshot::decode(bytes)?;
+        let (applied_index, data, svc, adm, door, users, rollouts, ext) = snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
         Ok(State {
@@ -432,6 +447,7 @@ impl State {
             door_ix,
             users,
             rollouts,
+            ext,
         })
     }
 
@@ -472,6 +488,12 @@ impl State {
             let r = bincode::serde::encode_to_vec(&self.rollouts, bincode::config::standard())
                 .unwrap_or_else(|e| unreachable!("rollouts encoding failed: {e}"));
             h.update(&r);
+        }
+        // And for the extended-resource tables while they are empty.
+        if !self.ext.is_empty() {
+            let ext = bincode::serde::encode_to_vec(&self.ext, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("extended tables encoding failed: {e}"));
+            h.update(&ext);
         }
         h.finalize().into()
     }

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::handlers::extended::ExtendedTables;
 use super::handlers::rollout::Rollouts;
 use super::handlers::services::Services;
 use super::store::index::Index;
@@ -16,10 +17,10 @@ use crate::door::DoorTables;
 use crate::error::CodecError;
 use crate::users::Users;
 
-/// Snapshot format this binary writes; it reads this, 5 (before rollouts), 4 (before the user
-/// database), 3 (before the door's tables), 2 (before the admission policy) and 1 (before
-/// service discovery).
-pub const SNAPSHOT_VERSION: u16 = 6;
+/// Snapshot format this binary writes; it reads this, 6 (before the extended-resource tables),
+/// 5 (before rollouts), 4 (before the user database), 3 (before the door's tables), 2 (before
+/// the admission policy) and 1 (before service discovery).
+pub const SNAPSHOT_VERSION: u16 = 7;
 
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
@@ -31,11 +32,26 @@ struct SnapshotRef<'a> {
     door: &'a DoorTables,
     users: &'a Users,
     rollouts: &'a Rollouts,
+    ext: &'a ExtendedTables,
 }
 
 #[derive(Deserialize)]
 struct SnapshotOwned {
     /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+    door: DoorTables,
+    users: Users,
+    rollouts: Rollouts,
+    ext: ExtendedTables,
+}
+
+/// Version 6 snapshots: no extended-resource tables yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV6 {
     _version: u16,
     applied_index: u64,
     data: Data,
@@ -96,6 +112,7 @@ pub(super) fn encode_snapshot(
     door: &DoorTables,
     users: &Users,
     rollouts: &Rollouts,
+    ext: &ExtendedTables,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -106,6 +123,7 @@ pub(super) fn encode_snapshot(
         door,
         users,
         rollouts,
+        ext,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -123,6 +141,7 @@ pub struct StateImage {
     pub(super) door: DoorTables,
     pub(super) users: Users,
     pub(super) rollouts: Rollouts,
+    pub(super) ext: ExtendedTables,
     /// The indexes' aggregates at that index, in an image taken to be checked
     /// ([`State::checked_image`](super::State::checked_image)).
     pub(super) ix: Option<Index>,
@@ -147,6 +166,7 @@ impl StateImage {
             &self.door,
             &self.users,
             &self.rollouts,
+            &self.ext,
         )
     }
 
@@ -168,6 +188,7 @@ pub(super) type SnapshotParts = (
     DoorTables,
     Users,
     Rollouts,
+    ExtendedTables,
 );
 
 /// Version 1 snapshots: no service discovery yet.
@@ -179,8 +200,8 @@ struct SnapshotOwnedV1 {
 }
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
-/// services, admission policy, door tables, user database and rollout tables (the parts an older version lacks
-/// are defaults).
+/// services, admission policy, door tables, user database, rollout tables and extended-resource
+/// tables (the parts an older version lacks are defaults).
 pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
         .map_err(|e| CodecError::Decode(e.to_string()))?;
@@ -239,6 +260,20 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.door,
                 snap.users,
                 Rollouts::default(),
+                ExtendedTables::default(),
+            ));
+        }
+        6 => {
+            let snap: SnapshotOwnedV6 = decode_exact(bytes)?;
+            return Ok((
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                snap.door,
+                snap.users,
+                snap.rollouts,
+                ExtendedTables::default(),
             ));
         }
         _ => {
@@ -251,6 +286,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.door,
                 snap.users,
                 snap.rollouts,
+                snap.ext,
             ));
         }
     };
@@ -263,5 +299,6 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
         door,
         users,
         Rollouts::default(),
+        ExtendedTables::default(),
     ))
 }

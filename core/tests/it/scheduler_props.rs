@@ -123,6 +123,7 @@ fn views(f: &Fleet) -> Vec<ClusterView<'_>> {
                 memory_bytes: 0,
                 pods: 0,
             }),
+            extended: None,
         })
         .collect()
 }
@@ -138,6 +139,7 @@ fn run(
         placement: p,
         total_replicas: total,
         per_replica: PER,
+        per_replica_extended: &NO_EXTENDED,
         clusters: v,
         current,
         allowed: None,
@@ -304,5 +306,83 @@ proptest! {
                 prop_assert!(mv.to > mv.from, "survivor {} lost replicas", mv.cluster);
             }
         }
+    }
+}
+
+/// Per cluster: node shapes as (count, GPUs free per node).
+fn gpu_fleet() -> impl Strategy<Value = Vec<Vec<(u32, u64)>>> {
+    prop::collection::vec(prop::collection::vec((1u32..5, 0u64..9), 0..4), 1..8)
+}
+
+fn gpu_report(shapes: &[(u32, u64)]) -> ExtendedCapacity {
+    let total: u64 = shapes.iter().map(|(n, g)| u64::from(*n) * g).sum();
+    let sum = Extended::from_pairs([("nvidia.com/gpu", total)]);
+    ExtendedCapacity {
+        allocatable: sum.clone(),
+        available: sum,
+        nodes: shapes
+            .iter()
+            .map(|(count, g)| NodeShape {
+                count: *count,
+                free: Resources {
+                    cpu_millis: 64_000,
+                    memory_bytes: 1 << 40,
+                    pods: 110,
+                },
+                extended: Extended::from_pairs([("nvidia.com/gpu", *g)]),
+            })
+            .collect(),
+    }
+}
+
+proptest! {
+    /// Whatever the mode, a cluster never receives more replicas than its nodes hold one by
+    /// one, and a cluster with no node holding one replica receives none.
+    #[test]
+    fn gpu_replicas_fit_on_single_nodes(
+        shapes in gpu_fleet(),
+        per_gpu in 1u64..6,
+        total in 1u32..40,
+        m in mode(),
+    ) {
+        let names: Vec<String> = (0..shapes.len()).map(|i| format!("c{i:02}")).collect();
+        let labels = BTreeMap::new();
+        let reports: Vec<ExtendedCapacity> = shapes.iter().map(|s| gpu_report(s)).collect();
+        let views: Vec<ClusterView<'_>> = (0..names.len())
+            .map(|i| ClusterView {
+                name: &names[i],
+                labels: &labels,
+                taints: NO_TAINTS,
+                cordoned: false,
+                health: HealthView::Ready,
+                available: Some(Resources { cpu_millis: 1 << 40, memory_bytes: 1 << 50, pods: 1 << 20 }),
+                extended: Some(ExtendedFree { report: &reports[i], free: &reports[i].available }),
+            })
+            .collect();
+        let per_ext = Extended::from_pairs([("nvidia.com/gpu", per_gpu)]);
+        let f = Fleet {
+            names: names.clone(),
+            labels: vec![BTreeMap::new(); names.len()],
+            cpu: vec![None; names.len()],
+        };
+        let p = placement(&m, &f);
+        let d = schedule(&ScheduleRequest {
+            object_key: "ml/train",
+            placement: &p,
+            total_replicas: total,
+            per_replica: PER,
+            per_replica_extended: &per_ext,
+            clusters: &views,
+            current: &BTreeMap::new(),
+            allowed: None,
+            now_ms: 0,
+        });
+        for (i, name) in names.iter().enumerate() {
+            let got = u64::from(d.placement.get(name).copied().unwrap_or(0));
+            let by_node: u64 = shapes[i].iter().map(|(n, g)| u64::from(*n) * (g / per_gpu)).sum();
+            prop_assert!(got <= by_node, "{name}: {got} > {by_node} ({:?}, {per_gpu} each)", shapes[i]);
+        }
+        let placed: u32 = d.placement.values().sum();
+        prop_assert!(placed <= total);
     }
 }

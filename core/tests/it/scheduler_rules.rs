@@ -66,6 +66,7 @@ fn views(cs: &[C]) -> Vec<ClusterView<'_>> {
             cordoned: c.cordoned,
             health: c.health,
             available: c.available,
+            extended: None,
         })
         .collect()
 }
@@ -88,6 +89,7 @@ fn run(p: &Placement, total: u32, cs: &[C], current: &[(&str, u32)], now_ms: u64
         placement: p,
         total_replicas: total,
         per_replica: PER,
+        per_replica_extended: &NO_EXTENDED,
         clusters: &v,
         current: &cur,
         allowed: None,
@@ -561,6 +563,7 @@ fn tenant_slices_restrict_candidates() {
         placement: &p,
         total_replicas: 3,
         per_replica: PER,
+        per_replica_extended: &NO_EXTENDED,
         clusters: &v,
         current: &empty,
         allowed: Some(&allowed),
@@ -747,6 +750,7 @@ fn equal_weight_single_replicas_spread_by_object_key() {
             placement: &p,
             total_replicas: 1,
             per_replica: PER,
+            per_replica_extended: &NO_EXTENDED,
             clusters: &v,
             current: &empty,
             allowed: None,

@@ -241,19 +241,28 @@ fn an_empty_user_database_leaves_the_hash_alone_and_snapshots_keep_it() {
     assert_ne!(with_user, b.state.state_hash_hex());
     assert_eq!(a.state.state_hash_hex(), b.state.state_hash_hex());
 
-    // The previous layouts are this one without the tables: version 5 without the rollout
-    // tables (four maps: records, workloads, holds and their deadlines), version 4 also
-    // without the user database (two); each empty map encodes as one zero length at the end.
+    // The previous layouts are this one without the newer tables, each empty map one zero
+    // length at the end: version 6 without the five extended-resource tables, version 5 also
+    // without the four rollout maps (records, workloads, holds and their deadlines), version 4
+    // also without the user database's two.
     let bytes = b.state.to_snapshot();
-    assert_eq!(bytes[0], 6);
-    assert_eq!(bytes[bytes.len() - 6..], [0, 0, 0, 0, 0, 0]);
-    let mut v5 = bytes[..bytes.len() - 4].to_vec();
+    assert_eq!(bytes[0], 7);
+    assert_eq!(bytes[bytes.len() - 11..], [0; 11]);
+    let mut v6 = bytes[..bytes.len() - 5].to_vec();
+    v6[0] = 6;
+    let old = State::from_snapshot(&v6).expect("a version-6 snapshot decodes");
+    assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());
+    let mut v5 = bytes[..bytes.len() - 9].to_vec();
     v5[0] = 5;
     let old = State::from_snapshot(&v5).expect("a version-5 snapshot decodes");
     assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());
-    let mut v4 = bytes[..bytes.len() - 6].to_vec();
+    let mut v4 = bytes[..bytes.len() - 11].to_vec();
     v4[0] = 4;
     let old = State::from_snapshot(&v4).expect("a version-4 snapshot decodes");
+    assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());
+    let mut v5 = bytes[..bytes.len() - 5].to_vec();
+    v5[0] = 5;
+    let old = State::from_snapshot(&v5).expect("a version-5 snapshot decodes");
     assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());
 
     assert!(entry(&mut a, ROOT, put_user("bob", UserRole::Auditor)).is_accepted());

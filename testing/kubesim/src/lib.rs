@@ -53,6 +53,7 @@ mod call;
 pub mod controller;
 pub mod discovery;
 pub mod endpoints;
+pub mod extended;
 pub mod faults;
 pub mod fleet;
 mod meta;
@@ -99,6 +100,8 @@ pub struct SimConfig {
     pub node_cpu: String,
     pub node_memory: String,
     pub node_pods: u32,
+    /// Further nodes with extended resources (GPUs), after the `nodes` plain ones.
+    pub extended_nodes: Vec<extended::ExtendedNodes>,
     /// How long after a workload's generation changes its status converges.
     pub status_delay: Duration,
     /// How often an idle watch with bookmarks gets one (kube-apiserver: about a minute).
@@ -124,6 +127,7 @@ impl Default for SimConfig {
             node_cpu: "8".into(),
             node_memory: "32Gi".into(),
             node_pods: 110,
+            extended_nodes: Vec::new(),
             status_delay: Duration::from_millis(500),
             bookmark_interval: Duration::from_secs(5),
             watch_history: 10_000,
@@ -291,6 +295,19 @@ fn seed_objects(shared: &Arc<Shared>) -> Result<(), SimError> {
         shared
             .store
             .write(node_res, "", &name, false, |_| Ok(Change::Create(obj)))?;
+    }
+    let mut index = c.nodes;
+    for group in &c.extended_nodes {
+        for _ in 0..group.count {
+            let plain =
+                controller::node_object(&c.name, index, &c.node_cpu, &c.node_memory, c.node_pods);
+            let obj = extended::with_extended(plain, group);
+            let name = meta::name(&obj).to_string();
+            shared
+                .store
+                .write(node_res, "", &name, false, |_| Ok(Change::Create(obj)))?;
+            index += 1;
+        }
     }
     Ok(())
 }

@@ -35,6 +35,10 @@ struct Args {
     node_memory: String,
     #[arg(long, default_value_t = 110)]
     node_pods: u32,
+    /// Further nodes with an extended resource: COUNTxAMOUNT[:RESOURCE] (default resource
+    /// nvidia.com/gpu), repeatable, e.g. `--extended-nodes 2x4 --extended-nodes 8x1`.
+    #[arg(long)]
+    extended_nodes: Vec<fedraft_kubesim::extended::ExtendedNodes>,
     /// Delay before workload status converges to spec, in milliseconds.
     #[arg(long, default_value_t = 500)]
     status_delay_ms: u64,
@@ -97,6 +101,7 @@ async fn main() -> anyhow::Result<()> {
         node_cpu: a.node_cpu,
         node_memory: a.node_memory,
         node_pods: a.node_pods,
+        extended_nodes: a.extended_nodes,
         status_delay: Duration::from_millis(a.status_delay_ms),
         bookmark_interval: Duration::from_millis(a.bookmark_interval_ms.max(1)),
         watch_history: a.watch_history.unwrap_or(if a.fleet.is_some() {

@@ -3,13 +3,14 @@
 //!
 //! Order of checks (first failing one is the recorded reason): tenant slices, cluster list,
 //! selector, NoExecute taints, health vs grace period, cordon, NoSchedule taints, and for
-//! DynamicByCapacity and Aggregated the reported capacity. Must not: decide replica counts.
+//! DynamicByCapacity and Aggregated the reported capacity (for any mode, a cluster where an
+//! extended-resource or per-node limit leaves room for no replica). Must not: decide replica counts.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use super::decision::DropReason;
-use crate::policy::{tolerated, Division, LabelSelector, TaintEffect};
+use crate::policy::{replicas_fit, tolerated, Division, LabelSelector, TaintEffect};
 use crate::scheduler::support::bytes;
 use crate::scheduler::{ClusterView, HealthView, ScheduleRequest};
 
@@ -81,17 +82,43 @@ pub(crate) fn classify(req: &ScheduleRequest<'_>, clusters: &[ClusterView<'_>]) 
         .as_ref()
         .is_some_and(Division::by_capacity);
     for (i, c) in clusters.iter().enumerate() {
-        let fits = c.available.map(|a| a.fits_times(&req.per_replica));
+        let sums = c.available.map(|a| a.fits_times(&req.per_replica));
+        let extended = extended_fit(req, c);
+        let fits = match (sums, extended) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         out.cap[i] = if dynamic {
             Some(fits.unwrap_or(0))
         } else {
             fits.filter(|&f| f != u64::MAX)
         };
-        if let Some(reason) = first_reason(req, c, dynamic, fits) {
+        // An extended or per-node limit drops a cluster that holds not one replica in every
+        // mode, so a Duplicated GPU workload does not land where no node can run it.
+        let limited = dynamic || extended == Some(0);
+        if let Some(reason) = first_reason(req, c, limited, fits) {
             out.drop(i, reason);
         }
     }
     out
+}
+
+/// The replicas the cluster's extended resources and node shapes allow; None when neither
+/// applies (no detailed report, no extended request): decisions are then what they were before
+/// detailed reports existed.
+fn extended_fit(req: &ScheduleRequest<'_>, c: &ClusterView<'_>) -> Option<u64> {
+    if c.extended.is_none() && req.per_replica_extended.is_empty() {
+        return None;
+    }
+    let current = req.current.get(c.name).copied().unwrap_or(0);
+    let fit = replicas_fit(
+        c.extended.map(|e| e.report),
+        c.extended.map_or(req.per_replica_extended, |e| e.free),
+        &req.per_replica,
+        req.per_replica_extended,
+        current,
+    );
+    (fit != u64::MAX).then_some(fit)
 }
 
 fn first_reason(

@@ -168,6 +168,7 @@ impl State {
             self.enqueue(key);
         }
         self.ix.booked.remove(name);
+        self.forget_cluster_extended(name);
         self.ix.placed_on.remove(name);
         for t in self.d.tenants.values_mut() {
             if t.status.slices.remove(name).is_some() {

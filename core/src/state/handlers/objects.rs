@@ -14,7 +14,10 @@ use std::borrow::Cow;
 use super::validate::{self, TemplateFacts};
 use crate::error::FieldError;
 use crate::model::{FederatedObject, ObjectKey, ObjectSpec, ObjectStatus};
-use crate::policy::{validate_label_key, ReplicaMode, CLUSTER_NAME_KEY, CLUSTER_NAME_KEY_SINCE};
+use crate::policy::{
+    validate_label_key, Extended, ReplicaMode, CLUSTER_NAME_KEY, CLUSTER_NAME_KEY_SINCE,
+    EXTENDED_SINCE,
+};
 use crate::state::store::index;
 use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
 
@@ -97,6 +100,12 @@ impl State {
             refuse_cluster_name_key(spec)?;
         }
         let info = facts.info;
+        // Extended requests count from their version on; older templates asked for none.
+        let per_ext = if ctx.version >= EXTENDED_SINCE {
+            super::extended::template_extended(&spec.template)?
+        } else {
+            Extended::new()
+        };
         let spec = &*resolve_replica_mode(spec, facts.carries_replicas);
         let existing = self.object(namespace, name);
         super::clusters::check_version(expected, existing.map(|o| o.resource_version))?;
@@ -104,6 +113,17 @@ impl State {
             return Ok(existing.map(|o| o.resource_version));
         }
         self.admit_object(namespace, spec, existing, &ctx.actor)?;
+        if !per_ext.is_empty() {
+            let candidate = FederatedObject {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                spec: spec.clone(),
+                template_info: info,
+                status: existing.map(|o| o.status.clone()).unwrap_or_default(),
+                resource_version: 0,
+            };
+            self.check_extended_quota(&candidate, &per_ext, ctx.now_ms)?;
+        }
         let old_need = existing.map(|o| {
             o.template_info
                 .per_replica
@@ -114,11 +134,21 @@ impl State {
 
         // Validated: from here on the put happens.
         let key = ObjectKey::new(namespace, name);
+        let ext_changed = self.ext.objects.get(&key).unwrap_or(&Extended::new()) != &per_ext;
         let reschedule = match existing {
             Some(o) if o.spec == *spec => return Ok(Some(o.resource_version)),
-            Some(o) => o.spec.placement != spec.placement || o.template_info != info,
+            Some(o) => o.spec.placement != spec.placement || o.template_info != info || ext_changed,
             None => true,
         };
+        if ext_changed {
+            self.set_object_extended(&key, per_ext);
+        }
+        if ctx.version >= EXTENDED_SINCE {
+            match super::queue::template_priority(&spec.template) {
+                0 => self.ext.priorities.remove(&key),
+                p => self.ext.priorities.insert(key.clone(), p),
+            };
+        }
         if let Some(obj) = self.d.objects.get_mut(namespace, name) {
             // The indexes depend on placement, sizing and status only: a template-only edit
             // leaves them alone, and a resize touches only the bookings.
@@ -206,6 +236,19 @@ impl State {
             return Ok(None);
         };
         self.ix.remove_object(&obj);
+        self.set_object_extended(&obj.key(), crate::policy::Extended::new());
+        self.ext.priorities.remove(&obj.key());
+        self.ext.waiting.remove(&obj.key());
+        // What it held is free: the objects waiting for those clusters are queued, fairly.
+        if ctx.version >= EXTENDED_SINCE {
+            let freed: Vec<String> = obj
+                .status
+                .clusters
+                .iter()
+                .map(|p| p.cluster.clone())
+                .collect();
+            self.enqueue_waiting_fairly(&freed);
+        }
         let need = obj
             .template_info
             .per_replica

@@ -20,9 +20,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::model::{
     Cluster, FederatedObject, Health, ObjectKey, PlacedCluster, ShortfallStatus, Tenant,
 };
-use crate::policy::Resources;
+use crate::policy::{Extended, ExtendedCapacity, Resources, EXTENDED_SINCE};
 use crate::render;
-use crate::scheduler::{self, ClusterView, Decision, HealthView, ScheduleRequest};
+use crate::scheduler::{self, ClusterView, Decision, ExtendedFree, HealthView, ScheduleRequest};
 use crate::state::store::index;
 use crate::state::store::table::Keyed;
 use crate::state::{ChangeKind, ChangeOp, Ctx, Data, State};
@@ -65,6 +65,7 @@ fn view<'a>(c: &'a Cluster, available: Option<Resources>) -> ClusterView<'a> {
         cordoned: c.cordoned,
         health: health_view(c),
         available,
+        extended: None,
     }
 }
 
@@ -113,6 +114,22 @@ impl State {
     /// Runs the scheduler for `obj` against the current fleet without changing anything.
     /// `fresh` ignores the current placement (revoke).
     pub(crate) fn decide(&self, obj: &FederatedObject, fresh: bool, now_ms: u64) -> Decision {
+        let key = ObjectKey::new(obj.namespace.clone(), obj.name.clone());
+        match self.ext.objects.get(&key) {
+            Some(per) => self.decide_with(obj, per, fresh, now_ms),
+            None => self.decide_with(obj, &Extended::new(), fresh, now_ms),
+        }
+    }
+
+    /// [`State::decide`] for `obj` asking `per_ext` of extended resources per replica (an
+    /// object not yet stored is asked about before its put).
+    pub(crate) fn decide_with(
+        &self,
+        obj: &FederatedObject,
+        per_ext: &Extended,
+        fresh: bool,
+        now_ms: u64,
+    ) -> Decision {
         let booked = &self.ix.booked;
         let per = obj.template_info.per_replica;
         // Free capacity for this object: its own booking on a cluster is not "taken".
@@ -120,7 +137,7 @@ impl State {
             let own = per.saturating_mul(u64::from(obj.replicas_on(&c.spec.name)));
             free(c, booked_on(booked, &c.spec.name).saturating_sub(&own))
         };
-        let views: Vec<ClusterView<'_>> = match &obj.spec.placement.clusters {
+        let listed: Vec<&Cluster> = match &obj.spec.placement.clusters {
             // Only named clusters can receive replicas, plus those it runs on now (so the
             // scheduler sees them and drops them); this keeps the cost O(listed).
             Some(names) => {
@@ -129,16 +146,45 @@ impl State {
                 wanted
                     .into_iter()
                     .filter_map(|n| self.d.clusters.get(n))
-                    .map(|c| view(c, view_for(c)))
                     .collect()
             }
-            None => self
-                .d
-                .clusters
-                .values()
-                .map(|c| view(c, view_for(c)))
-                .collect(),
+            None => self.d.clusters.values().collect(),
         };
+        // Extended sums free for this object: only objects asking for extended resources
+        // book any, and only clusters with a detailed report have any to book.
+        let key = ObjectKey::new(obj.namespace.clone(), obj.name.clone());
+        let ext_booked = if per_ext.is_empty() || self.ext.objects.is_empty() {
+            BTreeMap::new()
+        } else {
+            self.extended_booked(&key)
+        };
+        let ext_free: Vec<Option<(&ExtendedCapacity, Extended)>> = if self.ext.clusters.is_empty() {
+            Vec::new()
+        } else {
+            listed
+                .iter()
+                .map(|c| {
+                    let report = self.ext.clusters.get(&c.spec.name)?;
+                    let free = match ext_booked.get(c.spec.name.as_str()) {
+                        Some(b) => report.available.saturating_sub(b),
+                        None => report.available.clone(),
+                    };
+                    Some((report, free))
+                })
+                .collect()
+        };
+        let views: Vec<ClusterView<'_>> = listed
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut v = view(c, view_for(c));
+                v.extended = ext_free
+                    .get(i)
+                    .and_then(Option::as_ref)
+                    .map(|(report, free)| ExtendedFree { report, free });
+                v
+            })
+            .collect();
         let current = if fresh {
             BTreeMap::new()
         } else {
@@ -151,6 +197,7 @@ impl State {
             placement: &obj.spec.placement,
             total_replicas: obj.template_info.replicas,
             per_replica: per,
+            per_replica_extended: per_ext,
             clusters: &views,
             current: &current,
             allowed: allowed.as_ref(),
@@ -235,6 +282,7 @@ impl State {
             })
             .collect();
         obj.status.ready_replicas = obj.status.clusters.iter().map(|p| p.ready_replicas).sum();
+        let short = shortfall.is_some();
         obj.status.shortfall = shortfall;
         obj.status.decision_summary = summary;
         if obj.resource_version != ctx.index {
@@ -248,6 +296,9 @@ impl State {
             .extend(timers.into_iter().map(|t| (t, key.clone())));
         self.rollouts_placement_changed(key);
         self.hold_departing(key, &departed, ctx);
+        if ctx.version >= EXTENDED_SINCE {
+            self.note_waiting(key, short, ctx.index);
+        }
         true
     }
 

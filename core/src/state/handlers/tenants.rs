@@ -243,6 +243,7 @@ impl State {
             self.ix.ns_owner.remove(ns);
         }
         self.d.tenants.remove(name);
+        self.forget_tenant_extended(name);
         ctx.change(ChangeKind::Tenant, name, ChangeOp::Deleted);
         Ok(Some(ctx.index))
     }

@@ -1,0 +1,136 @@
+//! Tenant quotas as the API reads them, and the tenant's view of the wait queue
+//! (`GET /v1/tenants/{name}/queue`).
+//!
+//! A quota is one JSON object in either form, or both mixed: the original integers
+//! (`cpuMillis`, `memoryBytes`, `pods`) or Kubernetes quantities (`cpu: "100"`,
+//! `memory: "512Gi"`, `pods: 50`) plus any extended resource (`nvidia.com/gpu: 16`), whose name
+//! is checked with Kubernetes' rules. A key that is none of these is refused naming it. Must
+//! not: decide whether a write fits a quota (core does, at apply).
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::{Extension, Json};
+use fedraft_core::policy::{validate_extended_name, Extended, Resources};
+use fedraft_core::render::parse_quantity;
+use serde_json::{json, Value};
+
+use super::common::{allow, read, ReadParams, P, Q};
+use crate::auth::{Access, Principal};
+use crate::error::ApiError;
+use crate::wire::valid_label;
+use crate::App;
+
+/// A quota body: any JSON object, read by [`parse_quota`].
+pub type QuotaIn = BTreeMap<String, Value>;
+
+/// The cpu, memory and pods of a quota, and its extended resources.
+pub fn parse_quota(field: &str, q: &QuotaIn) -> Result<(Resources, Extended), ApiError> {
+    let mut base = Resources::ZERO;
+    let mut ext = Extended::new();
+    for (key, v) in q {
+        let f = format!("{field}.{key}");
+        let text = match v {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            _ => {
+                return Err(ApiError::invalid(
+                    &f,
+                    "must be a number or a quantity string",
+                ))
+            }
+        };
+        let amount =
+            |scale: u64| parse_quantity(&text, scale).map_err(|e| ApiError::invalid(&f, e));
+        match key.as_str() {
+            "cpuMillis" => base.cpu_millis = amount(1)?,
+            "memoryBytes" | "memory" => base.memory_bytes = amount(1)?,
+            "pods" => base.pods = amount(1)?,
+            "cpu" => base.cpu_millis = amount(1000)?,
+            name => {
+                validate_extended_name(name, &f)
+                    .map_err(|e| ApiError::invalid(e.field, e.message))?;
+                ext.add(name, amount(1)?);
+            }
+        }
+    }
+    Ok((base, ext))
+}
+
+/// Extended quota and use of a tenant, to add to its document.
+pub fn extended_json(s: &fedraft_core::state::State, tenant: &str) -> (Value, Value) {
+    let (quota, used) = s.tenant_extended(tenant);
+    (json!(quota), json!(used))
+}
+
+/// `GET /v1/tenants/{name}/queue`: the tenant's waiting objects, each with its place in the
+/// whole fleet's fair order and what it waits for.
+pub async fn queue(
+    State(app): State<App>,
+    Extension(p): Extension<Principal>,
+    P(name): P<String>,
+    Q(q): Q<ReadParams>,
+) -> Result<Json<Value>, ApiError> {
+    valid_label(&name, "name")?;
+    allow(&app, &p, Access::ReadTenant(&name))?;
+    let n = name.clone();
+    let doc = read(&app, q.stale, move |s| {
+        s.tenant(&n).map(|_| {
+            json!({
+                "kind": "TenantQueue",
+                "name": n,
+                "resourceVersion": s.applied_index(),
+                "items": s.waiting(Some(&n)),
+            })
+        })
+    })
+    .await?;
+    doc.map(Json)
+        .ok_or_else(|| ApiError::not_found("tenant", &name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(v: Value) -> QuotaIn {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn quantities_and_the_old_form_are_both_read() {
+        let (base, ext) = parse_quota(
+            "quota",
+            &q(json!({"cpu": "100", "memory": "512Gi", "nvidia.com/gpu": 16})),
+        )
+        .unwrap();
+        assert_eq!(base.cpu_millis, 100_000);
+        assert_eq!(base.memory_bytes, 512 << 30);
+        assert_eq!(ext.get("nvidia.com/gpu"), 16);
+        let (base, ext) = parse_quota(
+            "quota",
+            &q(json!({"cpuMillis": 4000, "memoryBytes": 1024, "pods": 3})),
+        )
+        .unwrap();
+        assert_eq!(
+            (base.cpu_millis, base.memory_bytes, base.pods),
+            (4000, 1024, 3)
+        );
+        assert!(ext.is_empty());
+    }
+
+    #[test]
+    fn a_bad_key_or_amount_names_the_field() {
+        for (body, field) in [
+            (json!({"gpu": 1}), "quota.gpu"),
+            (json!({"kubernetes.io/gpu": 1}), "quota.kubernetes.io/gpu"),
+            (json!({"cpu": "lots"}), "quota.cpu"),
+            (json!({"nvidia.com/gpu": true}), "quota.nvidia.com/gpu"),
+        ] {
+            match parse_quota("quota", &q(body)) {
+                Err(ApiError::InvalidField { field: f, .. }) => assert_eq!(f, field),
+                other => panic!("{field}: {other:?}"),
+            }
+        }
+    }
+}
