@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::admission::AdmissionPolicy;
 use crate::door::ResourceKey;
 use crate::error::CodecError;
-use crate::model::{Capacity, ClusterSpec, ObjectSpec, SealedCredentials, TenantSpec};
+use crate::model::{Capacity, ClusterSpec, Credentials, ObjectSpec, SealedCredentials, TenantSpec};
 use crate::service::{DiscoverySpec, EndpointsReport};
 use crate::users::{TokenIssue, UserSpec};
 
@@ -35,8 +35,11 @@ use crate::users::{TokenIssue, UserSpec};
 /// before; the native API's `aggregated` division and the user database's commands are new in
 /// the same version). 5, the same envelope, whose `PutResource` and `DeleteResource` may carry
 /// KubeFed's documents (`crate::kubefed`: FederatedX, ReplicaSchedulingPreference), read as
-/// such; in a version-4 entry such a manifest is an ordinary resource template, as it was.
-pub const LOG_ENTRY_VERSION: u16 = 5;
+/// such; in a version-4 entry such a manifest is an ordinary resource template, as it was. 6,
+/// the same envelope, with the member commands `PutMemberCluster` and `PutMemberSecret`
+/// (`crate::door::MEMBERS_SINCE`); in a version-5 entry a Secret in a credentials namespace or
+/// a KubeFedCluster is an ordinary resource template, as it was.
+pub const LOG_ENTRY_VERSION: u16 = 6;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;
@@ -237,6 +240,24 @@ pub enum Command {
     IssueToken(TokenIssue),
     /// Revoke a user's token: it stops authenticating on each node as that node applies this.
     RevokeToken { user: String, id: String },
+    /// A `cluster.karmada.io` Cluster or a `core.kubefed.io` KubeFedCluster written through the
+    /// door (`state/handlers/members.rs`): the document (JSON text), and the credentials the
+    /// API edge sealed for the cluster from the Secret the document names (None while that
+    /// Secret is absent: the document waits for it).
+    PutMemberCluster {
+        manifest: String,
+        binding: Option<MemberBinding>,
+        expected_version: Option<u64>,
+    },
+    /// A member's credentials Secret written through the door: the Secret without its data
+    /// (JSON text), the credentials the edge read from the data and sealed, and the same
+    /// credentials sealed for every cluster document that names the Secret.
+    PutMemberSecret {
+        manifest: String,
+        credentials: Credentials,
+        bindings: Vec<MemberBinding>,
+        expected_version: Option<u64>,
+    },
 }
 
 impl Command {
@@ -268,6 +289,8 @@ impl Command {
             Command::DeleteUser { .. } => "DeleteUser",
             Command::IssueToken(_) => "IssueToken",
             Command::RevokeToken { .. } => "RevokeToken",
+            Command::PutMemberCluster { .. } => "PutMemberCluster",
+            Command::PutMemberSecret { .. } => "PutMemberSecret",
         }
     }
 }
@@ -288,6 +311,17 @@ pub struct CredentialsRewrap {
     /// The cluster's resource version when the rotation read it.
     pub expected_version: u64,
     pub credentials: SealedCredentials,
+}
+
+/// A member cluster's credentials as the edge sealed them for it (bound to its name) from the
+/// other side of the join it read: applied only if that side is still at `read_version` (the
+/// Secret's resource version in `PutMemberCluster`, the cluster document's in
+/// `PutMemberSecret`); otherwise the write is refused as a conflict and the edge reads again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberBinding {
+    pub cluster: String,
+    pub read_version: u64,
+    pub credentials: Credentials,
 }
 
 /// What an executor saw of one object on one cluster.

@@ -344,6 +344,17 @@ impl State {
             } => self.on_delete_user(name, *expected_version, ctx),
             Command::IssueToken(issue) => self.on_issue_token(issue, ctx),
             Command::RevokeToken { user, id } => self.on_revoke_token(user, id, ctx),
+            Command::PutMemberCluster {
+                manifest,
+                binding,
+                expected_version,
+            } => self.on_put_member_cluster(manifest, binding.as_ref(), *expected_version, ctx),
+            Command::PutMemberSecret {
+                manifest,
+                credentials,
+                bindings,
+                expected_version,
+            } => self.on_put_member_secret(manifest, credentials, bindings, *expected_version, ctx),
         }
     }
 

@@ -16,12 +16,12 @@
 
 use serde_json::{Map, Value};
 
-use super::validate;
 use super::validate::MAX_TEMPLATE_BYTES;
+use super::{members, validate};
 use crate::admission::Actor;
 use crate::command::LOG_ENTRY_VERSION;
 use crate::door::{
-    DoorTables, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord,
+    DoorTables, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord, MEMBERS_SINCE,
 };
 use crate::error::CodecError;
 use crate::error::FieldError;
@@ -51,7 +51,7 @@ pub(crate) struct Identity {
     pub(crate) name: String,
 }
 
-fn read_manifest(text: &str) -> Result<(Value, Identity), Rejection> {
+pub(super) fn read_manifest(text: &str) -> Result<(Value, Identity), Rejection> {
     if text.len() > MAX_TEMPLATE_BYTES {
         return Err(FieldError::new(
             "manifest",
@@ -172,7 +172,7 @@ impl State {
     }
 }
 
-fn spec_part(doc: &Value) -> Value {
+pub(super) fn spec_part(doc: &Value) -> Value {
     let mut d = doc.clone();
     if let Some(o) = d.as_object_mut() {
         o.remove("metadata");
@@ -189,6 +189,19 @@ impl State {
         ctx: &mut Ctx,
     ) -> HandlerResult {
         let (doc, id) = read_manifest(manifest)?;
+        if ctx.version >= MEMBERS_SINCE
+            && members::is_member_manifest(&id.api_version, &id.kind, &id.namespace)
+        {
+            return Err(Rejection::new(
+                RejectCode::Invalid,
+                Some("kind"),
+                format!(
+                    "{} {} is written with the member commands, which carry its credentials \
+                     sealed",
+                    id.api_version, id.kind
+                ),
+            ));
+        }
         if let Some(kind) = PolicyKind::of(&id.api_version, &id.kind) {
             return self.put_policy(kind, doc, id, expected, ctx);
         }
@@ -207,6 +220,20 @@ impl State {
         expected: Option<u64>,
         ctx: &mut Ctx,
     ) -> HandlerResult {
+        if ctx.version >= MEMBERS_SINCE {
+            // A Secret of a credentials namespace written before MEMBERS_SINCE is a template.
+            let member = members::member_tag_of_key(key).filter(|tag| {
+                *tag != PolicyKindTag::MemberSecret
+                    || self.door.policies.contains_key(&PolicyRef {
+                        kind: *tag,
+                        namespace: key.namespace.clone(),
+                        name: key.name.clone(),
+                    })
+            });
+            if let Some(tag) = member {
+                return self.delete_member(tag, key, expected, ctx);
+            }
+        }
         if key.group == karmada::GROUP {
             let kind = PolicyKind::of(
                 &format!("{}/{}", karmada::GROUP, karmada::VERSION),

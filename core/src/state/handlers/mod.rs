@@ -13,6 +13,7 @@ mod credentials;
 pub(crate) mod door;
 mod health;
 mod kubefed;
+mod members;
 mod objects;
 pub mod outcome;
 pub mod placement;
