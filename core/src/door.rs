@@ -1,6 +1,8 @@
 //! What the Kubernetes-compatible door stores beside the federated objects: the identity and
 //! metadata of every resource template written through it, the Karmada-style policies that
-//! place them, and KubeFed's documents (kept like policies, as written).
+//! place them, KubeFed's documents (kept like policies, as written), and the member cluster
+//! documents (Karmada's `Cluster`, `KubeFedCluster`) with the Secrets holding their
+//! credentials, kept sealed in the same table ([`MemberDoc`], `state/handlers/members.rs`).
 //!
 //! One model, not two: a namespaced template *is* a [`FederatedObject`](crate::model::FederatedObject)
 //! named [`ResourceKey::object_name`], whose spec core derives from the template and the policies
