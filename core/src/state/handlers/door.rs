@@ -189,18 +189,8 @@ impl State {
         ctx: &mut Ctx,
     ) -> HandlerResult {
         let (doc, id) = read_manifest(manifest)?;
-        if ctx.version >= MEMBERS_SINCE
-            && members::is_member_manifest(&id.api_version, &id.kind, &id.namespace)
-        {
-            return Err(Rejection::new(
-                RejectCode::Invalid,
-                Some("kind"),
-                format!(
-                    "{} {} is written with the member commands, which carry its credentials \
-                     sealed",
-                    id.api_version, id.kind
-                ),
-            ));
+        if ctx.version >= MEMBERS_SINCE {
+            members::refuse_member_manifest(&id)?;
         }
         if let Some(kind) = PolicyKind::of(&id.api_version, &id.kind) {
             return self.put_policy(kind, doc, id, expected, ctx);
@@ -220,19 +210,8 @@ impl State {
         expected: Option<u64>,
         ctx: &mut Ctx,
     ) -> HandlerResult {
-        if ctx.version >= MEMBERS_SINCE {
-            // A Secret of a credentials namespace written before MEMBERS_SINCE is a template.
-            let member = members::member_tag_of_key(key).filter(|tag| {
-                *tag != PolicyKindTag::MemberSecret
-                    || self.door.policies.contains_key(&PolicyRef {
-                        kind: *tag,
-                        namespace: key.namespace.clone(),
-                        name: key.name.clone(),
-                    })
-            });
-            if let Some(tag) = member {
-                return self.delete_member(tag, key, expected, ctx);
-            }
+        if let Some(tag) = self.member_to_delete(key, ctx.version) {
+            return self.delete_member(tag, key, expected, ctx);
         }
         if key.group == karmada::GROUP {
             let kind = PolicyKind::of(

@@ -23,13 +23,13 @@
 use serde_json::Value;
 
 use super::clusters::{check_version, validate_spec};
-use super::door::{read_manifest, spec_part, PolicyWrite};
+use super::door::{read_manifest, spec_part, Identity, PolicyWrite};
 use super::validate;
 use crate::admission::{Actor, Refusal};
 use crate::command::MemberBinding;
 use crate::door::{
     is_credentials_namespace, member_secret_manifest, parse_member, MemberDoc, PolicyKindTag,
-    PolicyRef, ResourceKey, SecretRef, KARMADA_CLUSTER_GROUP, KUBEFED_CORE_GROUP,
+    PolicyRef, ResourceKey, SecretRef, KARMADA_CLUSTER_GROUP, KUBEFED_CORE_GROUP, MEMBERS_SINCE,
 };
 use crate::error::FieldError;
 use crate::model::{ClusterSpec, Credentials};
@@ -48,7 +48,7 @@ fn admin_only(actor: &Actor) -> Result<(), Rejection> {
 }
 
 /// The member kind a `DeleteResource` key names, if any.
-pub(super) fn member_tag_of_key(key: &ResourceKey) -> Option<PolicyKindTag> {
+fn member_tag_of_key(key: &ResourceKey) -> Option<PolicyKindTag> {
     match (key.group.as_str(), key.kind.as_str()) {
         (KARMADA_CLUSTER_GROUP, "Cluster") => Some(PolicyKindTag::KarmadaCluster),
         (KUBEFED_CORE_GROUP, "KubeFedCluster") => Some(PolicyKindTag::KubeFedCluster),
@@ -59,13 +59,45 @@ pub(super) fn member_tag_of_key(key: &ResourceKey) -> Option<PolicyKindTag> {
     }
 }
 
-/// Whether a `PutResource` manifest is one only the member commands may write.
-pub(super) fn is_member_manifest(api_version: &str, kind: &str, namespace: &str) -> bool {
-    PolicyKindTag::member_doc(api_version, kind).is_some()
-        || (api_version == "v1" && kind == "Secret" && is_credentials_namespace(namespace))
+/// Refuses a `PutResource` manifest only the member commands may write (they carry its
+/// credentials sealed; as a template a Secret would be stored in the clear and propagated).
+pub(super) fn refuse_member_manifest(id: &Identity) -> Result<(), Rejection> {
+    let (av, kind) = (id.api_version.as_str(), id.kind.as_str());
+    let member = PolicyKindTag::member_doc(av, kind).is_some()
+        || (av == "v1" && kind == "Secret" && is_credentials_namespace(&id.namespace));
+    if !member {
+        return Ok(());
+    }
+    Err(Rejection::new(
+        RejectCode::Invalid,
+        Some("kind"),
+        format!(
+            "{av} {kind} is written with the member commands, which carry its credentials sealed"
+        ),
+    ))
 }
 
 impl State {
+    /// The member kind a `DeleteResource` of an entry of `version` removes, if any. A Secret of
+    /// a credentials namespace written before `MEMBERS_SINCE` is a template, and is deleted as one.
+    pub(super) fn member_to_delete(
+        &self,
+        key: &ResourceKey,
+        version: u16,
+    ) -> Option<PolicyKindTag> {
+        if version < MEMBERS_SINCE {
+            return None;
+        }
+        member_tag_of_key(key).filter(|tag| {
+            *tag != PolicyKindTag::MemberSecret
+                || self.door.policies.contains_key(&PolicyRef {
+                    kind: *tag,
+                    namespace: key.namespace.clone(),
+                    name: key.name.clone(),
+                })
+        })
+    }
+
     /// The stored cluster documents that name `secret`, with their resource versions, in key
     /// order: what a Secret write must bind.
     pub fn member_docs_naming(&self, secret: &SecretRef) -> Vec<(PolicyRef, MemberDoc, u64)> {
