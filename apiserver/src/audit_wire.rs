@@ -88,7 +88,9 @@ pub fn target(c: &Command) -> String {
             .join(","),
         Command::Tick => String::new(),
         Command::SetAdmissionPolicy(_) => "admission policy".to_string(),
-        Command::PutResource { manifest, .. } => manifest_target(manifest),
+        Command::PutResource { manifest, .. }
+        | Command::PutMemberCluster { manifest, .. }
+        | Command::PutMemberSecret { manifest, .. } => manifest_target(manifest),
         Command::DeleteResource { key, .. } => key.to_string(),
         Command::PutUser { spec, .. } => format!("user {}", spec.name),
         Command::DeleteUser { name, .. } => format!("user {name}"),

@@ -1,6 +1,8 @@
 //! What the Kubernetes-compatible door stores beside the federated objects: the identity and
 //! metadata of every resource template written through it, the Karmada-style policies that
-//! place them, and KubeFed's documents (kept like policies, as written).
+//! place them, KubeFed's documents (kept like policies, as written), and the member cluster
+//! documents (Karmada's `Cluster`, `KubeFedCluster`) with the Secrets holding their
+//! credentials, kept sealed in the same table ([`MemberDoc`], `state/handlers/members.rs`).
 //!
 //! One model, not two: a namespaced template *is* a [`FederatedObject`](crate::model::FederatedObject)
 //! named [`ResourceKey::object_name`], whose spec core derives from the template and the policies
@@ -74,6 +76,13 @@ pub enum PolicyKindTag {
     Federated(FederatedKind),
     /// A `scheduling.kubefed.io` ReplicaSchedulingPreference.
     ReplicaSchedulingPreference,
+    /// A `cluster.karmada.io` Cluster: a member cluster registered through the door.
+    KarmadaCluster,
+    /// A `core.kubefed.io` KubeFedCluster: the same for KubeFed's documents.
+    KubeFedCluster,
+    /// A v1 Secret in a [`CREDENTIALS_NAMESPACES`] namespace: a member's credentials, kept
+    /// sealed beside the documents that name it and never a resource template.
+    MemberSecret,
 }
 
 impl From<PolicyKind> for PolicyKindTag {
@@ -95,7 +104,7 @@ impl PolicyKindTag {
             PolicyKindTag::ClusterPropagation => Some(PolicyKind::ClusterPropagation),
             PolicyKindTag::Override => Some(PolicyKind::Override),
             PolicyKindTag::ClusterOverride => Some(PolicyKind::ClusterOverride),
-            PolicyKindTag::Federated(_) | PolicyKindTag::ReplicaSchedulingPreference => None,
+            _ => None,
         }
     }
 
@@ -114,6 +123,15 @@ impl PolicyKindTag {
                 ),
                 kubefed::RSP_KIND,
             ),
+            PolicyKindTag::KarmadaCluster => (
+                format!("{KARMADA_CLUSTER_GROUP}/{KARMADA_CLUSTER_VERSION}"),
+                "Cluster",
+            ),
+            PolicyKindTag::KubeFedCluster => (
+                format!("{KUBEFED_CORE_GROUP}/{KUBEFED_CORE_VERSION}"),
+                "KubeFedCluster",
+            ),
+            PolicyKindTag::MemberSecret => ("v1".to_string(), "Secret"),
             karmada => (
                 format!("{}/{}", crate::karmada::GROUP, crate::karmada::VERSION),
                 karmada.karmada().map_or("", PolicyKind::kind),
@@ -126,6 +144,9 @@ impl PolicyKindTag {
         match self {
             PolicyKindTag::Federated(_) => kubefed::TYPES_GROUP,
             PolicyKindTag::ReplicaSchedulingPreference => kubefed::SCHEDULING_GROUP,
+            PolicyKindTag::KarmadaCluster => KARMADA_CLUSTER_GROUP,
+            PolicyKindTag::KubeFedCluster => KUBEFED_CORE_GROUP,
+            PolicyKindTag::MemberSecret => "",
             _ => crate::karmada::GROUP,
         }
     }
@@ -134,10 +155,82 @@ impl PolicyKindTag {
     pub fn namespaced(self) -> bool {
         match self {
             PolicyKindTag::Federated(k) => k.namespaced(),
-            PolicyKindTag::ReplicaSchedulingPreference => true,
+            PolicyKindTag::ReplicaSchedulingPreference
+            | PolicyKindTag::KubeFedCluster
+            | PolicyKindTag::MemberSecret => true,
+            PolicyKindTag::KarmadaCluster => false,
             karmada => karmada.karmada().is_some_and(PolicyKind::namespaced),
         }
     }
+}
+
+impl PolicyKindTag {
+    /// The kind of a member cluster document of `api_version` and `kind`, if it is one.
+    pub fn member_doc(api_version: &str, kind: &str) -> Option<PolicyKindTag> {
+        let karmada = format!("{KARMADA_CLUSTER_GROUP}/{KARMADA_CLUSTER_VERSION}");
+        let kubefed = format!("{KUBEFED_CORE_GROUP}/{KUBEFED_CORE_VERSION}");
+        match (api_version, kind) {
+            (av, "Cluster") if av == karmada => Some(PolicyKindTag::KarmadaCluster),
+            (av, "KubeFedCluster") if av == kubefed => Some(PolicyKindTag::KubeFedCluster),
+            _ => None,
+        }
+    }
+
+    /// Whether the document registers a member cluster or holds its credentials: written with
+    /// the member commands, never with `PutResource`, and an administrator's only.
+    pub fn is_member(self) -> bool {
+        matches!(
+            self,
+            PolicyKindTag::KarmadaCluster
+                | PolicyKindTag::KubeFedCluster
+                | PolicyKindTag::MemberSecret
+        )
+    }
+}
+
+/// Karmada's cluster API group and the version of it fedraft reads.
+pub const KARMADA_CLUSTER_GROUP: &str = "cluster.karmada.io";
+pub const KARMADA_CLUSTER_VERSION: &str = "v1alpha1";
+/// KubeFed's core API group (KubeFedCluster) and the version of it fedraft reads.
+pub const KUBEFED_CORE_GROUP: &str = "core.kubefed.io";
+pub const KUBEFED_CORE_VERSION: &str = "v1beta1";
+
+/// The namespaces whose Secrets are members' credentials: where `karmadactl join` and
+/// `kubefedctl join` write them. A Secret there is sealed at the API edge and kept beside the
+/// cluster documents; it is never a resource template, so no policy can propagate it.
+pub const CREDENTIALS_NAMESPACES: [&str; 2] = ["karmada-cluster", "kube-federation-system"];
+
+pub fn is_credentials_namespace(namespace: &str) -> bool {
+    CREDENTIALS_NAMESPACES.contains(&namespace)
+}
+
+/// The first log entry version with the member commands (`PutMemberCluster`,
+/// `PutMemberSecret`); before it a Secret in a credentials namespace or a KubeFedCluster was an
+/// ordinary resource template, and replays as one.
+pub const MEMBERS_SINCE: u16 = 8;
+
+/// The Secret a member cluster document names: its namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SecretRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// A member cluster as a Karmada `Cluster` or a `KubeFedCluster` describes it, read and checked
+/// (`karmada::parse_cluster`, `kubefed::parse_kubefed_cluster`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberDoc {
+    /// `metadata.name`: the fedraft cluster's name.
+    pub name: String,
+    pub api_endpoint: String,
+    pub secret: SecretRef,
+    /// `metadata.labels`, with Karmada's provider, region and zone as the labels its field
+    /// selectors read (`karmada::PROVIDER_LABEL`, ...).
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<crate::policy::Taint>,
+    /// KubeFed's `spec.caBundle` (base64, as written): the CA the member's API presents, which
+    /// KubeFed keeps in the cluster document rather than in the Secret.
+    pub ca_bundle: Option<String>,
 }
 
 /// Identifies a policy: its kind, namespace (empty for the cluster-wide kinds) and name.
@@ -187,4 +280,42 @@ impl DoorTables {
     pub fn is_empty(&self) -> bool {
         self.templates.is_empty() && self.policies.is_empty()
     }
+}
+
+/// The member document of kind `tag` in `manifest`, read and checked; None for a tag that is
+/// not a cluster document.
+pub fn parse_member(
+    tag: PolicyKindTag,
+    manifest: &serde_json::Value,
+) -> Option<Result<MemberDoc, crate::error::FieldError>> {
+    match tag {
+        PolicyKindTag::KarmadaCluster => Some(crate::karmada::parse_cluster(manifest)),
+        PolicyKindTag::KubeFedCluster => Some(kubefed::parse_kubefed_cluster(manifest)),
+        _ => None,
+    }
+}
+
+/// Where a stored member Secret keeps its (sealed) credentials: a top-level field of the stored
+/// document beside the Secret's metadata, which the door never renders.
+pub const SECRET_CREDENTIALS_FIELD: &str = "fedraftCredentials";
+
+/// The stored text of a member Secret: `secret` (without `data` or `stringData`) with
+/// `credentials` in [`SECRET_CREDENTIALS_FIELD`].
+pub fn member_secret_manifest(
+    secret: &serde_json::Value,
+    credentials: &crate::model::Credentials,
+) -> String {
+    let mut doc = secret.clone();
+    if let Some(obj) = doc.as_object_mut() {
+        // A Credentials value is plain data: serializing it to a JSON value cannot fail.
+        let creds = serde_json::to_value(credentials).unwrap_or(serde_json::Value::Null);
+        obj.insert(SECRET_CREDENTIALS_FIELD.to_string(), creds);
+    }
+    doc.to_string()
+}
+
+/// The credentials a stored member Secret holds, None if the record is not one.
+pub fn member_secret_credentials(record: &PolicyRecord) -> Option<crate::model::Credentials> {
+    let doc: serde_json::Value = serde_json::from_str(&record.manifest).ok()?;
+    serde_json::from_value(doc.get(SECRET_CREDENTIALS_FIELD)?.clone()).ok()
 }

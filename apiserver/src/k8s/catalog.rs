@@ -1,13 +1,14 @@
 //! What the door serves: the resource types (built-in Kubernetes kinds as resource templates,
 //! fedraft's own kinds as read views, Karmada's policy kinds, KubeFed's federated kinds and
-//! ReplicaSchedulingPreference) and which store answers each.
+//! ReplicaSchedulingPreference, the member cluster documents of both) and which store answers
+//! each.
 //!
 //! Discovery, routing, reads and writes all look a type up here, so a type listed here is served
 //! end to end. Must not hold objects or build documents (those are `fedraft_kubeapi`'s).
 
 use std::sync::LazyLock;
 
-use fedraft_core::door::PolicyKindTag;
+use fedraft_core::door::{self, PolicyKindTag};
 use fedraft_core::karmada;
 use fedraft_core::kubefed::{self, FederatedKind};
 use fedraft_kubeapi::resource::{self, ResourceDef};
@@ -153,6 +154,26 @@ fn build() -> Vec<Served> {
         )
         .short_names(&["rsp"]),
         store: Store::Policy(PolicyKindTag::ReplicaSchedulingPreference),
+    });
+    // Member cluster documents: writing one registers a fedraft cluster (`members`).
+    out.push(Served {
+        def: kubefed_def(
+            door::KARMADA_CLUSTER_GROUP,
+            door::KARMADA_CLUSTER_VERSION,
+            "clusters",
+            "Cluster",
+        )
+        .cluster_scoped(),
+        store: Store::Policy(PolicyKindTag::KarmadaCluster),
+    });
+    out.push(Served {
+        def: kubefed_def(
+            door::KUBEFED_CORE_GROUP,
+            door::KUBEFED_CORE_VERSION,
+            "kubefedclusters",
+            "KubeFedCluster",
+        ),
+        store: Store::Policy(PolicyKindTag::KubeFedCluster),
     });
     out
 }

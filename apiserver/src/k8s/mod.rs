@@ -16,6 +16,7 @@
 mod catalog;
 mod discovery;
 mod errors;
+mod members;
 mod protobuf;
 mod read;
 mod render;
@@ -130,6 +131,7 @@ pub fn parse_target(group: &str, version: &str, rest: &str) -> KResult<Target> {
         }
         (served, None, segs.get(1).map(owned), segs.get(2).map(owned))
     };
+    let served = members::retarget(served, ns.as_deref());
     let sub_ok = match sub.as_deref() {
         None => true,
         Some(s) => served.def.has_subresource(s),

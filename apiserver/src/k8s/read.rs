@@ -40,7 +40,7 @@ pub fn authorize_read(call: &Call, ns: Option<&str>) -> KResult<()> {
             Some(name) => Access::ReadNamespace(name),
             None => Access::ReadAllObjects,
         },
-        (Store::Policy(tag), _) if !tag.namespaced() => Access::ReadClusters,
+        (Store::Policy(tag), _) if !tag.namespaced() || tag.is_member() => Access::ReadClusters,
         (_, Some(ns)) => Access::ReadNamespace(ns),
         (_, None) => Access::ReadAllObjects,
     };

@@ -18,8 +18,10 @@
 
 use std::sync::Arc;
 
-use fedraft_core::door::{PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord};
-use fedraft_core::model::{Cluster, FederatedObject, Tenant};
+use fedraft_core::door::{
+    self, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord,
+};
+use fedraft_core::model::{Cluster, FederatedObject, Health, Tenant};
 use fedraft_core::state::State;
 use fedraft_kubeapi::meta;
 use serde_json::{json, Map, Value};
@@ -43,6 +45,9 @@ pub enum Loaded {
     Policy {
         key: PolicyRef,
         rec: PolicyRecord,
+        /// For a member cluster document, the cluster it registered (its health is the
+        /// document's status).
+        member: Option<Box<Cluster>>,
     },
     Cluster(Box<Cluster>),
     Tenant(Box<Tenant>),
@@ -88,9 +93,16 @@ pub fn load_namespace(s: &State, name: &str) -> Option<Loaded> {
 
 pub fn load_policy(s: &State, key: &PolicyRef) -> Option<Loaded> {
     let rec = s.door().policies.get(key)?;
+    let member = matches!(
+        key.kind,
+        PolicyKindTag::KarmadaCluster | PolicyKindTag::KubeFedCluster
+    )
+    .then(|| s.cluster(&key.name).cloned().map(Box::new))
+    .flatten();
     Some(Loaded::Policy {
         key: key.clone(),
         rec: rec.clone(),
+        member,
     })
 }
 
@@ -121,7 +133,7 @@ impl Loaded {
         match self {
             Loaded::Template { key, rec, obj } => template_object(key, rec, obj),
             Loaded::Namespace { name, tpl } => namespace_object(name, tpl.as_ref()),
-            Loaded::Policy { key, rec } => policy_object(key, rec),
+            Loaded::Policy { key, rec, member } => policy_object(key, rec, member.as_deref()),
             Loaded::Cluster(c) => cluster_object(c),
             Loaded::Tenant(t) => tenant_object(t),
         }
@@ -270,8 +282,12 @@ fn namespace_object(name: &str, tpl: Option<&(TemplateRecord, Arc<FederatedObjec
     doc
 }
 
-fn policy_object(key: &PolicyRef, rec: &PolicyRecord) -> Value {
+fn policy_object(key: &PolicyRef, rec: &PolicyRecord, member: Option<&Cluster>) -> Value {
     let mut doc = parse_or_empty(&rec.manifest);
+    if let Some(o) = doc.as_object_mut() {
+        // A member Secret's credentials, sealed or not, are never shown.
+        o.remove(door::SECRET_CREDENTIALS_FIELD);
+    }
     let (api_version, kind) = key.kind.api_version_kind();
     doc["apiVersion"] = json!(api_version);
     doc["kind"] = json!(kind);
@@ -283,7 +299,58 @@ fn policy_object(key: &PolicyRef, rec: &PolicyRecord) -> Value {
         (rec.created_ms, rec.created_index),
         rec.generation,
     );
+    if matches!(
+        key.kind,
+        PolicyKindTag::KarmadaCluster | PolicyKindTag::KubeFedCluster
+    ) {
+        doc["status"] = member_status(key.kind, &doc, member);
+    }
     doc
+}
+
+/// A cluster document's status as Karmada and KubeFed write it: condition `Ready` from the
+/// health of the cluster the document registered, or False while its Secret is missing.
+fn member_status(tag: PolicyKindTag, doc: &Value, member: Option<&Cluster>) -> Value {
+    let Some(c) = member else {
+        let secret = door::parse_member(tag, doc)
+            .and_then(Result::ok)
+            .map(|m| format!("{}/{}", m.secret.namespace, m.secret.name))
+            .unwrap_or_default();
+        return json!({"conditions": [{
+            "type": "Ready",
+            "status": "False",
+            "reason": "WaitingForSecret",
+            "message": format!(
+                "waiting for Secret {secret} (spec.secretRef) holding the member's token; \
+                 nothing is registered until it exists"
+            ),
+        }]});
+    };
+    let (status, reason, message) = match c.status.health {
+        Health::Ready => (
+            "True",
+            "ClusterReady",
+            "cluster is healthy and ready to accept workloads",
+        ),
+        Health::NotReady => ("False", "ClusterNotReady", "cluster missed its heartbeats"),
+        Health::Unknown => (
+            "Unknown",
+            "ClusterUnknown",
+            "no heartbeat from the cluster yet",
+        ),
+    };
+    let since = rfc3339(c.status.health_since_ms);
+    let mut condition = json!({
+        "type": "Ready",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    });
+    if tag == PolicyKindTag::KubeFedCluster {
+        condition["lastProbeTime"] = json!(c.status.last_heartbeat_ms.map_or(since, rfc3339));
+    }
+    json!({"conditions": [condition]})
 }
 
 pub fn policy_kind(tag: PolicyKindTag) -> &'static str {

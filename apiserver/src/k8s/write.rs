@@ -32,6 +32,10 @@ use crate::routes::objects::as_actor;
 pub(super) const CONFLICT_ATTEMPTS: usize = 5;
 
 fn authorize_write(call: &Call, name: &str) -> KResult<()> {
+    // Registering a member, or holding its credentials, is the native cluster routes' right.
+    if matches!(call.target.store(), Store::Policy(tag) if tag.is_member()) {
+        return Ok(allow(&call.app, &call.principal, Access::WriteClusters)?);
+    }
     let ns = match call.target.store() {
         Store::Namespace => name.to_string(),
         // Cluster-wide policies are an administrator's: no namespace grants them.
@@ -170,9 +174,14 @@ fn manifest(t: &Target, obj: &Value) -> String {
 
 /// Proposes the object, answering a version conflict as kube-apiserver does.
 pub(super) async fn propose_put(call: &Call, obj: &Value, expected: u64) -> KResult<()> {
-    let command = Command::PutResource {
-        manifest: manifest(&call.target, obj),
-        expected_version: Some(expected),
+    let command = match call.target.store() {
+        Store::Policy(tag) if tag.is_member() => {
+            super::members::command(call, tag, obj, expected).await?
+        }
+        _ => Command::PutResource {
+            manifest: manifest(&call.target, obj),
+            expected_version: Some(expected),
+        },
     };
     propose(call, meta::name(obj), command).await
 }

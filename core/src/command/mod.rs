@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::admission::AdmissionPolicy;
 use crate::door::ResourceKey;
 use crate::error::CodecError;
-use crate::model::{Capacity, ClusterSpec, ObjectSpec, SealedCredentials, TenantSpec};
+use crate::model::{Capacity, ClusterSpec, Credentials, ObjectSpec, SealedCredentials, TenantSpec};
 use crate::policy::{Extended, ExtendedCapacity};
 use crate::rollout::{RolloutStrategy, WorkloadObservation};
 use crate::service::{DiscoverySpec, EndpointsReport};
@@ -44,8 +44,10 @@ use crate::users::{TokenIssue, UserSpec};
 /// extended resource requests (`nvidia.com/gpu`...; `policy::EXTENDED_SINCE`), whose `PutTenant`
 /// clears a tenant's extended quotas, and whose commands include `CapacityDetails` and
 /// `PutTenantWithExtended`; a version-6 template's extended requests counted for nothing, and
-/// still do.
-pub const LOG_ENTRY_VERSION: u16 = 7;
+/// still do. 8, the same envelope, with the member commands `PutMemberCluster` and
+/// `PutMemberSecret` (`crate::door::MEMBERS_SINCE`); in an older entry a Secret in a credentials
+/// namespace or a KubeFedCluster is an ordinary resource template, as it was.
+pub const LOG_ENTRY_VERSION: u16 = 8;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;
@@ -269,6 +271,24 @@ pub enum Command {
     CapacityDetails(Vec<CapacityDetail>),
     /// `PutTenant` with quotas on extended resources such as `nvidia.com/gpu` (version 7).
     PutTenantWithExtended { spec: TenantSpec, quota: Extended },
+    /// A `cluster.karmada.io` Cluster or a `core.kubefed.io` KubeFedCluster written through the
+    /// door (`state/handlers/members.rs`): the document (JSON text), and the credentials the
+    /// API edge sealed for the cluster from the Secret the document names (None while that
+    /// Secret is absent: the document waits for it).
+    PutMemberCluster {
+        manifest: String,
+        binding: Option<MemberBinding>,
+        expected_version: Option<u64>,
+    },
+    /// A member's credentials Secret written through the door: the Secret without its data
+    /// (JSON text), the credentials the edge read from the data and sealed, and the same
+    /// credentials sealed for every cluster document that names the Secret.
+    PutMemberSecret {
+        manifest: String,
+        credentials: Credentials,
+        bindings: Vec<MemberBinding>,
+        expected_version: Option<u64>,
+    },
 }
 
 /// What a user may do to a rollout (`crate::rollout::gate`).
@@ -342,6 +362,8 @@ impl Command {
             Command::WorkloadReports(_) => "WorkloadReports",
             Command::CapacityDetails(_) => "CapacityDetails",
             Command::PutTenantWithExtended { .. } => "PutTenantWithExtended",
+            Command::PutMemberCluster { .. } => "PutMemberCluster",
+            Command::PutMemberSecret { .. } => "PutMemberSecret",
         }
     }
 }
@@ -369,6 +391,17 @@ pub struct CredentialsRewrap {
     /// The cluster's resource version when the rotation read it.
     pub expected_version: u64,
     pub credentials: SealedCredentials,
+}
+
+/// A member cluster's credentials as the edge sealed them for it (bound to its name) from the
+/// other side of the join it read: applied only if that side is still at `read_version` (the
+/// Secret's resource version in `PutMemberCluster`, the cluster document's in
+/// `PutMemberSecret`); otherwise the write is refused as a conflict and the edge reads again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberBinding {
+    pub cluster: String,
+    pub read_version: u64,
+    pub credentials: Credentials,
 }
 
 /// What an executor saw of one object on one cluster.

@@ -3,7 +3,8 @@
 //! users of multi-cluster Kubernetes already write.
 //!
 //! Owns: the four policy kinds' documents (`PropagationPolicy`, `ClusterPropagationPolicy`,
-//! `OverridePolicy`, `ClusterOverridePolicy`), their validation with errors naming the field,
+//! `OverridePolicy`, `ClusterOverridePolicy`) and the `cluster.karmada.io` `Cluster` (`cluster`),
+//! their validation with errors naming the field,
 //! which policy a resource template falls under (`select`), and the translation onto
 //! [`Placement`](crate::policy::Placement) and [`Override`](crate::policy::Override)
 //! (`propagation`, `overrides`). A field of Karmada's API that fedraft cannot honour exactly is
@@ -17,6 +18,7 @@
 //! entries keep their meaning, and never refuse a document it once accepted (a restored state
 //! parses its stored policies again).
 
+mod cluster;
 mod overrides;
 mod propagation;
 mod select;
@@ -29,6 +31,8 @@ use serde_json::Value;
 
 use crate::error::FieldError;
 
+pub use cluster::parse_cluster;
+pub(crate) use cluster::{member_name, metadata_labels};
 pub use overrides::OverrideSpec;
 pub use propagation::PropagationSpec;
 pub use select::{best_match, MatchRank, Precedence, ResourceSelector, TemplateIdentity};

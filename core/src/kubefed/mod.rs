@@ -1,5 +1,5 @@
 //! KubeFed's documents (`types.kubefed.io/v1beta1` FederatedX, `scheduling.kubefed.io/v1alpha1`
-//! ReplicaSchedulingPreference) read into a fedraft federated object, so that a KubeFed user's
+//! ReplicaSchedulingPreference; `core.kubefed.io/v1beta1` KubeFedCluster, `cluster`) read into a fedraft federated object, so that a KubeFed user's
 //! manifests place what KubeFed placed without a rewrite.
 //!
 //! Owns: which federated kinds exist and what they federate ([`FederatedKind`]), reading a
@@ -13,6 +13,7 @@
 //! the scheduler decides. What this module accepts is replicated semantics: widen it only with a
 //! new log entry version, and never refuse a document it once accepted.
 
+mod cluster;
 mod federated;
 mod rsp;
 
@@ -21,6 +22,7 @@ mod tests;
 
 use serde::{Deserialize, Serialize};
 
+pub use cluster::parse_kubefed_cluster;
 pub use federated::{parse_federated, FederatedSpec};
 pub use rsp::{parse_rsp, RspSpec};
 

@@ -383,6 +383,17 @@ impl State {
             Command::PutTenantWithExtended { spec, quota } => {
                 self.on_put_tenant_extended(spec, quota, ctx)
             }
+            Command::PutMemberCluster {
+                manifest,
+                binding,
+                expected_version,
+            } => self.on_put_member_cluster(manifest, binding.as_ref(), *expected_version, ctx),
+            Command::PutMemberSecret {
+                manifest,
+                credentials,
+                bindings,
+                expected_version,
+            } => self.on_put_member_secret(manifest, credentials, bindings, *expected_version, ctx),
         }
     }
 

@@ -10,6 +10,7 @@ mod admission;
 mod discovery;
 mod door;
 mod door_kubefed;
+mod door_members;
 mod gpu;
 mod handover;
 mod render_golden;

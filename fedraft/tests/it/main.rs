@@ -27,6 +27,7 @@ mod failpoints;
 mod fleet;
 mod kubectl_door;
 mod kubefed_door;
+mod members_door;
 mod metrics_exposition;
 mod peer_samples;
 mod secrets_at_rest;

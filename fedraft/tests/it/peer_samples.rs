@@ -252,7 +252,8 @@ async fn every_peer_sample_is_accepted_or_refused_naming_why() {
         "peer samples: {} documents; starting the federation",
         docs.len()
     );
-    let fed = Fed::start_tls().await;
+    // Sealed, as in production: a member Secret is accepted only where a key seals it.
+    let fed = Fed::start_tls_sealed().await;
     let home = tempfile::tempdir().unwrap();
     write_kubeconfig(&fed, home.path());
     let k = Kubectl {

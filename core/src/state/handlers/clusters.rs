@@ -18,7 +18,7 @@ pub const DRAIN_TAINT_KEY: &str = "fedraft.io/drain";
 const MAX_THRESHOLD_SECONDS: u64 = 24 * 3600;
 const MAX_ENDPOINT_BYTES: usize = 2048;
 
-fn validate_spec(spec: &ClusterSpec) -> Result<(), Rejection> {
+pub(super) fn validate_spec(spec: &ClusterSpec) -> Result<(), Rejection> {
     validate::dns_label(&spec.name, "spec.name")?;
     validate::labels(&spec.labels, "spec.labels")?;
     validate::taints(&spec.taints, "spec.taints")?;

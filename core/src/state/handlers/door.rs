@@ -16,12 +16,12 @@
 
 use serde_json::{Map, Value};
 
-use super::validate;
 use super::validate::MAX_TEMPLATE_BYTES;
+use super::{members, validate};
 use crate::admission::Actor;
 use crate::command::LOG_ENTRY_VERSION;
 use crate::door::{
-    DoorTables, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord,
+    DoorTables, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord, MEMBERS_SINCE,
 };
 use crate::error::CodecError;
 use crate::error::FieldError;
@@ -51,7 +51,7 @@ pub(crate) struct Identity {
     pub(crate) name: String,
 }
 
-fn read_manifest(text: &str) -> Result<(Value, Identity), Rejection> {
+pub(super) fn read_manifest(text: &str) -> Result<(Value, Identity), Rejection> {
     if text.len() > MAX_TEMPLATE_BYTES {
         return Err(FieldError::new(
             "manifest",
@@ -172,7 +172,7 @@ impl State {
     }
 }
 
-fn spec_part(doc: &Value) -> Value {
+pub(super) fn spec_part(doc: &Value) -> Value {
     let mut d = doc.clone();
     if let Some(o) = d.as_object_mut() {
         o.remove("metadata");
@@ -189,6 +189,9 @@ impl State {
         ctx: &mut Ctx,
     ) -> HandlerResult {
         let (doc, id) = read_manifest(manifest)?;
+        if ctx.version >= MEMBERS_SINCE {
+            members::refuse_member_manifest(&id)?;
+        }
         if let Some(kind) = PolicyKind::of(&id.api_version, &id.kind) {
             return self.put_policy(kind, doc, id, expected, ctx);
         }
@@ -207,6 +210,9 @@ impl State {
         expected: Option<u64>,
         ctx: &mut Ctx,
     ) -> HandlerResult {
+        if let Some(tag) = self.member_to_delete(key, ctx.version) {
+            return self.delete_member(tag, key, expected, ctx);
+        }
         if key.group == karmada::GROUP {
             let kind = PolicyKind::of(
                 &format!("{}/{}", karmada::GROUP, karmada::VERSION),

@@ -15,6 +15,7 @@ pub(crate) mod extended;
 pub mod handover;
 mod health;
 mod kubefed;
+mod members;
 mod objects;
 pub mod outcome;
 pub mod placement;

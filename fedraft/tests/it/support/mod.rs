@@ -68,16 +68,22 @@ fn layout() -> Layout {
 impl Fed {
     /// Starts the simulators and the three nodes, and waits for a leader all nodes agree on.
     pub async fn start() -> Fed {
-        Fed::start_with(false).await
+        Fed::start_with(false, false).await
     }
 
     /// [`Fed::start`] with the API on TLS (certificates from `fedraft certs`): kubectl sends a
     /// bearer token over https only.
     pub async fn start_tls() -> Fed {
-        Fed::start_with(true).await
+        Fed::start_with(true, false).await
     }
 
-    async fn start_with(tls: bool) -> Fed {
+    /// [`Fed::start_tls`] with a `[credentials]` key in every node's config: member
+    /// credentials are sealed at rest, as in production (without a key they are refused).
+    pub async fn start_tls_sealed() -> Fed {
+        Fed::start_with(true, true).await
+    }
+
+    async fn start_with(tls: bool, sealed: bool) -> Fed {
         let sims = start_sims(&CLUSTERS).await;
         let dir = fedraft_testkit::temp_dir("e2e");
         let mut l = layout();
@@ -99,6 +105,21 @@ impl Fed {
             l.tls = Some(fedraft_testkit::procs::TlsDir { dir: certs });
         }
         let mut procs = Cluster::layout(dir.path(), "fed", &l);
+        if sealed {
+            use std::os::unix::fs::PermissionsExt;
+            let key = dir.path().join("credentials.key");
+            std::fs::write(&key, [7u8; 32]).expect("writing the credentials key");
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+                .expect("key permissions");
+            let section = format!(
+                "\n[credentials]\ncurrent = \"k1\"\nkeys = [{{ id = \"k1\", file = \"{}\" }}]\n",
+                key.display()
+            );
+            for n in &procs.nodes {
+                let text = std::fs::read_to_string(&n.config).expect("node config");
+                std::fs::write(&n.config, format!("{text}{section}")).expect("node config");
+            }
+        }
         procs.start_all();
         let fed = Fed {
             procs,
