@@ -104,6 +104,8 @@ struct SnapshotOwnedV2 {
     services: Services,
 }
 
+// One argument per replicated part, in snapshot order: the layout reads off the signature.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn encode_snapshot(
     applied_index: u64,
     data: &Data,
