@@ -8,8 +8,8 @@
 
 use fedraft_core::command::WorkloadReport;
 use fedraft_core::rollout::{
-    HealthRule, JobState, WorkloadCondition, WorkloadObservation, HEALTH_RULE_CONDITION,
-    MAX_CONDITIONS, MAX_REASON_BYTES, REVISION_ANNOTATION,
+    cut_reason, HealthRule, JobState, WorkloadCondition, WorkloadObservation,
+    HEALTH_RULE_CONDITION, MAX_CONDITIONS, REVISION_ANNOTATION,
 };
 use serde_json::Value;
 
@@ -32,26 +32,19 @@ pub fn workload_report(
 /// Whether `rule` holds on `live`, and the value found (its JSON text unless a string; empty
 /// when the path is absent), cut for a condition's reason.
 fn check_rule(rule: &HealthRule, live: &Value) -> WorkloadCondition {
-    let found = match live.pointer(&rule.path) {
-        None => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(v) => v.to_string(),
+    let (status, found) = match live.pointer(&rule.path) {
+        None => (false, String::new()),
+        Some(Value::String(s)) => (*s == rule.value, s.clone()),
+        Some(v) => {
+            let text = v.to_string();
+            (text == rule.value, text)
+        }
     };
-    let status = live.pointer(&rule.path).is_some() && found == rule.value;
     WorkloadCondition {
         type_: HEALTH_RULE_CONDITION.to_string(),
         status,
-        reason: short_reason(&found),
+        reason: cut_reason(&found),
     }
-}
-
-/// `s` cut to at most [`MAX_REASON_BYTES`] on a character boundary.
-fn short_reason(s: &str) -> String {
-    let mut end = s.len().min(MAX_REASON_BYTES);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
 }
 
 /// What a live object's status says of its rollout, for the kinds whose status fedraft reads

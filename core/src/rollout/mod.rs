@@ -429,6 +429,16 @@ pub struct WorkloadStatus {
     pub verdict_since_ms: u64,
 }
 
+/// `s` cut to at most [`MAX_REASON_BYTES`] on a character boundary: what core keeps of a
+/// condition's type and reason, so executors cut the same way and compare exactly.
+pub fn cut_reason(s: &str) -> String {
+    let mut end = s.len().min(MAX_REASON_BYTES);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
 /// The health verdict of an observation, by kind. Kinds without a status fedraft reads are
 /// Healthy once present (applied, as before) unless the strategy's [`HealthRule`] did not hold;
 /// the executor reports them only for rollouts.

@@ -242,11 +242,19 @@ impl State {
     }
 
     pub(crate) fn handover_release(&mut self, key: &ObjectKey, ctx: &mut Ctx) {
-        let hs = &mut self.rollouts.handovers;
-        if let Some(h) = hs.by_object.remove(key) {
-            hs.deadlines.remove(&(h.deadline_ms, key.clone()));
+        if self.handover_forget(key) {
             self.handover_touch(key, ctx);
         }
+    }
+
+    /// Drops the hold of `key` with its deadline; whether there was one.
+    pub(crate) fn handover_forget(&mut self, key: &ObjectKey) -> bool {
+        let hs = &mut self.rollouts.handovers;
+        let Some(h) = hs.by_object.remove(key) else {
+            return false;
+        };
+        hs.deadlines.remove(&(h.deadline_ms, key.clone()));
+        true
     }
 
     fn handover_touch(&mut self, key: &ObjectKey, ctx: &mut Ctx) {

@@ -20,7 +20,7 @@ use crate::error::FieldError;
 use crate::model::{ObjectKey, ObjectSpec};
 use crate::rollout::{
     gate, verdict, waves, Phase, RolloutRecord, RolloutStrategy, RolloutType, WorkloadStatus,
-    MAX_CONDITIONS, MAX_REASON_BYTES,
+    MAX_CONDITIONS,
 };
 use crate::state::{
     check_batch_len, ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State,
@@ -42,17 +42,6 @@ impl Rollouts {
     pub fn is_empty(&self) -> bool {
         self.records.is_empty() && self.workloads.is_empty() && self.handovers.is_empty()
     }
-}
-
-fn cut(s: &str) -> String {
-    if s.len() <= MAX_REASON_BYTES {
-        return s.to_string();
-    }
-    let mut end = MAX_REASON_BYTES;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
 }
 
 impl State {
@@ -237,10 +226,7 @@ impl State {
     pub(crate) fn rollouts_forget(&mut self, key: &ObjectKey) {
         self.rollouts.records.remove(key);
         self.rollouts.workloads.remove(key);
-        let hs = &mut self.rollouts.handovers;
-        if let Some(h) = hs.by_object.remove(key) {
-            hs.deadlines.remove(&(h.deadline_ms, key.clone()));
-        }
+        self.handover_forget(key);
     }
 
     fn touch_object(&mut self, key: &ObjectKey, ctx: &mut Ctx) {
@@ -362,10 +348,10 @@ impl State {
                 continue;
             }
             let mut observed = r.observed.clone();
-            observed.kind = cut(&observed.kind);
+            observed.kind = crate::rollout::cut_reason(&observed.kind);
             for c in &mut observed.conditions {
-                c.type_ = cut(&c.type_);
-                c.reason = cut(&c.reason);
+                c.type_ = crate::rollout::cut_reason(&c.type_);
+                c.reason = crate::rollout::cut_reason(&c.reason);
             }
             let key = ObjectKey::new(r.namespace.clone(), r.name.clone());
             let per = self.rollouts.workloads.entry(key.clone()).or_default();
