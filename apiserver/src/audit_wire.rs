@@ -87,6 +87,16 @@ pub fn target(c: &Command) -> String {
         Command::DeleteUser { name, .. } => format!("user {name}"),
         Command::IssueToken(i) => format!("user {} token {}", i.user, i.id),
         Command::RevokeToken { user, id } => format!("user {user} token {id}"),
+        // "m1 unreachable (timeout: ...), m2 reachable": a vantage point's changed views.
+        Command::Reachability(rs) => rs
+            .iter()
+            .map(|r| match &r.failure {
+                Some(f) => format!("{} unreachable ({})", r.cluster, f.describe()),
+                None => format!("{} reachable", r.cluster),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        Command::SetHealthPolicy(_) => "health policy".to_string(),
     }
 }
 

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::admission::AdmissionPolicy;
 use crate::door::ResourceKey;
 use crate::error::CodecError;
+use crate::health::{HealthPolicy, ProbeFailure};
 use crate::model::{Capacity, ClusterSpec, ObjectSpec, SealedCredentials, TenantSpec};
 use crate::service::{DiscoverySpec, EndpointsReport};
 use crate::users::{TokenIssue, UserSpec};
@@ -35,8 +36,15 @@ use crate::users::{TokenIssue, UserSpec};
 /// before; the native API's `aggregated` division and the user database's commands are new in
 /// the same version). 5, the same envelope, whose `PutResource` and `DeleteResource` may carry
 /// KubeFed's documents (`crate::kubefed`: FederatedX, ReplicaSchedulingPreference), read as
-/// such; in a version-4 entry such a manifest is an ordinary resource template, as it was.
-pub const LOG_ENTRY_VERSION: u16 = 5;
+/// such; in a version-4 entry such a manifest is an ordinary resource template, as it was. 6,
+/// the same envelope, whose commands include `Reachability` (a node's view of member clusters,
+/// with the probe error) and `SetHealthPolicy`, and whose time advances may hold a cluster Ready
+/// on a broken link and engage the failover brake (`crate::health`); a version-5 entry never
+/// does either, so it replays as it did.
+pub const LOG_ENTRY_VERSION: u16 = 6;
+
+/// The first envelope version whose entries apply vantage points and the brake.
+pub const HEALTH_VANTAGE_SINCE: u16 = 6;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;
@@ -237,6 +245,12 @@ pub enum Command {
     IssueToken(TokenIssue),
     /// Revoke a user's token: it stops authenticating on each node as that node applies this.
     RevokeToken { user: String, id: String },
+    /// What one vantage point (the entry's actor: a node's executors or prober) sees of member
+    /// clusters: only changes, and an empty batch to renew its lease (`crate::health`). A
+    /// failure from the owner also breaks a recovery run, as `ClusterUnreachable` does.
+    Reachability(Vec<ReachabilityReport>),
+    /// Replace the health policy (the failover brake's settings); admins only.
+    SetHealthPolicy(HealthPolicy),
 }
 
 impl Command {
@@ -268,6 +282,8 @@ impl Command {
             Command::DeleteUser { .. } => "DeleteUser",
             Command::IssueToken(_) => "IssueToken",
             Command::RevokeToken { .. } => "RevokeToken",
+            Command::Reachability(_) => "Reachability",
+            Command::SetHealthPolicy(_) => "SetHealthPolicy",
         }
     }
 }
@@ -277,6 +293,13 @@ impl Command {
 pub struct Heartbeat {
     pub cluster: String,
     pub capacity: Option<Capacity>,
+}
+
+/// One vantage point's view of one cluster: it answers (`failure: None`) or why not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReachabilityReport {
+    pub cluster: String,
+    pub failure: Option<ProbeFailure>,
 }
 
 /// One cluster's credentials as a rotation re-sealed them. Applied only if the cluster still

@@ -52,6 +52,7 @@ use crate::admission::{Actor, AdmissionPolicy};
 use crate::command::{Command, LogEntry};
 use crate::door::{DoorTables, PolicyRef};
 use crate::error::CodecError;
+use crate::health::HealthBook;
 use crate::karmada::PolicySpec;
 use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
 use crate::scheduler::Decision;
@@ -146,6 +147,9 @@ pub struct State {
     pub(crate) door_ix: BTreeMap<PolicyRef, PolicySpec>,
     /// The user database (`handlers/users.rs`); replicated, encoded after `door`.
     pub(crate) users: Users,
+    /// Vantage points' views and the failover brake (`crate::health`); replicated, encoded
+    /// after `users`.
+    pub(crate) health: HealthBook,
 }
 
 impl State {
@@ -344,6 +348,8 @@ impl State {
             } => self.on_delete_user(name, *expected_version, ctx),
             Command::IssueToken(issue) => self.on_issue_token(issue, ctx),
             Command::RevokeToken { user, id } => self.on_revoke_token(user, id, ctx),
+            Command::Reachability(batch) => self.on_reachability(batch, ctx),
+            Command::SetHealthPolicy(policy) => self.on_set_health_policy(policy, ctx),
         }
     }
 
@@ -358,6 +364,7 @@ impl State {
             &self.adm,
             &self.door,
             &self.users,
+            &self.health,
         )
     }
 
@@ -377,6 +384,7 @@ impl State {
             adm: self.adm.clone(),
             door: self.door.clone(),
             users: self.users.clone(),
+            health: self.health.clone(),
             ix: None,
         }
     }
@@ -391,7 +399,7 @@ impl State {
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
-        let (applied_index, data, svc, adm, door, users) = snapshot::decode(bytes)?;
+        let (applied_index, data, svc, adm, door, users, health) = snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
         Ok(State {
@@ -403,6 +411,7 @@ impl State {
             door,
             door_ix,
             users,
+            health,
         })
     }
 
@@ -438,6 +447,12 @@ impl State {
                 .unwrap_or_else(|e| unreachable!("users encoding failed: {e}"));
             h.update(&users);
         }
+        // And for the health book while it holds nothing a version-5 log could have made.
+        if !self.health.is_trivial() {
+            let health = bincode::serde::encode_to_vec(&self.health, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("health encoding failed: {e}"));
+            h.update(&health);
+        }
         h.finalize().into()
     }
 
@@ -461,6 +476,11 @@ impl State {
 
     pub fn cluster(&self, name: &str) -> Option<&Cluster> {
         self.d.clusters.get(name)
+    }
+
+    /// Vantage points' views of the clusters, the failover brake and its policy.
+    pub fn health(&self) -> &HealthBook {
+        &self.health
     }
 
     /// Every object, ordered by namespace then name.

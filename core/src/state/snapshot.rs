@@ -13,11 +13,13 @@ use crate::admission::AdmissionPolicy;
 use crate::command::decode_exact;
 use crate::door::DoorTables;
 use crate::error::CodecError;
+use crate::health::HealthBook;
 use crate::users::Users;
 
-/// Snapshot format this binary writes; it reads this, 4 (before the user database), 3 (before
-/// the door's tables), 2 (before the admission policy) and 1 (before service discovery).
-pub const SNAPSHOT_VERSION: u16 = 5;
+/// Snapshot format this binary writes; it reads this, 5 (before the health book), 4 (before
+/// the user database), 3 (before the door's tables), 2 (before the admission policy) and 1
+/// (before service discovery).
+pub const SNAPSHOT_VERSION: u16 = 6;
 
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
@@ -28,11 +30,25 @@ struct SnapshotRef<'a> {
     admission: &'a AdmissionPolicy,
     door: &'a DoorTables,
     users: &'a Users,
+    health: &'a HealthBook,
 }
 
 #[derive(Deserialize)]
 struct SnapshotOwned {
     /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+    door: DoorTables,
+    users: Users,
+    health: HealthBook,
+}
+
+/// Version 5 snapshots: no health book yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV5 {
     _version: u16,
     applied_index: u64,
     data: Data,
@@ -79,6 +95,7 @@ pub(super) fn encode_snapshot(
     admission: &AdmissionPolicy,
     door: &DoorTables,
     users: &Users,
+    health: &HealthBook,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -88,6 +105,7 @@ pub(super) fn encode_snapshot(
         admission,
         door,
         users,
+        health,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -104,6 +122,7 @@ pub struct StateImage {
     pub(super) adm: AdmissionPolicy,
     pub(super) door: DoorTables,
     pub(super) users: Users,
+    pub(super) health: HealthBook,
     /// The indexes' aggregates at that index, in an image taken to be checked
     /// ([`State::checked_image`](super::State::checked_image)).
     pub(super) ix: Option<Index>,
@@ -127,6 +146,7 @@ impl StateImage {
             &self.adm,
             &self.door,
             &self.users,
+            &self.health,
         )
     }
 
@@ -140,7 +160,15 @@ impl StateImage {
 }
 
 /// What [`decode`] gives back, in snapshot order.
-pub(super) type SnapshotParts = (u64, Data, Services, AdmissionPolicy, DoorTables, Users);
+pub(super) type SnapshotParts = (
+    u64,
+    Data,
+    Services,
+    AdmissionPolicy,
+    DoorTables,
+    Users,
+    HealthBook,
+);
 
 /// Version 1 snapshots: no service discovery yet.
 #[derive(Deserialize)]
@@ -151,8 +179,8 @@ struct SnapshotOwnedV1 {
 }
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
-/// services, admission policy, door tables and user database (the parts an older version lacks
-/// are defaults).
+/// services, admission policy, door tables, user database and health book (the parts an older
+/// version lacks are defaults).
 pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
         .map_err(|e| CodecError::Decode(e.to_string()))?;
@@ -201,6 +229,18 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.door,
             )
         }
+        5 => {
+            let snap: SnapshotOwnedV5 = decode_exact(bytes)?;
+            return Ok((
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                snap.door,
+                snap.users,
+                HealthBook::default(),
+            ));
+        }
         _ => {
             let snap: SnapshotOwned = decode_exact(bytes)?;
             return Ok((
@@ -210,9 +250,19 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.admission,
                 snap.door,
                 snap.users,
+                snap.health,
             ));
         }
     };
     let users = Users::default();
-    Ok((applied_index, data, services, admission, door, users))
+    let health = HealthBook::default();
+    Ok((
+        applied_index,
+        data,
+        services,
+        admission,
+        door,
+        users,
+        health,
+    ))
 }

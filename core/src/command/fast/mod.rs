@@ -19,11 +19,12 @@ use crate::error::CodecError;
 use crate::model::Capacity;
 use crate::policy::Resources;
 
-// The envelope and command layouts below are those of `LOG_ENTRY_VERSION` 1 to 5 (versions 2
+// The envelope and command layouts below are those of `LOG_ENTRY_VERSION` 1 to 6 (versions 2
 // to 5 changed what apply checks and accepts and added a replica mode inside object specs,
-// which this reader never decodes; the layouts it reads are unchanged); a new version must
-// teach this reader its layout (or make it decline) before it may answer.
-const _: () = assert!(LOG_ENTRY_VERSION == 5);
+// which this reader never decodes; 6 appended commands, which it declines; the layouts it
+// reads are unchanged); a new version must teach this reader its layout (or make it decline)
+// before it may answer.
+const _: () = assert!(LOG_ENTRY_VERSION == 6);
 
 // bincode's varint markers (standard configuration): a value below 251 is one byte, else a
 // marker byte and a little-endian integer follow. Larger forms than the value needs are

@@ -21,3 +21,4 @@ pub mod services;
 mod tenants;
 mod users;
 pub mod validate;
+mod vantage;
