@@ -340,6 +340,20 @@ impl HealthBook {
     }
 }
 
+/// What the edges show of one cluster's health beyond its status (`State::health_note`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthNote {
+    /// Why it is NotReady, which link is broken, whether failover is paused; None when all is
+    /// well.
+    pub condition: Option<String>,
+    /// Fresh vantage points that reach it.
+    pub reachable_from: Vec<String>,
+    /// Fresh vantage points that do not, with their view.
+    pub unreachable_from: Vec<(String, Reach)>,
+    /// The brake holds its replicas where they are.
+    pub failover_held: bool,
+}
+
 /// A node's short name in sentences: `system:executor:node2` -> `node2`.
 pub fn vantage_name(actor: &str) -> &str {
     actor.rsplit(':').next().unwrap_or(actor)

@@ -230,3 +230,94 @@ impl State {
         }
     }
 }
+
+impl State {
+    /// What the API and the CLI say of one cluster's health beyond its status: each fresh
+    /// vantage point's view, a sentence saying why it is NotReady (or which link is broken),
+    /// and whether the brake holds its failover. None for an unregistered cluster.
+    pub fn health_note(&self, name: &str) -> Option<health::HealthNote> {
+        let c = self.d.clusters.get(name)?;
+        let now = self.d.log_time_ms;
+        let (reach, fail) = self.health.split(name, now);
+        let reachable_from: Vec<String> = reach.iter().map(|v| v.to_string()).collect();
+        let unreachable_from: Vec<(String, Reach)> = fail
+            .iter()
+            .map(|(v, r)| (v.to_string(), (*r).clone()))
+            .collect();
+        let short = |v: &str| health::vantage_name(v).to_string();
+        let failures = unreachable_from
+            .iter()
+            .filter_map(|(v, r)| {
+                let f = r.failure.as_ref()?;
+                Some(format!(
+                    "{} ({} since {} ms)",
+                    short(v),
+                    f.describe(),
+                    r.since_ms
+                ))
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let reachers = reachable_from
+            .iter()
+            .map(|v| short(v))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let failover_held = self.failover_held(c);
+        let mut condition = match c.status.health {
+            Health::NotReady => {
+                let mut s = format!("NotReady since {} ms", c.status.health_since_ms);
+                match c.status.last_heartbeat_ms {
+                    Some(t) => s.push_str(&format!("; last heartbeat at {t} ms")),
+                    None => s.push_str("; never heard from"),
+                }
+                if !failures.is_empty() {
+                    s.push_str(&format!("; unreachable from {failures}"));
+                }
+                if !reachers.is_empty() {
+                    s.push_str(&format!("; reachable from {reachers}"));
+                }
+                Some(s)
+            }
+            Health::Ready | Health::Unknown if !failures.is_empty() => {
+                let link = self
+                    .health
+                    .links
+                    .get(name)
+                    .map(|t| format!(" (owner's heartbeats missing since {t} ms: held Ready)"))
+                    .unwrap_or_default();
+                let others = match reachers.is_empty() {
+                    true => String::new(),
+                    false => format!("; {reachers} reach it"),
+                };
+                Some(format!(
+                    "broken link: {failures} -> {name} unreachable{others}{link}"
+                ))
+            }
+            Health::Ready | Health::Unknown => None,
+        };
+        if failover_held {
+            let b = &self.health.brake;
+            let scope = match &b.fleet {
+                Some(e) => format!("fleet: {} of {} clusters NotReady", e.not_ready, e.total),
+                None => b
+                    .regions
+                    .iter()
+                    .map(|(r, e)| format!("region {r}: {} of {} NotReady", e.not_ready, e.total))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            let text = format!("failover paused by the brake ({scope})");
+            condition = Some(match condition {
+                Some(s) => format!("{s}; {text}"),
+                None => text,
+            });
+        }
+        Some(health::HealthNote {
+            condition,
+            reachable_from,
+            unreachable_from,
+            failover_held,
+        })
+    }
+}
