@@ -98,6 +98,16 @@ pub fn target(c: &Command) -> String {
         Command::RevokeToken { user, id } => format!("user {user} token {id}"),
         Command::CapacityDetails(batch) => format!("{} cluster(s)", batch.len()),
         Command::PutTenantWithExtended { spec, .. } => format!("tenant {}", spec.name),
+        // "m1 unreachable (timeout: ...), m2 reachable": a vantage point's changed views.
+        Command::Reachability(rs) => rs
+            .iter()
+            .map(|r| match &r.failure {
+                Some(f) => format!("{} unreachable ({})", r.cluster, f.describe()),
+                None => format!("{} reachable", r.cluster),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        Command::SetHealthPolicy(_) => "health policy".to_string(),
     }
 }
 

@@ -234,12 +234,23 @@ impl std::fmt::Debug for ClusterHealth {
 
 impl Collector for ClusterHealth {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let (clusters, cordoned) = self.node.read_stale(|s| {
+        let (clusters, cordoned, brake, links) = self.node.read_stale(|s| {
             let all: Vec<(String, Health)> = s
                 .clusters()
                 .map(|c| (c.spec.name.clone(), c.status.health))
                 .collect();
-            (all, s.clusters().filter(|c| c.cordoned).count())
+            let b = &s.health().brake;
+            let mut scopes: Vec<String> = b.regions.keys().map(|r| format!("region:{r}")).collect();
+            if b.fleet.is_some() {
+                scopes.insert(0, "fleet".to_string());
+            }
+            let links = s.health().links.len();
+            (
+                all,
+                s.clusters().filter(|c| c.cordoned).count(),
+                scopes,
+                links,
+            )
         });
         let count = |h| clusters.iter().filter(|(_, x)| *x == h).count();
         let mut e = encoder.encode_descriptor(
@@ -265,6 +276,25 @@ impl Collector for ClusterHealth {
                 ConstGauge::new(v).encode(e.encode_family(&labels)?)?;
             }
         }
+        // One series per scope where the failover brake holds (none while failover runs).
+        let mut e = encoder.encode_descriptor(
+            "fedraft_failover_brake_engaged",
+            "1 per scope (fleet, or region:NAME) where failover is paused for mass failure",
+            None,
+            MetricType::Gauge,
+        )?;
+        for scope in &brake {
+            let labels = [("scope", scope.as_str())];
+            ConstGauge::new(1i64).encode(e.encode_family(&labels)?)?;
+        }
+        let g = ConstGauge::new(links as i64);
+        let e = encoder.encode_descriptor(
+            "fedraft_member_clusters_link_held",
+            "Clusters held Ready because only the owner cannot reach them (a broken link)",
+            None,
+            g.metric_type(),
+        )?;
+        g.encode(e)?;
         let g = ConstGauge::new(cordoned as i64);
         let e = encoder.encode_descriptor(
             "fedraft_member_clusters_cordoned",

@@ -257,6 +257,36 @@ pub fn cluster_json(c: &Cluster) -> Value {
     })
 }
 
+/// [`cluster_json`] with what the state says of its health beyond the status: `condition` (why
+/// NotReady, a broken link, a paused failover), `reachability` per node, `failoverHeld`.
+pub fn cluster_json_in(s: &fedraft_core::state::State, c: &Cluster) -> Value {
+    let mut doc = cluster_json(c);
+    let Some(note) = s.health_note(&c.spec.name) else {
+        return doc;
+    };
+    let reach: Vec<Value> = note
+        .reachable_from
+        .iter()
+        .map(|v| json!({"node": v, "reachable": true}))
+        .chain(note.unreachable_from.iter().map(|(v, r)| {
+            let f = r.failure.as_ref();
+            json!({
+                "node": v,
+                "reachable": false,
+                "sinceMs": r.since_ms,
+                "failure": f.map(|f| to_value(&f.kind)),
+                "error": f.map(|f| f.message.clone()),
+            })
+        }))
+        .collect();
+    if let Some(st) = doc.get_mut("status").and_then(Value::as_object_mut) {
+        st.insert("condition".into(), json!(note.condition));
+        st.insert("reachability".into(), Value::Array(reach));
+        st.insert("failoverHeld".into(), json!(note.failover_held));
+    }
+    doc
+}
+
 /// An object as the API shows it; `decision` adds the scheduler's current reasoning. The shape is
 /// [`crate::view::ObjectView`]'s; paths that only write the document out use the view directly.
 pub fn object_json(o: &FederatedObject, decision: Option<&Decision>) -> Value {

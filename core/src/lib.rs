@@ -14,6 +14,7 @@ pub mod command;
 pub mod discovery;
 pub mod door;
 pub mod error;
+pub mod health;
 pub mod karmada;
 pub mod kubefed;
 pub mod model;

@@ -52,6 +52,10 @@ pub struct ExecutorConfig {
     /// Commands a member kubeconfig's `exec` plugin may run on this node (exact match). Default
     /// none: kubeconfigs must be self-contained (see `client.rs`).
     pub kubeconfig_exec_allow: Vec<String>,
+    /// Period of this node's light prober (`prober.rs`), which runs whether or not the node
+    /// leads. Default None: no prober (the binary turns it on; the executors' own tests see
+    /// only the owner's entries).
+    pub prober_interval: Option<Duration>,
 }
 
 impl Default for ExecutorConfig {
@@ -73,6 +77,7 @@ impl Default for ExecutorConfig {
             metrics: ExecutorMetrics::default(),
             credentials_keys: None,
             kubeconfig_exec_allow: Vec::new(),
+            prober_interval: None,
         }
     }
 }

@@ -10,8 +10,8 @@
 //! usage invisible and available equal to allocatable, as before. While the cluster is
 //! unreachable the inventory keeps its last view and the watches retry with kube's backoff.
 //!
-//! Results go to [`Observations`]; the reporter turns them into log entries. A failed probe is
-//! only an observation: the state machine decides from missing heartbeats whether the cluster is
+//! Results go to [`Observations`]; the reporter turns them into log entries, a failure with its
+//! error text or timeout ([`failure_of`]). A failed probe is only an observation: the state machine decides from missing heartbeats whether the cluster is
 //! NotReady.
 //!
 //! Must not: decide health, delay another cluster (each probe loop is its own task), or keep
@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use fedraft_core::health::{FailureKind, ProbeFailure};
 use fedraft_core::model::Capacity;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -53,6 +54,15 @@ pub async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), ExecE
             waited_ms: timeout.as_millis() as u64,
         }),
     }
+}
+
+/// What a failed probe reports: a timeout as such, anything else as an error, with its text.
+pub fn failure_of(e: &ExecError) -> ProbeFailure {
+    let kind = match e {
+        ExecError::Timeout { .. } => FailureKind::Timeout,
+        _ => FailureKind::Error,
+    };
+    ProbeFailure::new(kind, &e.to_string())
 }
 
 /// One kind's objects, reduced to what capacity needs, keyed by namespace/name.
@@ -274,7 +284,7 @@ pub async fn run_probe(ctx: Arc<ClusterCtx>, obs: Arc<Observations>) {
             }
             Err(e) => {
                 tracing::info!(cluster = %ctx.cluster, error = %e, "health probe failed");
-                obs.probe_failed(&ctx.cluster);
+                obs.probe_failed(&ctx.cluster, failure_of(&e));
             }
         }
         tokio::time::sleep_until(started + cfg.probe_interval).await;

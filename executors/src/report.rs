@@ -8,8 +8,9 @@
 //!   nothing changed: the state machine needs them to keep a cluster Ready.
 //! - with those heartbeats, one `CapacityDetails` entry with the extended resources and node
 //!   shapes of the scans that differ from what the state holds (same resend rule as below).
-//! - on a probe turning from success (or no result) to failure, one `ClusterUnreachable` for that
-//!   cluster, then nothing more until it answers again.
+//! - on a probe turning from success (or no result) to failure, that cluster's failure (the
+//!   error or timeout) in one `Reachability` entry per flush, then nothing more until it answers
+//!   again.
 //! - every status flush interval, one `StatusReports` entry with the per-object observations that
 //!   differ from what the state holds. A report already proposed is not sent again until
 //!   `RESEND_AFTER` passes without the state reflecting it (lost or refused proposals heal).
@@ -27,8 +28,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use fedraft_core::command::{
-    CapacityDetail, Command, Heartbeat, ObjectStatusReport, WorkloadReport,
+    CapacityDetail, Command, Heartbeat, ObjectStatusReport, ReachabilityReport, WorkloadReport,
 };
+use fedraft_core::health::ProbeFailure;
 use fedraft_core::model::Capacity;
 use fedraft_core::policy::ExtendedCapacity;
 use fedraft_core::rollout::WorkloadObservation;
@@ -65,7 +67,8 @@ struct ProbeState {
     capacity: Option<Capacity>,
     /// Latest extended resources and node shapes (sent as `CapacityDetails`).
     detail: Option<ExtendedCapacity>,
-    unreachable_pending: bool,
+    /// The failure of the latest failed probe, until it is reported.
+    unreachable_pending: Option<ProbeFailure>,
 }
 
 #[derive(Default)]
@@ -92,7 +95,7 @@ impl Observations {
         let p = g.probes.entry(cluster.to_string()).or_default();
         p.last_ok = Some(true);
         p.last_success_at = Some(Instant::now());
-        p.unreachable_pending = false;
+        p.unreachable_pending = None;
         if capacity.is_some() {
             p.capacity = capacity;
         }
@@ -107,11 +110,11 @@ impl Observations {
             .detail = Some(detail);
     }
 
-    pub fn probe_failed(&self, cluster: &str) {
+    pub fn probe_failed(&self, cluster: &str, failure: ProbeFailure) {
         let mut g = self.lock();
         let p = g.probes.entry(cluster.to_string()).or_default();
         if p.last_ok != Some(false) {
-            p.unreachable_pending = true;
+            p.unreachable_pending = Some(failure);
         }
         p.last_ok = Some(false);
     }
@@ -141,7 +144,8 @@ impl Observations {
 #[derive(Debug, Default, PartialEq)]
 pub struct Flush {
     pub heartbeats: Vec<Heartbeat>,
-    pub unreachable: Vec<String>,
+    /// Clusters whose probe turned to failure, with why.
+    pub unreachable: Vec<ReachabilityReport>,
 }
 
 /// Remembers what was proposed, to avoid re-sending while an entry is in flight.
@@ -166,8 +170,11 @@ impl Observations {
         let mut g = self.lock();
         let mut out = Flush::default();
         for (cluster, p) in g.probes.iter_mut() {
-            if std::mem::take(&mut p.unreachable_pending) {
-                out.unreachable.push(cluster.clone());
+            if let Some(failure) = p.unreachable_pending.take() {
+                out.unreachable.push(ReachabilityReport {
+                    cluster: cluster.clone(),
+                    failure: Some(failure),
+                });
             }
             let up = p.last_ok == Some(true)
                 && p.last_success_at
@@ -344,8 +351,9 @@ pub async fn run_reporter<C: ControlPlane>(ctrl: C, obs: Arc<Observations>, cfg:
         tokio::select! {
             _ = health.tick() => {
                 let flush = ctrl.read_state(|s| obs.take_health(s, &mut sent, fresh, Instant::now()));
-                for cluster in flush.unreachable {
-                    propose(&ctrl, next_id(), &cfg.actor, Command::ClusterUnreachable { cluster }).await;
+                if !flush.unreachable.is_empty() {
+                    let reports = flush.unreachable;
+                    propose(&ctrl, next_id(), &cfg.actor, Command::Reachability(reports)).await;
                 }
                 if !flush.heartbeats.is_empty() {
                     propose(&ctrl, next_id(), &cfg.actor, Command::Heartbeats(flush.heartbeats)).await;
@@ -381,8 +389,18 @@ async fn propose<C: ControlPlane>(ctrl: &C, request_id: String, actor: &str, com
 mod tests {
     use super::*;
     use fedraft_core::command::LogEntry;
+    use fedraft_core::health::FailureKind;
     use fedraft_core::model::ClusterSpec;
     use fedraft_core::policy::Resources;
+
+    fn down() -> ProbeFailure {
+        ProbeFailure::new(FailureKind::Error, "connection refused")
+    }
+
+    fn names(r: &[ReachabilityReport]) -> Vec<&str> {
+        assert!(r.iter().all(|r| r.failure == Some(down())));
+        r.iter().map(|r| r.cluster.as_str()).collect()
+    }
 
     fn state_with(clusters: &[&str]) -> State {
         let mut s = State::new();
@@ -416,7 +434,7 @@ mod tests {
         let fresh = Duration::from_secs(8);
         obs.probe_ok("dc1", Some(cap(1000)));
         obs.probe_ok("dc2", None);
-        obs.probe_failed("dc3");
+        obs.probe_failed("dc3", down());
         let f = obs.take_health(&s, &mut sent, fresh, t0);
         assert_eq!(
             f.heartbeats,
@@ -431,10 +449,10 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(f.unreachable, vec!["dc3".to_string()]);
+        assert_eq!(names(&f.unreachable), vec!["dc3"]);
 
         // In flight: not repeated; the dark cluster is not hinted again.
-        obs.probe_failed("dc3");
+        obs.probe_failed("dc3", down());
         let f = obs.take_health(&s, &mut sent, fresh, t0 + Duration::from_secs(1));
         assert_eq!(f.heartbeats[0].capacity, None);
         assert!(f.unreachable.is_empty());
@@ -464,9 +482,9 @@ mod tests {
         assert!(f.heartbeats.is_empty());
         // Recovering then failing again hints again.
         obs.probe_ok("dc3", None);
-        obs.probe_failed("dc3");
+        obs.probe_failed("dc3", down());
         let f = obs.take_health(&s, &mut sent, fresh, Instant::now());
-        assert_eq!(f.unreachable, vec!["dc3".to_string()]);
+        assert_eq!(names(&f.unreachable), vec!["dc3"]);
     }
 
     #[test]

@@ -22,6 +22,8 @@
 //! removes them. For a removal without downtime, drain first and deregister once nothing is
 //! placed there.
 //!
+//! Every node also runs its prober (`prober`), leader or not, when configured.
+//!
 //! Must not: run executors on a follower, or converge a deregistered cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,6 +39,7 @@ use crate::client::build_measured_client;
 use crate::config::ExecutorConfig;
 use crate::node::ControlPlane;
 use crate::probe::run_probe;
+use crate::prober::run_prober;
 use crate::reconciler::{ClusterCtx, Reconciler};
 use crate::report::{run_reporter, Observations};
 use crate::services::{run_endpoints_reporter, run_service_observer, ServiceObservations};
@@ -131,7 +134,11 @@ async fn run_cluster<C: ControlPlane>(
             Err(e) => {
                 attempt = attempt.saturating_add(1);
                 tracing::warn!(cluster = %spec.name, error = %e, "cannot build a client");
-                obs.probe_failed(&spec.name);
+                let failure = fedraft_core::health::ProbeFailure::new(
+                    fedraft_core::health::FailureKind::Error,
+                    &e.to_string(),
+                );
+                obs.probe_failed(&spec.name, failure);
                 tokio::time::sleep(backoff.delay_random(attempt)).await;
             }
         }
@@ -266,6 +273,8 @@ pub struct ExecutorSet {
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
     running: Arc<Mutex<BTreeSet<String>>>,
+    /// This node's prober (every node, leading or not), when configured.
+    _prober: Tasks,
 }
 
 impl ExecutorSet {
@@ -274,11 +283,15 @@ impl ExecutorSet {
         crate::client::install_crypto_provider();
         let (stop, stop_rx) = watch::channel(false);
         let running = Arc::new(Mutex::new(BTreeSet::new()));
+        let prober = cfg
+            .prober_interval
+            .map(|every| tokio::spawn(run_prober(node.clone(), cfg.clone(), every)));
         let task = tokio::spawn(supervise(node, cfg, stop_rx, running.clone()));
         ExecutorSet {
             stop,
             task: Some(task),
             running,
+            _prober: Tasks(prober.into_iter().collect()),
         }
     }
 

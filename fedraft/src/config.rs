@@ -243,6 +243,10 @@ pub struct ExecutorTiming {
     /// Member API calls in flight at once on this node, over all clusters (watches and health
     /// probes excepted). Default 256.
     pub max_member_calls: Option<usize>,
+    /// Period of this node's light prober, which probes every member cluster from this node
+    /// whether or not it leads, so that one broken link is told from a dead cluster. Default
+    /// 10000; 0 turns it off (the leader's executors alone then decide, as before).
+    pub prober_interval_ms: Option<u64>,
 }
 
 impl Default for ExecutorTiming {
@@ -257,6 +261,7 @@ impl Default for ExecutorTiming {
             backoff_max_ms: None,
             kubeconfig_exec_plugins: Vec::new(),
             max_member_calls: None,
+            prober_interval_ms: None,
         }
     }
 }
@@ -287,9 +292,17 @@ impl ExecutorTiming {
         if let Some(n) = self.max_member_calls {
             cfg.member_calls = fedraft_executors::client::CallGate::new(n);
         }
+        cfg.prober_interval = match self.prober_interval_ms {
+            Some(0) => None,
+            Some(v) => Some(ms(v)),
+            None => Some(DEFAULT_PROBER_INTERVAL),
+        };
         cfg
     }
 }
+
+/// The prober's default period: a third of a vantage point's lease, so one renewal per round.
+const DEFAULT_PROBER_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn default_true() -> bool {
     true

@@ -112,7 +112,12 @@ fn columns(kind: ListKind, wide: bool) -> Vec<(&'static str, Cell)> {
     let mut cols: Vec<(&'static str, Cell)> = match kind {
         ListKind::Clusters => vec![
             ("NAME", |v, _| s(&v["name"])),
-            ("HEALTH", |v, _| s(&v["status"]["health"])),
+            ("HEALTH", |v, _| {
+                match v["status"]["failoverHeld"].as_bool() {
+                    Some(true) => format!("{} (failover paused)", s(&v["status"]["health"])),
+                    _ => s(&v["status"]["health"]),
+                }
+            }),
             ("CORDONED", |v, _| s(&v["cordoned"])),
             ("TAINTS", |v, _| match v["taints"].as_array() {
                 Some(a) if !a.is_empty() => a
@@ -272,6 +277,28 @@ pub fn describe_cluster(c: &Value, times: Times) -> String {
         _ => s(&st["health"]),
     };
     kv("Health:", health);
+    if let Some(why) = st["condition"].as_str() {
+        kv("Condition:", why.to_string());
+    }
+    if let Some(views) = st["reachability"].as_array().filter(|a| !a.is_empty()) {
+        kv("Reachability:", String::new());
+        for v in views {
+            let node = s(&v["node"]);
+            let node = node.rsplit(':').next().unwrap_or(&node).to_string();
+            let line = match v["reachable"].as_bool() {
+                Some(true) => "reaches it".to_string(),
+                _ => format!(
+                    "cannot reach it {}: {}",
+                    v["sinceMs"]
+                        .as_u64()
+                        .map(|ms| times.since(ms))
+                        .unwrap_or_default(),
+                    s(&v["error"])
+                ),
+            };
+            kv(&format!("  {node}:"), line);
+        }
+    }
     let ago = |v: &Value| match v.as_u64() {
         Some(ms) if ms > 0 => times.ago(ms),
         _ => "never".into(),

@@ -64,7 +64,7 @@ pub async fn list(
             wire::list_json(
                 "Cluster",
                 s.applied_index(),
-                items.into_iter().map(cluster_json).collect(),
+                items.into_iter().map(|c| wire::cluster_json_in(s, c)).collect(),
             ),
             meta,
         )
@@ -82,10 +82,12 @@ pub async fn get_one(
     valid_label(&name, "name")?;
     allow(&app, &p, Access::ReadClusters)?;
     let n = name.clone();
-    read(&app, q.stale, move |s| s.cluster(&n).map(cluster_json))
-        .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found("cluster", &name))
+    read(&app, q.stale, move |s| {
+        s.cluster(&n).map(|c| wire::cluster_json_in(s, c))
+    })
+    .await?
+    .map(Json)
+    .ok_or_else(|| ApiError::not_found("cluster", &name))
 }
 
 /// Builds and validates a spec from a body; `credentials` fills in absent credentials, and

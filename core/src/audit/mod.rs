@@ -67,6 +67,7 @@ impl Record {
                 out.insert(cluster.as_str());
             }
             Command::Heartbeats(hb) => out.extend(hb.iter().map(|h| h.cluster.as_str())),
+            Command::Reachability(rs) => out.extend(rs.iter().map(|r| r.cluster.as_str())),
             Command::StatusReports(rs) => out.extend(rs.iter().map(|r| r.cluster.as_str())),
             Command::RewrapCredentials(items) => {
                 out.extend(items.iter().map(|i| i.cluster.as_str()))

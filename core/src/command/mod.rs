@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::admission::AdmissionPolicy;
 use crate::door::ResourceKey;
 use crate::error::CodecError;
+use crate::health::{HealthPolicy, ProbeFailure};
 use crate::model::{Capacity, ClusterSpec, Credentials, ObjectSpec, SealedCredentials, TenantSpec};
 use crate::policy::{Extended, ExtendedCapacity};
 use crate::rollout::{RolloutStrategy, WorkloadObservation};
@@ -46,8 +47,15 @@ use crate::users::{TokenIssue, UserSpec};
 /// `PutTenantWithExtended`; a version-6 template's extended requests counted for nothing, and
 /// still do. 8, the same envelope, with the member commands `PutMemberCluster` and
 /// `PutMemberSecret` (`crate::door::MEMBERS_SINCE`); in an older entry a Secret in a credentials
-/// namespace or a KubeFedCluster is an ordinary resource template, as it was.
-pub const LOG_ENTRY_VERSION: u16 = 8;
+/// namespace or a KubeFedCluster is an ordinary resource template, as it was. 9, the same
+/// envelope, whose commands include `Reachability` (a node's view of member clusters, with the
+/// probe error) and `SetHealthPolicy`, and whose time advances may hold a cluster Ready on a
+/// broken link and engage the failover brake (`crate::health`); an older entry never does
+/// either, so it replays as it did.
+pub const LOG_ENTRY_VERSION: u16 = 9;
+
+/// The first envelope version whose entries apply vantage points and the brake.
+pub const HEALTH_VANTAGE_SINCE: u16 = 9;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;
@@ -289,6 +297,12 @@ pub enum Command {
         bindings: Vec<MemberBinding>,
         expected_version: Option<u64>,
     },
+    /// What one vantage point (the entry's actor: a node's executors or prober) sees of member
+    /// clusters: only changes, and an empty batch to renew its lease (`crate::health`). A
+    /// failure from the owner also breaks a recovery run, as `ClusterUnreachable` does.
+    Reachability(Vec<ReachabilityReport>),
+    /// Replace the health policy (the failover brake's settings); admins only.
+    SetHealthPolicy(HealthPolicy),
 }
 
 /// What a user may do to a rollout (`crate::rollout::gate`).
@@ -364,6 +378,8 @@ impl Command {
             Command::PutTenantWithExtended { .. } => "PutTenantWithExtended",
             Command::PutMemberCluster { .. } => "PutMemberCluster",
             Command::PutMemberSecret { .. } => "PutMemberSecret",
+            Command::Reachability(_) => "Reachability",
+            Command::SetHealthPolicy(_) => "SetHealthPolicy",
         }
     }
 }
@@ -380,6 +396,13 @@ pub struct Heartbeat {
 pub struct CapacityDetail {
     pub cluster: String,
     pub capacity: ExtendedCapacity,
+}
+
+/// One vantage point's view of one cluster: it answers (`failure: None`) or why not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReachabilityReport {
+    pub cluster: String,
+    pub failure: Option<ProbeFailure>,
 }
 
 /// One cluster's credentials as a rotation re-sealed them. Applied only if the cluster still

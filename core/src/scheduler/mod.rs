@@ -38,8 +38,17 @@ use support::bytes;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HealthView {
     Ready,
-    NotReady { since_ms: u64 },
-    Unknown { since_ms: u64 },
+    NotReady {
+        since_ms: u64,
+    },
+    Unknown {
+        since_ms: u64,
+    },
+    /// NotReady, with failover paused by the brake (`crate::health`): its replicas stay,
+    /// whatever the grace period says, and it gets no new ones.
+    Held {
+        since_ms: u64,
+    },
 }
 
 /// What the scheduler needs to know about one registered cluster.

@@ -54,6 +54,7 @@ use crate::admission::{Actor, AdmissionPolicy};
 use crate::command::{Command, LogEntry};
 use crate::door::{DoorTables, PolicyRef};
 use crate::error::CodecError;
+use crate::health::HealthBook;
 use crate::karmada::PolicySpec;
 use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
 use crate::policy::{Extended, EXTENDED_SINCE};
@@ -157,6 +158,9 @@ pub struct State {
     /// Extended resources: detailed capacity, objects' requests, tenants' quotas
     /// (`handlers/extended.rs`); replicated, encoded after `users`.
     pub(crate) ext: ExtendedTables,
+    /// Vantage points' views and the failover brake (`crate::health`); replicated, encoded
+    /// after `ext`.
+    pub(crate) health: HealthBook,
 }
 
 impl State {
@@ -394,6 +398,8 @@ impl State {
                 bindings,
                 expected_version,
             } => self.on_put_member_secret(manifest, credentials, bindings, *expected_version, ctx),
+            Command::Reachability(batch) => self.on_reachability(batch, ctx),
+            Command::SetHealthPolicy(policy) => self.on_set_health_policy(policy, ctx),
         }
     }
 
@@ -410,6 +416,7 @@ impl State {
             &self.users,
             &self.rollouts,
             &self.ext,
+            &self.health,
         )
     }
 
@@ -431,6 +438,7 @@ impl State {
             users: self.users.clone(),
             rollouts: self.rollouts.clone(),
             ext: self.ext.clone(),
+            health: self.health.clone(),
             ix: None,
         }
     }
@@ -445,7 +453,8 @@ impl State {
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
-        let (applied_index, data, svc, adm, door, users, rollouts, ext) = snapshot::decode(bytes)?;
+        let (applied_index, data, svc, adm, door, users, rollouts, ext, health) =
+            snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
         Ok(State {
@@ -459,6 +468,7 @@ impl State {
             users,
             rollouts,
             ext,
+            health,
         })
     }
 
@@ -506,6 +516,12 @@ impl State {
                 .unwrap_or_else(|e| unreachable!("extended tables encoding failed: {e}"));
             h.update(&ext);
         }
+        // And for the health book while it holds nothing a version-8 log could have made.
+        if !self.health.is_trivial() {
+            let health = bincode::serde::encode_to_vec(&self.health, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("health encoding failed: {e}"));
+            h.update(&health);
+        }
         h.finalize().into()
     }
 
@@ -529,6 +545,11 @@ impl State {
 
     pub fn cluster(&self, name: &str) -> Option<&Cluster> {
         self.d.clusters.get(name)
+    }
+
+    /// Vantage points' views of the clusters, the failover brake and its policy.
+    pub fn health(&self) -> &HealthBook {
+        &self.health
     }
 
     /// Every object, ordered by namespace then name.

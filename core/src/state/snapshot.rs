@@ -15,12 +15,13 @@ use crate::admission::AdmissionPolicy;
 use crate::command::decode_exact;
 use crate::door::DoorTables;
 use crate::error::CodecError;
+use crate::health::HealthBook;
 use crate::users::Users;
 
-/// Snapshot format this binary writes; it reads this, 6 (before the extended-resource tables),
-/// 5 (before rollouts), 4 (before the user database), 3 (before the door's tables), 2 (before
-/// the admission policy) and 1 (before service discovery).
-pub const SNAPSHOT_VERSION: u16 = 7;
+/// Snapshot format this binary writes; it reads this, 7 (before the health book), 6 (before the
+/// extended-resource tables), 5 (before rollouts), 4 (before the user database), 3 (before the
+/// door's tables), 2 (before the admission policy) and 1 (before service discovery).
+pub const SNAPSHOT_VERSION: u16 = 8;
 
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
@@ -33,11 +34,27 @@ struct SnapshotRef<'a> {
     users: &'a Users,
     rollouts: &'a Rollouts,
     ext: &'a ExtendedTables,
+    health: &'a HealthBook,
 }
 
 #[derive(Deserialize)]
 struct SnapshotOwned {
     /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+    door: DoorTables,
+    users: Users,
+    rollouts: Rollouts,
+    ext: ExtendedTables,
+    health: HealthBook,
+}
+
+/// Version 7 snapshots: no health book yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV7 {
     _version: u16,
     applied_index: u64,
     data: Data,
@@ -115,6 +132,7 @@ pub(super) fn encode_snapshot(
     users: &Users,
     rollouts: &Rollouts,
     ext: &ExtendedTables,
+    health: &HealthBook,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -126,6 +144,7 @@ pub(super) fn encode_snapshot(
         users,
         rollouts,
         ext,
+        health,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -144,6 +163,7 @@ pub struct StateImage {
     pub(super) users: Users,
     pub(super) rollouts: Rollouts,
     pub(super) ext: ExtendedTables,
+    pub(super) health: HealthBook,
     /// The indexes' aggregates at that index, in an image taken to be checked
     /// ([`State::checked_image`](super::State::checked_image)).
     pub(super) ix: Option<Index>,
@@ -169,6 +189,7 @@ impl StateImage {
             &self.users,
             &self.rollouts,
             &self.ext,
+            &self.health,
         )
     }
 
@@ -191,6 +212,7 @@ pub(super) type SnapshotParts = (
     Users,
     Rollouts,
     ExtendedTables,
+    HealthBook,
 );
 
 /// Version 1 snapshots: no service discovery yet.
@@ -202,8 +224,8 @@ struct SnapshotOwnedV1 {
 }
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
-/// services, admission policy, door tables, user database, rollout tables and extended-resource
-/// tables (the parts an older version lacks are defaults).
+/// services, admission policy, door tables, user database, rollout tables, extended-resource
+/// tables and health book (the parts an older version lacks are defaults).
 pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
         .map_err(|e| CodecError::Decode(e.to_string()))?;
@@ -263,6 +285,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.users,
                 Rollouts::default(),
                 ExtendedTables::default(),
+                HealthBook::default(),
             ));
         }
         6 => {
@@ -276,6 +299,21 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.users,
                 snap.rollouts,
                 ExtendedTables::default(),
+                HealthBook::default(),
+            ));
+        }
+        7 => {
+            let snap: SnapshotOwnedV7 = decode_exact(bytes)?;
+            return Ok((
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                snap.door,
+                snap.users,
+                snap.rollouts,
+                snap.ext,
+                HealthBook::default(),
             ));
         }
         _ => {
@@ -289,6 +327,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.users,
                 snap.rollouts,
                 snap.ext,
+                snap.health,
             ));
         }
     };
@@ -302,5 +341,6 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
         users,
         Rollouts::default(),
         ExtendedTables::default(),
+        HealthBook::default(),
     ))
 }

@@ -88,8 +88,9 @@ async fn capacity_heartbeats_batching_and_dark_cluster() {
     )
     .await;
 
-    // dc2 goes dark: probes fail, one ClusterUnreachable, no more heartbeats for it, and the
-    // state machine (not the executor) turns it NotReady after its 2 s threshold.
+    // dc2 goes dark: probes fail, one unreachable report (with the error), no more heartbeats
+    // for it, and the state machine (not the executor) turns it NotReady after its 2 s
+    // threshold.
     let before = node.executor_entries().len();
     dc2.admin().go_dark(DarkMode::Refuse);
     eventually(LIMIT, "dc2 NotReady", || {
@@ -101,7 +102,13 @@ async fn capacity_heartbeats_batching_and_dark_cluster() {
     let after: Vec<Command> = node.executor_entries()[before..].to_vec();
     let hints = after
         .iter()
-        .filter(|c| matches!(c, Command::ClusterUnreachable { cluster } if cluster == "dc2"))
+        .filter_map(|c| match c {
+            Command::Reachability(rs) => Some(rs),
+            _ => None,
+        })
+        .flatten()
+        .filter(|r| r.cluster == "dc2")
+        .inspect(|r| assert!(r.failure.is_some(), "{r:?}"))
         .count();
     assert_eq!(
         hints, 1,

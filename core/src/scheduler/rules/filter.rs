@@ -157,6 +157,7 @@ fn first_reason(
     }
     match c.health {
         HealthView::Ready => {}
+        HealthView::Held { since_ms } => return Some(DropReason::NotReady { since_ms }),
         HealthView::NotReady { since_ms } | HealthView::Unknown { since_ms } => {
             let expired = p.failover.enabled
                 && req.now_ms.saturating_sub(since_ms) > p.failover.grace_period_ms();

@@ -118,6 +118,8 @@ impl State {
         self.d.clusters.insert(&spec.name, cluster);
         self.ix.booked.insert(&spec.name, Resources::ZERO);
         ctx.change(ChangeKind::Cluster, spec.name.clone(), ChangeOp::Added);
+        // One more cluster in its scopes: the brake's shares change.
+        self.review_brake(ctx);
         // Unknown until its first heartbeat: nothing can be placed on it yet.
         Ok(Some(ctx.index))
     }
@@ -142,6 +144,8 @@ impl State {
         if placement_inputs_changed {
             self.cluster_evicts(&spec.name, ctx);
             self.cluster_gained(&spec.name, ctx);
+            // Its region may have changed.
+            self.review_brake(ctx);
         }
         Ok(Some(ctx.index))
     }
@@ -178,6 +182,8 @@ impl State {
         }
         ctx.change(ChangeKind::Cluster, name, ChangeOp::Deleted);
         self.handovers_cluster_down(name, ctx);
+        self.forget_views(name);
+        self.review_brake(ctx);
         self.replace_all_slices(ctx);
         Ok(Some(ctx.index))
     }

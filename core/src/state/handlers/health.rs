@@ -7,7 +7,11 @@
 //! - NotReady -> Ready only after an uninterrupted run of heartbeats (no gap longer than the
 //!   failure threshold) lasting `successThresholdSeconds`;
 //! - `ClusterUnreachable` is a hint only: it does not shortcut the failure threshold (a probe
-//!   can fail for reasons on the prober's side), it only breaks a recovery run.
+//!   can fail for reasons on the prober's side), it only breaks a recovery run;
+//! - from envelope version 6, a passed deadline is first weighed against the other vantage
+//!   points (`crate::health`): a broken link between the owner and a cluster that others reach
+//!   stays Ready (re-examined at every entry), and a change between Ready and NotReady
+//!   recounts the failover brake (`vantage.rs`).
 //!
 //! Cost: a heartbeat that changes no health is one cluster lookup and a few stores: the health
 //! alarm is not moved (see `Index::alarms`); an alarm that rings early is re-armed at the real
@@ -56,22 +60,43 @@ impl State {
         // Alarms may ring early, so their order is not the deadlines' order: sort, so that a
         // restored node (exact alarms) expires clusters in the same order as this one.
         expired.sort();
+        let mut lost = false;
         for (d, name) in expired {
-            self.expire(&name, d, ctx);
+            lost |= self.expire(&name, d, ctx);
+        }
+        if lost {
+            self.review_brake(ctx);
         }
         self.fire_failover_timers(ctx);
         self.rollouts_advance(ctx);
         self.handovers_advance(ctx);
     }
 
-    fn expire(&mut self, name: &str, deadline: u64, ctx: &mut Ctx) {
+    /// The owner's deadline for `name` passed. Returns whether it turned NotReady.
+    fn expire(&mut self, name: &str, deadline: u64, ctx: &mut Ctx) -> bool {
+        let ready = self
+            .d
+            .clusters
+            .get(name)
+            .is_some_and(|c| c.status.health == Health::Ready);
+        // A cluster held on a broken link is NotReady from when that stops being the story.
+        let since = match self.health.links.contains_key(name) {
+            true => ctx.now_ms,
+            false => deadline,
+        };
+        if ready && self.hold_as_link(name, deadline, ctx) {
+            // A broken link: the alarm stays at the deadline, so the next entry looks again
+            // (another vantage may fail meanwhile, or the owner's report go stale).
+            self.ix.rearm(name, Some(deadline));
+            return false;
+        }
         let Some(c) = self.d.clusters.get_mut(name) else {
-            return;
+            return false;
         };
         match c.status.health {
             Health::Ready => {
                 c.status.health = Health::NotReady;
-                c.status.health_since_ms = deadline;
+                c.status.health_since_ms = since;
                 c.status.recovering_since_ms = None;
                 if c.resource_version != ctx.index {
                     ctx.change(ChangeKind::Cluster, name, ChangeOp::Modified);
@@ -79,9 +104,13 @@ impl State {
                 c.resource_version = ctx.index;
                 self.cluster_unhealthy(name, ctx);
                 self.handovers_cluster_down(name, ctx);
+                true
             }
             // A recovery run broken by silence starts again at the next heartbeat.
-            Health::NotReady | Health::Unknown => c.status.recovering_since_ms = None,
+            Health::NotReady | Health::Unknown => {
+                c.status.recovering_since_ms = None;
+                false
+            }
         }
     }
 
@@ -97,18 +126,29 @@ impl State {
                 crate::error::FieldError::new(format!("heartbeats[{i}].cluster"), e.message)
             })?;
         }
+        self.note_owner(ctx.actor_id);
+        let mut gained = false;
         for hb in batch {
-            self.heartbeat(&hb.cluster, hb.capacity, ctx);
+            gained |= self.heartbeat(&hb.cluster, hb.capacity, ctx);
+        }
+        if gained {
+            self.review_brake(ctx);
         }
         Ok(None)
     }
 
     /// One heartbeat. Unknown clusters are skipped: the executor may have raced a deregister.
-    fn heartbeat(&mut self, name: &str, capacity: Option<Capacity>, ctx: &mut Ctx) {
+    /// Returns whether a NotReady cluster turned Ready.
+    fn heartbeat(&mut self, name: &str, capacity: Option<Capacity>, ctx: &mut Ctx) -> bool {
         let now = ctx.now_ms;
+        // Vantage views exist only once some node reported one: the common case costs nothing.
+        if !self.health.reach.is_empty() || !self.health.links.is_empty() {
+            self.owner_reached(name, now);
+        }
         let Some(c) = self.d.clusters.get_mut(name) else {
-            return;
+            return false;
         };
+        let was_not_ready = c.status.health == Health::NotReady;
         let before = health_deadline(c);
         c.status.last_heartbeat_ms = Some(now);
         let mut grew = false;
@@ -149,9 +189,11 @@ impl State {
         }
         if let Transition::BecameReady = transition {
             self.cluster_gained(name, ctx);
+            return was_not_ready;
         } else if grew {
             self.capacity_grew(name);
         }
+        false
     }
 
     pub(crate) fn on_cluster_unreachable(&mut self, cluster: &str, ctx: &mut Ctx) -> HandlerResult {

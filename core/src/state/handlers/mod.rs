@@ -26,5 +26,6 @@ pub mod services;
 mod tenants;
 mod users;
 pub mod validate;
+mod vantage;
 
 pub use handover::Handovers;

@@ -45,9 +45,13 @@ pub struct DesiredObject {
     pub admitted: Option<crate::admission::Admitted>,
 }
 
-pub(crate) fn health_view(c: &Cluster) -> HealthView {
+/// `held`: the failover brake holds this cluster's replicas where they are.
+pub(crate) fn health_view(c: &Cluster, held: bool) -> HealthView {
     match c.status.health {
         Health::Ready => HealthView::Ready,
+        Health::NotReady if held => HealthView::Held {
+            since_ms: c.status.health_since_ms,
+        },
         Health::NotReady => HealthView::NotReady {
             since_ms: c.status.health_since_ms,
         },
@@ -57,13 +61,13 @@ pub(crate) fn health_view(c: &Cluster) -> HealthView {
     }
 }
 
-fn view<'a>(c: &'a Cluster, available: Option<Resources>) -> ClusterView<'a> {
+fn view<'a>(c: &'a Cluster, available: Option<Resources>, held: bool) -> ClusterView<'a> {
     ClusterView {
         name: &c.spec.name,
         labels: &c.spec.labels,
         taints: &c.effective_taints,
         cordoned: c.cordoned,
-        health: health_view(c),
+        health: health_view(c, held),
         available,
         extended: None,
     }
@@ -83,7 +87,7 @@ pub(crate) fn fleet_views<'a>(
 ) -> Vec<ClusterView<'a>> {
     clusters
         .values()
-        .map(|c| view(c, free(c, booked_on(booked, &c.spec.name))))
+        .map(|c| view(c, free(c, booked_on(booked, &c.spec.name)), false))
         .collect()
 }
 
@@ -177,7 +181,7 @@ impl State {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let mut v = view(c, view_for(c));
+                let mut v = view(c, view_for(c), self.failover_held(c));
                 v.extended = ext_free
                     .get(i)
                     .and_then(Option::as_ref)
@@ -336,7 +340,8 @@ impl State {
                 fired = true;
             }
         }
-        if fired {
+        // While the brake holds, slices stay too: moving them would evict what it holds.
+        if fired && !self.health.brake.is_engaged() {
             self.replace_all_slices(ctx);
         }
     }
