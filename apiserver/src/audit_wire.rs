@@ -213,6 +213,8 @@ pub struct ClusterJson<'a> {
     pub labels: &'a BTreeMap<String, String>,
     pub taints: &'a [String],
     pub resource_version: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<&'a str>,
 }
 
 /// `/v1/audit/state` and `fedraft audit replay -o json`: a [`StateView`] with its times as text.
@@ -247,6 +249,7 @@ impl<'a> StateJson<'a> {
                     labels: &c.labels,
                     taints: &c.taints,
                     resource_version: c.resource_version,
+                    condition: c.condition.as_deref(),
                 })
                 .collect(),
             objects: &v.objects,

@@ -141,6 +141,10 @@ pub fn document() -> Value {
         }},
         "/v1/status/nodes": {"get": op("Every raft member's health, gathered over the peer transport, with the state hashes compared at the lowest applied index (compared.agree false is an alarm)", "200", None, None, READ)},
         "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.0"}}}},
+        "/v1/admin/health-policy": {
+            "get": {"summary": "The failover brake's policy (fleetPercent, regionPercent, regionLabel, windowSeconds, minClusters) and where the brake holds failover now (brake)", "security": [{"bearer": []}], "responses": {"200": {"description": "HealthPolicy"}}},
+            "put": {"summary": "Replace the failover brake's policy (admins; one log entry)", "security": [{"bearer": []}], "responses": {"200": {"description": "HealthPolicy"}, "400": {"description": describe("400")}, "403": {"description": describe("403")}}}
+        },
         "/v1/admin/admission": {
             "get": {"summary": "The admission policy (clusterScopedKinds, bindableClusterRoles, tenantMaxObjects, tenantMaxTemplateBytes)", "security": [{"bearer": []}], "responses": {"200": {"description": "AdmissionPolicy"}}},
             "put": {"summary": "Replace the admission policy (admins)", "security": [{"bearer": []}], "responses": {"200": {"description": "AdmissionPolicy"}, "400": {"description": describe("400")}, "403": {"description": describe("403")}}}

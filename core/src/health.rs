@@ -92,8 +92,8 @@ impl Reach {
     }
 }
 
-/// The brake's settings. Replicated (every node must brake alike); set from the leader's
-/// `[health]` configuration (`SetHealthPolicy`).
+/// The brake's settings. Replicated (every node must brake alike); set by an admin through
+/// `PUT /v1/admin/health-policy` or `fedraft health-policy set` (`SetHealthPolicy`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HealthPolicy {

@@ -50,6 +50,18 @@ pub enum AdmissionCmd {
     },
 }
 
+#[derive(clap::Subcommand, Debug)]
+pub enum HealthPolicyCmd {
+    /// The failover brake's policy, and where the brake holds failover now.
+    Get,
+    /// Replace the policy from a JSON or YAML file, as `get` prints it (admin; one log entry).
+    Set {
+        /// The policy document; `-` reads standard input.
+        #[arg(short = 'f', long = "filename")]
+        file: String,
+    },
+}
+
 fn print(v: &serde_json::Value) {
     println!(
         "{}",
@@ -117,6 +129,27 @@ pub async fn admission(c: &Client, cmd: AdmissionCmd) -> anyhow::Result<ExitCode
             c.write(
                 reqwest::Method::PUT,
                 "/v1/admin/admission",
+                Some(&body),
+                None,
+            )
+            .await?
+        }
+    };
+    print(&v);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn health_policy(c: &Client, cmd: HealthPolicyCmd) -> anyhow::Result<ExitCode> {
+    let v = match cmd {
+        HealthPolicyCmd::Get => c.get_json("/v1/admin/health-policy").await?,
+        HealthPolicyCmd::Set { file } => {
+            let mut docs = crate::apply::read_docs(std::path::Path::new(&file))?;
+            let (Some(body), None) = (docs.pop(), docs.pop()) else {
+                anyhow::bail!("{file}: expected exactly one health policy document");
+            };
+            c.write(
+                reqwest::Method::PUT,
+                "/v1/admin/health-policy",
                 Some(&body),
                 None,
             )

@@ -286,10 +286,14 @@ fn state_table(v: &StateView, times: Times) -> String {
                 } else {
                     c.taints.join(",")
                 },
+                c.condition.clone().unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
-    out += &table(&["NAME", "HEALTH", "SINCE", "CORDONED", "TAINTS"], &rows);
+    out += &table(
+        &["NAME", "HEALTH", "SINCE", "CORDONED", "TAINTS", "WHY"],
+        &rows,
+    );
     out += "\nOBJECTS\n";
     let rows: Vec<Vec<String>> = v
         .objects

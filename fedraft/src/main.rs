@@ -203,6 +203,12 @@ pub enum Verb {
         #[command(subcommand)]
         cmd: admin::AdmissionCmd,
     },
+    /// The failover brake: how many clusters may turn NotReady together before failover pauses,
+    /// and where it holds now (set: admin).
+    HealthPolicy {
+        #[command(subcommand)]
+        cmd: admin::HealthPolicyCmd,
+    },
     /// Forget an object's placement and schedule it from scratch (fail-back to a recovered
     /// cluster, or a rebalance of one object); prints the placement after it.
     Reschedule {
@@ -344,6 +350,7 @@ async fn run(cli: Cli, given: context::GivenFlags) -> anyhow::Result<ExitCode> {
         Verb::Members { cmd } => admin::members(&Client::new(&opts)?, cmd).await,
         Verb::Credentials { cmd } => admin::credentials(&Client::new(&opts)?, cmd).await,
         Verb::Admission { cmd } => admin::admission(&Client::new(&opts)?, cmd).await,
+        Verb::HealthPolicy { cmd } => admin::health_policy(&Client::new(&opts)?, cmd).await,
         Verb::Rollout { cmd } => rollout::run(&Client::new(&opts)?, cmd).await,
         Verb::Reschedule { object } => rollout::reschedule(&Client::new(&opts)?, &object).await,
         Verb::User { cmd } => users::user(&Client::new(&opts)?, cmd).await,

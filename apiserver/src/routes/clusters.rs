@@ -64,7 +64,10 @@ pub async fn list(
             wire::list_json(
                 "Cluster",
                 s.applied_index(),
-                items.into_iter().map(|c| wire::cluster_json_in(s, c)).collect(),
+                items
+                    .into_iter()
+                    .map(|c| wire::cluster_json_in(s, c))
+                    .collect(),
             ),
             meta,
         )

@@ -8,6 +8,7 @@ pub(crate) mod audit_pool;
 mod clusters;
 pub(crate) mod common;
 mod endpoints;
+mod health_policy;
 mod kubeconfig;
 mod members;
 mod nodes;
@@ -89,6 +90,10 @@ pub(crate) fn router(app: App) -> Router {
         .route(
             "/v1/admin/admission",
             get(admission::get_policy).put(admission::put_policy),
+        )
+        .route(
+            "/v1/admin/health-policy",
+            get(health_policy::get_policy).put(health_policy::put_policy),
         )
         .route("/v1/admin/members", get(members::list).post(members::add))
         .route("/v1/admin/voters", put(members::set_voters))

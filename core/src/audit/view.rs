@@ -21,6 +21,10 @@ pub struct ClusterView {
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<String>,
     pub resource_version: u64,
+    /// Why the cluster is in its health at this index, from every vantage point's view (which
+    /// nodes reach it, which fail and with what error, whether failover is held); None when no
+    /// vantage point has spoken of it.
+    pub condition: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -80,6 +84,7 @@ impl StateView {
                         .map(|t| format!("{}:{}", t.key, t.effect.as_str()))
                         .collect(),
                     resource_version: c.resource_version,
+                    condition: s.health_note(&c.spec.name).and_then(|n| n.condition),
                 })
                 .collect()
         };

@@ -118,6 +118,16 @@ fn a_broken_link_holds_the_cluster_ready_until_a_second_vantage_fails() {
     assert_eq!(reach, vec![N3]);
     let failed: Vec<&str> = fail.iter().map(|(v, _)| *v).collect();
     assert_eq!(failed, vec![N1, N2]);
+    // The audit view at this index says why, naming both failing nodes and their errors.
+    let view = fedraft_core::audit::view::StateView::of(&h.state, None);
+    let why = view
+        .clusters
+        .iter()
+        .find(|c| c.name == "m1")
+        .and_then(|c| c.condition.clone())
+        .expect("a NotReady cluster has a condition");
+    assert!(why.contains("node1") && why.contains("node2"), "{why}");
+    assert!(why.contains("connection refused"), "{why}");
     assert!(fail[0]
         .1
         .failure
