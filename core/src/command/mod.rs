@@ -46,8 +46,12 @@ use crate::users::{TokenIssue, UserSpec};
 /// `PutTenantWithExtended`; a version-6 template's extended requests counted for nothing, and
 /// still do. 8, the same envelope, with the member commands `PutMemberCluster` and
 /// `PutMemberSecret` (`crate::door::MEMBERS_SINCE`); in an older entry a Secret in a credentials
-/// namespace or a KubeFedCluster is an ordinary resource template, as it was.
-pub const LOG_ENTRY_VERSION: u16 = 8;
+/// namespace or a KubeFedCluster is an ordinary resource template, as it was. 9, the same
+/// envelope, whose `PutResource` may carry a cluster-scoped template (no namespace; kept in
+/// `door::CLUSTER_SCOPE_NAMESPACE`) and whose `DeleteResource` of a CustomResourceDefinition is
+/// refused while objects of its kind are stored (`door::CLUSTER_TEMPLATES_SINCE`); an older
+/// entry's template without a namespace is refused, as it was.
+pub const LOG_ENTRY_VERSION: u16 = 9;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;
