@@ -31,6 +31,21 @@ pub struct ResourceKey {
 }
 
 impl ResourceKey {
+    /// The namespace of the federated object this template is: its own, or
+    /// [`CLUSTER_SCOPE_NAMESPACE`] for a cluster-scoped template (empty `namespace`).
+    pub fn object_namespace(&self) -> &str {
+        if self.namespace.is_empty() {
+            CLUSTER_SCOPE_NAMESPACE
+        } else {
+            &self.namespace
+        }
+    }
+
+    /// Whether this is a CustomResourceDefinition template.
+    pub fn is_crd(&self) -> bool {
+        self.group == CRD_GROUP && self.kind == CRD_KIND
+    }
+
     /// The name of the federated object a namespaced template is: `kind.group:name` in lower
     /// case (`deployment.apps:web`, `configmap:settings`). No object put through the native API
     /// can have it (':' is not a DNS-subdomain character), and templates of two kinds with one
@@ -186,6 +201,38 @@ impl PolicyKindTag {
                 | PolicyKindTag::MemberSecret
         )
     }
+}
+
+/// The first log entry version whose door stores cluster-scoped templates (ClusterRole,
+/// StorageClass, CustomResourceDefinition, cluster-scoped custom resources...); before it a
+/// template without a namespace was refused, and still is when replayed.
+pub const CLUSTER_TEMPLATES_SINCE: u16 = 9;
+
+/// The namespace the federated objects of cluster-scoped templates live in. A template's
+/// identity (and so what members get) has no namespace; the native model needs one, and this
+/// one is reserved: the door stores no namespaced template in it and never lists it as a
+/// namespace, and executors write cluster-scoped kinds without it.
+pub const CLUSTER_SCOPE_NAMESPACE: &str = "fedraft-cluster-scoped";
+
+/// The group and kind of a CustomResourceDefinition: stored as a cluster-scoped template, read
+/// by the door to serve the kind it defines ([`crd_names`]).
+pub const CRD_GROUP: &str = "apiextensions.k8s.io";
+pub const CRD_KIND: &str = "CustomResourceDefinition";
+
+/// The group and kind a CustomResourceDefinition manifest defines (`spec.group`,
+/// `spec.names.kind`), if it names both.
+pub fn crd_names(manifest: &serde_json::Value) -> Option<(&str, &str)> {
+    let group = manifest.pointer("/spec/group")?.as_str()?;
+    let kind = manifest.pointer("/spec/names/kind")?.as_str()?;
+    Some((group, kind))
+}
+
+/// Whether a template is one of Helm's release records: a v1 Secret labelled `owner: helm`
+/// (Helm 3 writes one per release revision, of type `helm.sh/release.v1`). From
+/// [`CLUSTER_TEMPLATES_SINCE`] on, only a policy selector naming it binds one, so a policy
+/// selecting every Secret of a namespace does not copy release records to members.
+pub fn is_helm_release(group: &str, kind: &str, labels: &BTreeMap<String, String>) -> bool {
+    group.is_empty() && kind == "Secret" && labels.get("owner").is_some_and(|o| o == "helm")
 }
 
 /// Karmada's cluster API group and the version of it fedraft reads.

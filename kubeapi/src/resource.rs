@@ -230,6 +230,41 @@ fn build() -> Vec<ResourceDef> {
             "rolebindings",
             "RoleBinding",
         ),
+        ResourceDef::new(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterroles",
+            "ClusterRole",
+        )
+        .cluster_scoped(),
+        ResourceDef::new(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+        )
+        .cluster_scoped(),
+        ResourceDef::new(
+            "scheduling.k8s.io",
+            "v1",
+            "priorityclasses",
+            "PriorityClass",
+        )
+        .cluster_scoped()
+        .short_names(&["pc"]),
+        ResourceDef::new("storage.k8s.io", "v1", "storageclasses", "StorageClass")
+            .cluster_scoped()
+            .short_names(&["sc"]),
+        ResourceDef::new(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+        )
+        .cluster_scoped()
+        .short_names(&["crd", "crds"])
+        .categories(&["api-extensions"])
+        .subresources(status),
     ]
 }
 

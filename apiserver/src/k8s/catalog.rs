@@ -1,4 +1,5 @@
 //! What the door serves: the resource types (built-in Kubernetes kinds as resource templates,
+//! namespaced and cluster-scoped,
 //! fedraft's own kinds as read views, Karmada's policy kinds, KubeFed's federated kinds and
 //! ReplicaSchedulingPreference, the member cluster documents of both) and which store answers
 //! each.
@@ -37,12 +38,15 @@ pub enum Store {
 pub struct Served {
     pub def: ResourceDef,
     pub store: Store,
+    /// A custom resource version's `additionalPrinterColumns` (empty: NAME and AGE, the CRD
+    /// default); None for every other type, printed with its own columns.
+    pub columns: Option<Vec<serde_json::Value>>,
 }
 
 const READ_ONLY: &[&str] = &["get", "list", "watch"];
 
-/// Built-in kinds not served: nodes are the members' own, and cluster-scoped templates are not
-/// stored yet (core refuses them).
+/// Built-in kinds not served: nodes are the members' own. (The kinds that CustomResourceDefinitions
+/// define are served too, but read from the state per request: `crds`.)
 const NOT_TEMPLATES: &[&str] = &["nodes"];
 
 /// Everything the door serves, built-in kinds first.
@@ -69,7 +73,11 @@ fn build() -> Vec<Served> {
         } else {
             Store::Template
         };
-        out.push(Served { def, store });
+        out.push(Served {
+            def,
+            store,
+            columns: None,
+        });
     }
     let fedraft = |plural: &str, kind: &str, short: &[&str]| {
         ResourceDef::new(FEDRAFT_GROUP, FEDRAFT_VERSION, plural, kind)
@@ -80,10 +88,12 @@ fn build() -> Vec<Served> {
     out.push(Served {
         def: fedraft("clusters", "Cluster", &[]),
         store: Store::Cluster,
+        columns: None,
     });
     out.push(Served {
         def: fedraft("tenants", "Tenant", &[]),
         store: Store::Tenant,
+        columns: None,
     });
     let policy = |plural: &str, kind: &str, short: &str, tag: PolicyKindTag| {
         let mut def = ResourceDef::new(karmada::GROUP, karmada::VERSION, plural, kind)
@@ -98,6 +108,7 @@ fn build() -> Vec<Served> {
         Served {
             def,
             store: Store::Policy(tag),
+            columns: None,
         }
     };
     out.push(policy(
@@ -143,6 +154,7 @@ fn build() -> Vec<Served> {
         out.push(Served {
             def,
             store: Store::Policy(PolicyKindTag::Federated(k)),
+            columns: None,
         });
     }
     out.push(Served {
@@ -154,6 +166,7 @@ fn build() -> Vec<Served> {
         )
         .short_names(&["rsp"]),
         store: Store::Policy(PolicyKindTag::ReplicaSchedulingPreference),
+        columns: None,
     });
     // Member cluster documents: writing one registers a fedraft cluster (`members`).
     out.push(Served {
@@ -165,6 +178,7 @@ fn build() -> Vec<Served> {
         )
         .cluster_scoped(),
         store: Store::Policy(PolicyKindTag::KarmadaCluster),
+        columns: None,
     });
     out.push(Served {
         def: kubefed_def(
@@ -174,8 +188,14 @@ fn build() -> Vec<Served> {
             "KubeFedCluster",
         ),
         store: Store::Policy(PolicyKindTag::KubeFedCluster),
+        columns: None,
     });
     out
+}
+
+/// Whether a group is one of the catalog's: its types never come from a CustomResourceDefinition.
+pub fn serves_group(group: &str) -> bool {
+    CATALOG.iter().any(|s| s.def.group == group)
 }
 
 /// The type served at `group`/`version`/`plural`.

@@ -42,6 +42,7 @@ static MEMBER_SECRETS: LazyLock<Served> = LazyLock::new(|| {
     Served {
         def,
         store: Store::Policy(PolicyKindTag::MemberSecret),
+        columns: None,
     }
 });
 

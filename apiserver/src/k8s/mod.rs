@@ -14,6 +14,7 @@
 //! answer with anything but Kubernetes shapes (`errors::Refusal` for every refusal).
 
 mod catalog;
+mod crds;
 mod discovery;
 mod errors;
 mod members;
@@ -24,6 +25,7 @@ mod scale;
 mod watch;
 mod write;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use axum::body::Body;
@@ -74,7 +76,8 @@ async fn authenticate(State(app): State<App>, mut req: Request, next: Next) -> R
 /// What a resource path names.
 #[derive(Debug, Clone)]
 pub struct Target {
-    pub served: &'static Served,
+    /// A type of the static catalog, or one a stored CRD defines (`crds`).
+    pub served: Cow<'static, Served>,
     /// From the path; None for cluster-scoped types and all-namespace lists.
     pub ns: Option<String>,
     pub name: Option<String>,
@@ -105,15 +108,29 @@ impl Target {
     }
 }
 
-pub fn parse_target(group: &str, version: &str, rest: &str) -> KResult<Target> {
+/// The target of a resource path; `custom` holds the types stored CRDs define (empty when the
+/// group is the static catalog's).
+pub fn parse_target(group: &str, version: &str, rest: &str, custom: &[Served]) -> KResult<Target> {
     let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
     let unknown = || Refusal::no_route(&format!("{group}/{version}/{rest}"));
-    let lookup = |plural: &str| catalog::find(group, version, plural).ok_or_else(unknown);
+    let find = |plural: &str| -> Option<Cow<'static, Served>> {
+        match catalog::find(group, version, plural) {
+            Some(s) => Some(Cow::Borrowed(s)),
+            None => custom
+                .iter()
+                .find(|s| {
+                    s.def.group == group && s.def.version == version && s.def.plural == plural
+                })
+                .cloned()
+                .map(Cow::Owned),
+        }
+    };
+    let lookup = |plural: &str| find(plural).ok_or_else(unknown);
     let owned = |s: &&str| s.to_string();
     // namespaces/{ns}/{plural}... names a namespaced type; namespaces/{name} the namespace.
     let namespaced_path = segs.len() >= 3
         && segs[0] == "namespaces"
-        && catalog::find(group, version, segs[2]).is_some_and(|r| r.def.namespaced);
+        && find(segs[2]).is_some_and(|r| r.def.namespaced);
     let (served, ns, name, sub) = if namespaced_path {
         (
             lookup(segs[2])?,
@@ -131,7 +148,10 @@ pub fn parse_target(group: &str, version: &str, rest: &str) -> KResult<Target> {
         }
         (served, None, segs.get(1).map(owned), segs.get(2).map(owned))
     };
-    let served = members::retarget(served, ns.as_deref());
+    let served = match served {
+        Cow::Borrowed(s) => Cow::Borrowed(members::retarget(s, ns.as_deref())),
+        custom => custom,
+    };
     let sub_ok = match sub.as_deref() {
         None => true,
         Some(s) => served.def.has_subresource(s),
@@ -237,7 +257,17 @@ async fn dispatch(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let call = match (parse_target(group, version, rest), Params::from_uri(&uri)) {
+    // Only a group the static catalog does not serve can be a CRD's: the common request reads
+    // no CRD.
+    let custom = if catalog::serves_group(group) {
+        Vec::new()
+    } else {
+        app.node.read_stale(crds::served)
+    };
+    let call = match (
+        parse_target(group, version, rest, &custom),
+        Params::from_uri(&uri),
+    ) {
         (Ok(target), Ok(params)) => Call {
             app,
             principal,
@@ -284,25 +314,25 @@ mod tests {
 
     #[test]
     fn targets() {
-        let t = parse_target("", "v1", "namespaces").unwrap();
+        let t = parse_target("", "v1", "namespaces", &[]).unwrap();
         assert_eq!(t.store(), Store::Namespace);
         assert!(t.name.is_none());
-        let t = parse_target("", "v1", "namespaces/a").unwrap();
+        let t = parse_target("", "v1", "namespaces/a", &[]).unwrap();
         assert_eq!(
             (t.store(), t.name.as_deref()),
             (Store::Namespace, Some("a"))
         );
-        let t = parse_target("", "v1", "namespaces/a/configmaps/c").unwrap();
+        let t = parse_target("", "v1", "namespaces/a/configmaps/c", &[]).unwrap();
         assert_eq!(
             (t.ns.as_deref(), t.name.as_deref(), t.store()),
             (Some("a"), Some("c"), Store::Template)
         );
-        let t = parse_target("apps", "v1", "namespaces/a/deployments/d/scale").unwrap();
+        let t = parse_target("apps", "v1", "namespaces/a/deployments/d/scale", &[]).unwrap();
         assert_eq!(t.sub.as_deref(), Some("scale"));
-        assert!(parse_target("apps", "v1", "namespaces/a/deployments/d/status").is_err());
-        assert!(parse_target("", "v1", "configmaps/c").is_err());
-        assert!(parse_target("", "v1", "nodes").is_err());
-        let t = parse_target("fedraft.io", "v1alpha1", "clusters/dc1").unwrap();
+        assert!(parse_target("apps", "v1", "namespaces/a/deployments/d/status", &[]).is_err());
+        assert!(parse_target("", "v1", "configmaps/c", &[]).is_err());
+        assert!(parse_target("", "v1", "nodes", &[]).is_err());
+        let t = parse_target("fedraft.io", "v1alpha1", "clusters/dc1", &[]).unwrap();
         assert_eq!(
             (t.store(), t.name.as_deref()),
             (Store::Cluster, Some("dc1"))
@@ -311,8 +341,28 @@ mod tests {
             "policy.karmada.io",
             "v1alpha1",
             "clusterpropagationpolicies",
+            &[],
         )
         .unwrap();
         assert!(t.ns.is_none());
+        let t = parse_target("rbac.authorization.k8s.io", "v1", "clusterroles/view", &[]).unwrap();
+        assert_eq!((t.store(), t.ns.as_deref()), (Store::Template, None));
+        assert!(!t.served.def.namespaced);
+    }
+
+    #[test]
+    fn custom_targets_come_from_crds() {
+        let crd = serde_json::json!({"spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true}]}});
+        let custom = crds::of_manifest(&crd);
+        let t = parse_target("example.com", "v1", "namespaces/a/widgets/w", &custom).unwrap();
+        assert_eq!(
+            (t.store(), t.ns.as_deref(), t.name.as_deref()),
+            (Store::Template, Some("a"), Some("w"))
+        );
+        assert_eq!(t.served.columns.as_deref().map(<[_]>::len), Some(0));
+        assert!(parse_target("example.com", "v1", "namespaces/a/widgets/w", &[]).is_err());
+        assert!(parse_target("example.com", "v2", "namespaces/a/widgets", &custom).is_err());
     }
 }

@@ -204,6 +204,7 @@ pub fn candidates<'s>(
             for o in s.objects_shared() {
                 names.insert(o.namespace.as_str());
             }
+            names.remove(fedraft_core::door::CLUSTER_SCOPE_NAMESPACE);
             let names: Vec<String> = names
                 .into_iter()
                 .filter(|n| !continuing || *n > after_name.as_str())
@@ -298,11 +299,15 @@ pub async fn list(call: &Call) -> KResult<Response> {
     Ok(reply(call, StatusCode::OK, doc, true))
 }
 
-/// Columns of fedraft's own kinds and the policies (a CRD's `additionalPrinterColumns` form).
+/// Columns of fedraft's own kinds, the policies and custom resources (a CRD's
+/// `additionalPrinterColumns` form; a custom resource's are its CRD version's).
 fn printer_columns(t: &Target) -> Option<Vec<Value>> {
     let col =
         |name: &str, ty: &str, path: &str| json!({ "name": name, "type": ty, "jsonPath": path });
     let age = col("Age", "date", ".metadata.creationTimestamp");
+    if let Some(cols) = &t.served.columns {
+        return Some(cols.clone());
+    }
     match t.store() {
         Store::Cluster => Some(vec![
             col("Health", "string", ".status.health"),

@@ -66,7 +66,7 @@ pub fn namespace_key(name: &str) -> ResourceKey {
 
 pub fn load_template(s: &State, key: &ResourceKey) -> Option<Loaded> {
     let rec = s.door().templates.get(key)?;
-    let obj = s.object_shared(&key.namespace, &key.object_name())?;
+    let obj = s.object_shared(key.object_namespace(), &key.object_name())?;
     Some(Loaded::Template {
         key: key.clone(),
         rec: rec.clone(),
@@ -77,6 +77,10 @@ pub fn load_template(s: &State, key: &ResourceKey) -> Option<Loaded> {
 /// A namespace exists when a `Namespace` template names it, a tenant owns it or an object
 /// lives in it.
 pub fn load_namespace(s: &State, name: &str) -> Option<Loaded> {
+    // Where cluster-scoped templates' objects live: not a namespace a client sees.
+    if name == door::CLUSTER_SCOPE_NAMESPACE {
+        return None;
+    }
     let key = namespace_key(name);
     let tpl = s.door().templates.get(&key).and_then(|rec| {
         s.object_shared(name, &key.object_name())
@@ -207,6 +211,11 @@ fn template_status(key: &ResourceKey, rec: &TemplateRecord, obj: &FederatedObjec
     let placed = !st.clusters.is_empty();
     let (status, reason, message) = match (placed, &rec.bound_to) {
         (true, _) => ("True", "Placed", st.decision_summary.clone()),
+        (false, None) if door::is_helm_release(&key.group, &key.kind, &rec.labels) => (
+            "False",
+            "HelmRelease",
+            "a Helm release record: propagated only by a policy selector naming it".to_string(),
+        ),
         (false, None) => (
             "False",
             "NoPolicy",

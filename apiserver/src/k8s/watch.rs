@@ -72,7 +72,14 @@ impl Filter {
         let (ns, name) = match (self.target.store(), e.kind?) {
             (Store::Template | Store::Namespace, "FederatedObject") => {
                 let name = object_name.strip_prefix(&self.prefix)?;
+                // A cluster-scoped template's object lives in the reserved namespace; the
+                // template itself has none.
                 let ns = if self.target.store() == Store::Namespace {
+                    ""
+                } else if !def.namespaced {
+                    if store_ns != fedraft_core::door::CLUSTER_SCOPE_NAMESPACE {
+                        return None;
+                    }
                     ""
                 } else {
                     store_ns

@@ -36,6 +36,18 @@ fn authorize_write(call: &Call, name: &str) -> KResult<()> {
     if matches!(call.target.store(), Store::Policy(tag) if tag.is_member()) {
         return Ok(allow(&call.app, &call.principal, Access::WriteClusters)?);
     }
+    let def = &call.target.served.def;
+    if call.target.store() == Store::Template && !def.namespaced {
+        if let crate::auth::Role::Tenant(_) = call.principal.role {
+            return Err(crate::ApiError::forbidden(format!(
+                "{} may not write {} {name:?}: a cluster-scoped kind reaches every namespace of \
+                 the members it is placed on, so only an administrator may write it",
+                call.principal.name,
+                def.qualified_plural()
+            ))
+            .into());
+        }
+    }
     let ns = match call.target.store() {
         Store::Namespace => name.to_string(),
         // Cluster-wide policies are an administrator's: no namespace grants them.
@@ -82,6 +94,10 @@ fn check_identity(t: &Target, obj: &mut Value) -> KResult<()> {
             )))
         }
         _ => obj["kind"] = json!(def.kind),
+    }
+    if !def.namespaced && t.store() == Store::Template {
+        // As kube-apiserver does, a namespace given to a cluster-scoped object is dropped.
+        meta::metadata_mut(obj).remove("namespace");
     }
     if def.namespaced {
         let Some(ns) = t.ns.as_deref() else {
@@ -315,6 +331,13 @@ pub(super) async fn patch_request(call: &Call, body: Body) -> KResult<(String, P
         )))
     })?;
     let force = call.params.flag("force");
+    // Custom resources have no patch strategies to merge by, as in Kubernetes.
+    if kind == PatchType::StrategicMerge && t.served.columns.is_some() {
+        return Err(Refusal::from(fedraft_kubeapi::ApiError::UnsupportedMediaType(
+            "strategic merge patch is not supported for custom resources; use a merge or JSON patch"
+                .to_string(),
+        )));
+    }
     if kind == PatchType::Apply && call.params.get("fieldManager").is_none() {
         return Err(Refusal::bad_request(
             "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",

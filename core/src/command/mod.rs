@@ -49,9 +49,12 @@ use crate::users::{TokenIssue, UserSpec};
 /// `PutMemberSecret` (`crate::door::MEMBERS_SINCE`); in an older entry a Secret in a credentials
 /// namespace or a KubeFedCluster is an ordinary resource template, as it was. 9, the same
 /// envelope, whose commands include `Reachability` (a node's view of member clusters, with the
-/// probe error) and `SetHealthPolicy`, and whose time advances may hold a cluster Ready on a
-/// broken link and engage the failover brake (`crate::health`); an older entry never does
-/// either, so it replays as it did.
+/// probe error) and `SetHealthPolicy`, whose time advances may hold a cluster Ready on a broken
+/// link and engage the failover brake (`crate::health`), whose `PutResource` may carry a
+/// cluster-scoped template (no namespace; kept in `door::CLUSTER_SCOPE_NAMESPACE`), and whose
+/// `DeleteResource` of a CustomResourceDefinition is refused while objects of its kind are
+/// stored (`door::CLUSTER_TEMPLATES_SINCE`). An older entry does none of these (a template
+/// without a namespace is refused), so it replays as it did.
 pub const LOG_ENTRY_VERSION: u16 = 9;
 
 /// The first envelope version whose entries apply vantage points and the brake.

@@ -291,9 +291,16 @@ fn bad_documents_are_refused_naming_the_field_and_change_nothing() {
     bad["metadata"]["namespace"] = json!(null);
     let r = refused(&mut h, put(bad));
     assert_eq!(r.field.as_deref(), Some("metadata.namespace"));
+    // Before cluster-scoped templates (log version 9), a template without a namespace was
+    // refused, and replays so.
     let cluster_scoped = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": "x"}});
-    let r = refused(&mut h, put(cluster_scoped));
+    h.index += 1;
+    let mut old = LogEntry::new("", "admin", h.now_ms, put(cluster_scoped));
+    old.version = 8;
+    let Outcome::Rejected(r) = h.state.apply(h.index, &old).outcome else {
+        panic!("a version-8 cluster-scoped template was accepted");
+    };
     assert_eq!(r.field.as_deref(), Some("metadata.namespace"));
     let r = refused(
         &mut h,

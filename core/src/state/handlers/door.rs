@@ -1,9 +1,9 @@
 //! Writes through the Kubernetes-compatible door: resource templates and Karmada-style policies.
 //!
-//! A template becomes the federated object `ResourceKey::object_name` in its namespace, with a
-//! spec derived here: the manifest (server-populated metadata and status removed), the placement
-//! of the propagation policy it is bound to, and the overrides of every override policy that
-//! selects it. Without a policy it is stored and served but placed nowhere, as in Karmada. The
+//! A template becomes the federated object `ResourceKey::object_name` in its namespace (a
+//! cluster-scoped one in a reserved namespace: `door_identity`), with a spec derived here: the
+//! manifest (server-populated metadata and status removed), the placement of the propagation
+//! policy it is bound to, and the overrides of every override policy that selects it. Without a policy it is stored and served but placed nowhere, as in Karmada. The
 //! object then goes through the same put as a native one (rights, admission, quota).
 //!
 //! Binding follows Karmada: among the selecting propagation policies the best by
@@ -14,113 +14,28 @@
 //! the policy a template is bound to keeps the template's last placement (nothing is removed
 //! from members because a policy went away) until another policy selects it.
 
-use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
-use super::validate::MAX_TEMPLATE_BYTES;
+use serde_json::Value;
+
+use super::door_identity::labels_of;
+pub(super) use super::door_identity::{read_manifest, Identity};
 use super::{members, validate};
 use crate::admission::Actor;
 use crate::command::LOG_ENTRY_VERSION;
 use crate::door::{
-    DoorTables, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord, MEMBERS_SINCE,
+    self, DoorTables, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord,
+    CLUSTER_TEMPLATES_SINCE, MEMBERS_SINCE,
 };
 use crate::error::CodecError;
 use crate::error::FieldError;
-use crate::karmada::{self, best_match, PolicyKind, PolicySpec, Precedence, TemplateIdentity};
+use crate::karmada::{
+    self, best_match, MatchRank, PolicyKind, PolicySpec, Precedence, TemplateIdentity,
+};
 use crate::kubefed;
 use crate::model::ObjectSpec;
 use crate::policy::{Override, Placement};
 use crate::state::{Ctx, HandlerResult, RejectCode, Rejection, State};
-
-/// Metadata a server populates; a written manifest's values are dropped, never stored.
-const SERVER_FIELDS: [&str; 7] = [
-    "resourceVersion",
-    "uid",
-    "creationTimestamp",
-    "generation",
-    "managedFields",
-    "selfLink",
-    "deletionTimestamp",
-];
-
-/// A manifest's identity, read once.
-pub(crate) struct Identity {
-    pub(crate) api_version: String,
-    pub(crate) kind: String,
-    pub(crate) group: String,
-    pub(crate) namespace: String,
-    pub(crate) name: String,
-}
-
-pub(super) fn read_manifest(text: &str) -> Result<(Value, Identity), Rejection> {
-    if text.len() > MAX_TEMPLATE_BYTES {
-        return Err(FieldError::new(
-            "manifest",
-            format!(
-                "{} bytes exceeds the limit of {MAX_TEMPLATE_BYTES} bytes",
-                text.len()
-            ),
-        )
-        .into());
-    }
-    let mut doc: Value = serde_json::from_str(text)
-        .map_err(|e| FieldError::new("manifest", format!("not valid JSON: {e}")))?;
-    let Some(obj) = doc.as_object_mut() else {
-        return Err(FieldError::new("manifest", "must be a JSON object").into());
-    };
-    let text_of = |obj: &Map<String, Value>, key: &str| -> Result<String, Rejection> {
-        match obj.get(key) {
-            Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-            _ => Err(FieldError::new(key, "required: a non-empty string").into()),
-        }
-    };
-    let api_version = text_of(obj, "apiVersion")?;
-    let kind = text_of(obj, "kind")?;
-    obj.remove("status");
-    let Some(Value::Object(meta)) = obj.get_mut("metadata") else {
-        return Err(FieldError::new("metadata", "required: an object").into());
-    };
-    for f in SERVER_FIELDS {
-        meta.remove(f);
-    }
-    let name = text_of(meta, "name").map_err(|_| {
-        Rejection::from(FieldError::new(
-            "metadata.name",
-            "required: a non-empty string",
-        ))
-    })?;
-    let namespace = match meta.get("namespace") {
-        None => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(_) => {
-            return Err(FieldError::new("metadata.namespace", "must be a string").into());
-        }
-    };
-    let group = match api_version.split_once('/') {
-        Some((g, _)) => g.to_string(),
-        None => String::new(),
-    };
-    Ok((
-        doc,
-        Identity {
-            api_version,
-            kind,
-            group,
-            namespace,
-            name,
-        },
-    ))
-}
-
-fn labels_of(doc: &Value) -> std::collections::BTreeMap<String, String> {
-    doc.pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// The manifest without metadata and status: what a change of generation compares.
 /// What a put of a policy document does to its stored record.
@@ -236,8 +151,11 @@ impl State {
         if !self.door.templates.contains_key(key) {
             return Err(Rejection::not_found("metadata.name", key));
         }
+        if ctx.version >= CLUSTER_TEMPLATES_SINCE {
+            self.refuse_crd_in_use(key)?;
+        }
         let name = key.object_name();
-        let result = self.delete_object(&key.namespace, &name, expected, ctx)?;
+        let result = self.delete_object(key.object_namespace(), &name, expected, ctx)?;
         self.door.templates.remove(key);
         Ok(result)
     }
@@ -249,14 +167,7 @@ impl State {
         expected: Option<u64>,
         ctx: &mut Ctx,
     ) -> HandlerResult {
-        if id.namespace.is_empty() {
-            return Err(Rejection::new(
-                RejectCode::Invalid,
-                Some("metadata.namespace"),
-                "cluster-scoped resource templates are not supported yet; give a namespace",
-            ));
-        }
-        validate::dns_label(&id.namespace, "metadata.namespace")?;
+        self.check_template_scope(&id, ctx)?;
         validate::dns_subdomain(&id.name, "metadata.name")?;
         let key = ResourceKey {
             group: id.group,
@@ -284,11 +195,15 @@ impl State {
             name: &key.name,
             labels: &labels,
         };
-        let bound_to =
-            self.binding_for(&ident, previous.as_ref().and_then(|r| r.bound_to.as_ref()));
+        let by_name = names_only(&key, &labels, ctx);
+        let bound_to = self.binding_for(
+            &ident,
+            previous.as_ref().and_then(|r| r.bound_to.as_ref()),
+            by_name,
+        );
         let object_name = key.object_name();
         let existing_spec = self
-            .object(&key.namespace, &object_name)
+            .object(key.object_namespace(), &object_name)
             .map(|o| o.spec.clone());
         let placement = match (&bound_to, &existing_spec) {
             (Some(p), _) => self.policy_placement(p),
@@ -312,7 +227,8 @@ impl State {
             }
             _ => 1,
         };
-        let version = self.put_object(&key.namespace, &object_name, &spec, expected, ctx)?;
+        let version =
+            self.put_object(key.object_namespace(), &object_name, &spec, expected, ctx)?;
         let record = TemplateRecord {
             api_version: id.api_version,
             labels,
@@ -433,11 +349,13 @@ impl State {
     }
 
     /// The propagation policy a template is bound to: its current one while that still selects
-    /// it and nothing that may preempt outranks it, else the best selecting one.
+    /// it and nothing that may preempt outranks it, else the best selecting one (`by_name`:
+    /// only selectors naming it count).
     fn binding_for(
         &self,
         t: &TemplateIdentity<'_>,
         current: Option<&PolicyRef>,
+        by_name: bool,
     ) -> Option<PolicyRef> {
         let mut best: Option<(Precedence<'_>, &PolicyRef, bool)> = None;
         let mut kept: Option<Precedence<'_>> = None;
@@ -446,7 +364,9 @@ impl State {
                 continue;
             };
             let ns = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
-            let Some(rank) = best_match(&p.resource_selectors, t, ns) else {
+            let Some(rank) = best_match(&p.resource_selectors, t, ns)
+                .filter(|r| !by_name || *r == MatchRank::Name)
+            else {
                 continue;
             };
             let prec = Precedence {
@@ -513,7 +433,7 @@ impl State {
         let mut changes = Vec::new();
         for (key, record) in &self.door.templates {
             let object_name = key.object_name();
-            let Some(obj) = self.object(&key.namespace, &object_name) else {
+            let Some(obj) = self.object(key.object_namespace(), &object_name) else {
                 continue;
             };
             let ident = TemplateIdentity {
@@ -523,7 +443,8 @@ impl State {
                 name: &key.name,
                 labels: &record.labels,
             };
-            let bound_to = self.binding_for(&ident, record.bound_to.as_ref());
+            let by_name = names_only(key, &record.labels, ctx);
+            let bound_to = self.binding_for(&ident, record.bound_to.as_ref(), by_name);
             let placement = match &bound_to {
                 Some(p) => self.policy_placement(p),
                 None => obj.spec.placement.clone(),
@@ -536,7 +457,7 @@ impl State {
             if spec == obj.spec && bound_to == record.bound_to {
                 continue;
             }
-            self.admit_object(&key.namespace, &spec, Some(obj), &ctx.actor)
+            self.admit_object(key.object_namespace(), &spec, Some(obj), &ctx.actor)
                 .map_err(|r| {
                     Rejection::new(
                         r.code,
@@ -547,7 +468,7 @@ impl State {
             changes.push((key.clone(), object_name, spec, bound_to));
         }
         for (key, object_name, spec, bound_to) in changes {
-            self.put_object(&key.namespace, &object_name, &spec, None, ctx)?;
+            self.put_object(key.object_namespace(), &object_name, &spec, None, ctx)?;
             if let Some(r) = self.door.templates.get_mut(&key) {
                 r.bound_to = bound_to;
             }
@@ -589,6 +510,11 @@ fn kubefed_tag(api_version: &str, kind: &str) -> Option<PolicyKindTag> {
     );
     (api_version == rsp_version && kind == kubefed::RSP_KIND)
         .then_some(PolicyKindTag::ReplicaSchedulingPreference)
+}
+
+/// Whether only a selector naming the template may bind it: a Helm release record's.
+fn names_only(key: &ResourceKey, labels: &BTreeMap<String, String>, ctx: &Ctx) -> bool {
+    ctx.version >= CLUSTER_TEMPLATES_SINCE && door::is_helm_release(&key.group, &key.kind, labels)
 }
 
 /// A placement that selects no cluster: a template no policy has placed yet.

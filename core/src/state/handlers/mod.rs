@@ -11,6 +11,7 @@ mod admission;
 mod clusters;
 mod credentials;
 pub(crate) mod door;
+mod door_identity;
 pub(crate) mod extended;
 pub mod handover;
 mod health;

@@ -106,12 +106,23 @@ impl State {
         }
     }
 
-    fn validate_tenant(&self, spec: &TenantSpec) -> Result<u32, Rejection> {
+    fn validate_tenant(&self, spec: &TenantSpec, version: u16) -> Result<u32, Rejection> {
         validate::dns_label(&spec.name, "spec.name")?;
         let mut seen = BTreeSet::new();
         for (i, ns) in spec.namespaces.iter().enumerate() {
             let field = format!("spec.namespaces[{i}]");
             validate::dns_label(ns, &field)?;
+            // The cluster-scoped templates live there: a tenant owning it would read and write
+            // the fleet's ClusterRoles and CRDs. Older entries never stored any there.
+            if ns == crate::door::CLUSTER_SCOPE_NAMESPACE
+                && version >= crate::door::CLUSTER_TEMPLATES_SINCE
+            {
+                return Err(FieldError::new(
+                    field,
+                    format!("namespace {ns:?} is reserved for cluster-scoped templates"),
+                )
+                .into());
+            }
             if !seen.insert(ns) {
                 return Err(
                     FieldError::new(field, format!("namespace {ns:?} listed twice")).into(),
@@ -154,7 +165,7 @@ impl State {
     }
 
     pub(crate) fn on_put_tenant(&mut self, spec: &TenantSpec, ctx: &mut Ctx) -> HandlerResult {
-        let wanted = self.validate_tenant(spec)?;
+        let wanted = self.validate_tenant(spec, ctx.version)?;
         let old = self.d.tenants.get(&spec.name);
         if let Some(t) = old.filter(|t| t.spec == *spec) {
             return Ok(Some(t.resource_version));
