@@ -126,7 +126,7 @@ impl Kubectl {
         self.ok_in(args, None)
     }
 
-    fn ok_in(&self, args: &[&str], stdin: Option<&str>) -> String {
+    pub(crate) fn ok_in(&self, args: &[&str], stdin: Option<&str>) -> String {
         let out = self.run(args, stdin);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(
@@ -137,7 +137,7 @@ impl Kubectl {
         stdout
     }
 
-    fn jsonpath(&self, args: &[&str], path: &str) -> String {
+    pub(crate) fn jsonpath(&self, args: &[&str], path: &str) -> String {
         let mut a = args.to_vec();
         let out = format!("jsonpath={path}");
         a.extend(["-o", &out]);
