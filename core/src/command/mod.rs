@@ -10,13 +10,15 @@ mod fast;
 
 pub use fast::EntryDecoder;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::admission::AdmissionPolicy;
 use crate::door::ResourceKey;
 use crate::error::CodecError;
 use crate::model::{Capacity, ClusterSpec, Credentials, ObjectSpec, SealedCredentials, TenantSpec};
-use crate::policy::{Extended, ExtendedCapacity};
+use crate::policy::{ClusterQuota, Extended, ExtendedCapacity};
 use crate::rollout::{RolloutStrategy, WorkloadObservation};
 use crate::service::{DiscoverySpec, EndpointsReport};
 use crate::users::{TokenIssue, UserSpec};
@@ -46,8 +48,13 @@ use crate::users::{TokenIssue, UserSpec};
 /// `PutTenantWithExtended`; a version-6 template's extended requests counted for nothing, and
 /// still do. 8, the same envelope, with the member commands `PutMemberCluster` and
 /// `PutMemberSecret` (`crate::door::MEMBERS_SINCE`); in an older entry a Secret in a credentials
-/// namespace or a KubeFedCluster is an ordinary resource template, as it was.
-pub const LOG_ENTRY_VERSION: u16 = 8;
+/// namespace or a KubeFedCluster is an ordinary resource template, as it was. 9, the same
+/// envelope, with `PutTenantWithQuotas` (per-cluster tenant quotas), whose object puts count a
+/// Duplicated object's cpu, memory and pods once per cluster it would run in against its
+/// tenant's quota (`policy::PER_CLUSTER_QUOTA_SINCE`), and whose `PutTenant` and
+/// `PutTenantWithExtended` clear a tenant's per-cluster quotas; a version-8 put counted such an
+/// object once, and still does.
+pub const LOG_ENTRY_VERSION: u16 = 9;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;
@@ -289,6 +296,13 @@ pub enum Command {
         bindings: Vec<MemberBinding>,
         expected_version: Option<u64>,
     },
+    /// `PutTenantWithExtended` plus quotas per cluster (`state/handlers/cluster_quota.rs`;
+    /// version 9): what the tenant may use on each named member, on top of its whole quota.
+    PutTenantWithQuotas {
+        spec: TenantSpec,
+        quota: Extended,
+        per_cluster: BTreeMap<String, ClusterQuota>,
+    },
 }
 
 /// What a user may do to a rollout (`crate::rollout::gate`).
@@ -364,6 +378,7 @@ impl Command {
             Command::PutTenantWithExtended { .. } => "PutTenantWithExtended",
             Command::PutMemberCluster { .. } => "PutMemberCluster",
             Command::PutMemberSecret { .. } => "PutMemberSecret",
+            Command::PutTenantWithQuotas { .. } => "PutTenantWithQuotas",
         }
     }
 }

@@ -17,10 +17,11 @@ use crate::door::DoorTables;
 use crate::error::CodecError;
 use crate::users::Users;
 
-/// Snapshot format this binary writes; it reads this, 6 (before the extended-resource tables),
+/// Snapshot format this binary writes; it reads this, 7 (before per-cluster tenant quotas in
+/// the extended-resource tables), 6 (before the extended-resource tables),
 /// 5 (before rollouts), 4 (before the user database), 3 (before the door's tables), 2 (before
 /// the admission policy) and 1 (before service discovery).
-pub const SNAPSHOT_VERSION: u16 = 7;
+pub const SNAPSHOT_VERSION: u16 = 8;
 
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
@@ -47,6 +48,43 @@ struct SnapshotOwned {
     users: Users,
     rollouts: Rollouts,
     ext: ExtendedTables,
+}
+
+/// Version 7 snapshots: extended-resource tables without per-cluster quotas.
+#[derive(Deserialize)]
+struct SnapshotOwnedV7 {
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+    door: DoorTables,
+    users: Users,
+    rollouts: Rollouts,
+    ext: ExtendedTablesV7,
+}
+
+/// `ExtendedTables` as version 7 wrote them.
+#[derive(Deserialize)]
+struct ExtendedTablesV7 {
+    clusters: std::collections::BTreeMap<String, crate::policy::ExtendedCapacity>,
+    objects: std::collections::BTreeMap<crate::model::ObjectKey, crate::policy::Extended>,
+    tenants: std::collections::BTreeMap<String, crate::policy::Extended>,
+    waiting: std::collections::BTreeMap<crate::model::ObjectKey, u64>,
+    priorities: std::collections::BTreeMap<crate::model::ObjectKey, i64>,
+}
+
+impl From<ExtendedTablesV7> for ExtendedTables {
+    fn from(v: ExtendedTablesV7) -> Self {
+        ExtendedTables {
+            clusters: v.clusters,
+            objects: v.objects,
+            tenants: v.tenants,
+            waiting: v.waiting,
+            priorities: v.priorities,
+            per_cluster: Default::default(),
+        }
+    }
 }
 
 /// Version 6 snapshots: no extended-resource tables yet.
@@ -203,7 +241,7 @@ struct SnapshotOwnedV1 {
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
 /// services, admission policy, door tables, user database, rollout tables and extended-resource
-/// tables (the parts an older version lacks are defaults).
+/// tables (the parts an older version lacks are defaults, per-cluster quotas included).
 pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
         .map_err(|e| CodecError::Decode(e.to_string()))?;
@@ -276,6 +314,19 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.users,
                 snap.rollouts,
                 ExtendedTables::default(),
+            ));
+        }
+        7 => {
+            let snap: SnapshotOwnedV7 = decode_exact(bytes)?;
+            return Ok((
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                snap.door,
+                snap.users,
+                snap.rollouts,
+                snap.ext.into(),
             ));
         }
         _ => {

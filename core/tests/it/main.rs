@@ -25,4 +25,5 @@ mod state_intents;
 mod state_props;
 mod state_reject;
 mod state_replica_modes;
+mod tenant_quota;
 mod users;
