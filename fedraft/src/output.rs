@@ -479,6 +479,9 @@ mod tests {
         let tenants = serde_json::json!({"items": [{
             "name": "a", "perCluster": {"dc1": {"cpuMillis": 2000, "nvidia.com/gpu": 4}}}]});
         let out = format_list(ListKind::Tenants, &tenants, Format::Wide).unwrap();
-        assert!(out.contains("dc1{cpuMillis=2000,nvidia.com/gpu=4}"), "{out}");
+        assert!(
+            out.contains("dc1{cpuMillis=2000,nvidia.com/gpu=4}"),
+            "{out}"
+        );
     }
 }
