@@ -97,7 +97,9 @@ pub fn target(c: &Command) -> String {
         Command::IssueToken(i) => format!("user {} token {}", i.user, i.id),
         Command::RevokeToken { user, id } => format!("user {user} token {id}"),
         Command::CapacityDetails(batch) => format!("{} cluster(s)", batch.len()),
-        Command::PutTenantWithExtended { spec, .. } => format!("tenant {}", spec.name),
+        Command::PutTenantWithExtended { spec, .. } | Command::PutTenantWithQuotas { spec, .. } => {
+            format!("tenant {}", spec.name)
+        }
         // "m1 unreachable (timeout: ...), m2 reachable": a vantage point's changed views.
         Command::Reachability(rs) => rs
             .iter()

@@ -288,6 +288,7 @@ fn schemas() -> Value {
     let mut tenant_in = json!({"type": "object", "properties": {
         "namespaces": {"type": "array", "items": {"type": "string"}},
         "quota": {"type": "object", "description": "cpuMillis/memoryBytes/pods as integers, or Kubernetes quantities: cpu \"100\", memory \"512Gi\", pods, and extended resources such as nvidia.com/gpu: 16", "additionalProperties": {"oneOf": [{"type": "integer"}, {"type": "string"}]}},
+        "perCluster": {"type": "object", "description": "a quota per cluster name, in the quota's form; caps what the tenant places there (a limit above the tenant's quota is refused) and is the member's ResourceQuota", "additionalProperties": {"type": "object", "additionalProperties": {"oneOf": [{"type": "integer"}, {"type": "string"}]}}},
         "sliceSize": resources.clone(), "members": {"type": "array", "items": {"type": "string"}}}});
     for doc in [&mut cluster_in, &mut object_in, &mut tenant_in] {
         for (k, v) in envelope.as_object().into_iter().flatten() {
@@ -315,7 +316,8 @@ fn schemas() -> Value {
             "taints": {"type": "array", "items": {"$ref": "#/components/schemas/Taint"}}, "cordoned": {"type": "boolean"},
             "drained": {"type": "boolean"}, "resourceVersion": {"type": "integer"},
             "status": {"type": "object", "properties": {"health": {"type": "string", "enum": ["Unknown", "Ready", "NotReady"]},
-                "healthSinceMs": {"type": "integer"}, "lastHeartbeatMs": {"type": "integer"}, "capacity": {"type": "object"}}}}},
+                "healthSinceMs": {"type": "integer"}, "lastHeartbeatMs": {"type": "integer"}, "capacity": {"type": "object"},
+                "extended": {"type": "object", "description": "last detailed scan: extended resources allocatable and available, the largest free amount of each on one node (largestFreeOnNode) and the nodeShapes"}}}}},
         "ClusterList": list_of("Cluster"),
         "FederatedObjectInput": object_in,
         "FederatedObject": {"type": "object", "properties": {
@@ -335,6 +337,7 @@ fn schemas() -> Value {
             "kind": {"type": "string"}, "name": {"type": "string"}, "namespaces": {"type": "array", "items": {"type": "string"}},
             "quota": {"$ref": "#/components/schemas/Resources"}, "members": {"type": "array", "items": {"type": "string"}},
             "extendedQuota": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "perCluster": {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}}},
             "resourceVersion": {"type": "integer"}, "status": {"type": "object", "properties": {
                 "used": {"$ref": "#/components/schemas/Resources"},
                 "extendedUsed": {"type": "object", "additionalProperties": {"type": "integer"}},

@@ -169,6 +169,9 @@ pub struct TenantIn {
     /// (`routes::quota`).
     #[serde(default)]
     pub quota: BTreeMap<String, Value>,
+    /// A quota per cluster name, each in the form of `quota`.
+    #[serde(default)]
+    pub per_cluster: BTreeMap<String, BTreeMap<String, Value>>,
     #[serde(default)]
     pub slice_size: Option<Resources>,
     #[serde(default)]

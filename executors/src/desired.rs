@@ -104,6 +104,14 @@ impl DesiredCache {
             }
             out.keys.push(key);
         }
+        // Tenant quotas derived for this cluster: re-rendered only when their tenant changed.
+        for (version, d) in s.derived_for_cluster(cluster) {
+            let cached = self.items.get(&d.key).is_some_and(|i| i.version == version);
+            out.keys.push(d.key.clone());
+            if !cached {
+                out.rendered.push((version, d));
+            }
+        }
         out.keys.sort();
         out
     }

@@ -552,6 +552,8 @@ impl<C: ControlPlane> Reconciler<C> {
             }
         }
         self.memo.retain(|id, _| desired_ids.contains(id));
+        // Derived tenant quotas have no federated object to take a status.
+        statuses.retain(|r| r.name != fedraft_core::state::TENANT_QUOTA_KEY);
         self.obs.set_statuses(&cluster, statuses, workloads);
         next
     }

@@ -149,6 +149,12 @@ fn columns(kind: ListKind, wide: bool) -> Vec<(&'static str, Cell)> {
             ListKind::Clusters => {
                 cols.push(("ENDPOINT", |v, _| s(&v["apiEndpoint"])));
                 cols.push(("LABELS", |v, _| kv_map(&v["labels"])));
+                cols.push(("EXT-FREE", |v, _| {
+                    kv_map(&v["status"]["extended"]["available"])
+                }));
+                cols.push(("EXT-NODE-MAX", |v, _| {
+                    kv_map(&v["status"]["extended"]["largestFreeOnNode"])
+                }));
             }
             ListKind::Objects => {
                 cols.push(("MODE", |v, _| s(&v["placement"]["replicas"]["mode"])));
@@ -166,6 +172,7 @@ fn columns(kind: ListKind, wide: bool) -> Vec<(&'static str, Cell)> {
             ListKind::Tenants => {
                 cols.push(("QUOTA", |v, _| kv_map(&v["quota"])));
                 cols.push(("EXTENDED", |v, _| kv_map(&v["extendedQuota"])));
+                cols.push(("PER-CLUSTER", |v, _| per_cluster_cell(&v["perCluster"])));
                 cols.push(("EXT-USED", |v, _| kv_map(&v["status"]["extendedUsed"])));
                 cols.push(("WAITING", |v, _| s(&v["status"]["waiting"])));
             }
@@ -308,8 +315,29 @@ pub fn describe_cluster(c: &Value, times: Times) -> String {
     kv("Capacity:", format!("reported {reported}"));
     kv("  allocatable:", kv_map(&st["capacity"]["allocatable"]));
     kv("  available:", kv_map(&st["capacity"]["available"]));
+    let ext = &st["extended"];
+    if ext.is_object() {
+        kv("Extended:", String::new());
+        kv("  allocatable:", kv_map(&ext["allocatable"]));
+        kv("  available:", kv_map(&ext["available"]));
+        kv("  largest on node:", kv_map(&ext["largestFreeOnNode"]));
+        let shapes = ext["nodeShapes"].as_array().map_or(0, Vec::len);
+        kv("  node shapes:", shapes.to_string());
+    }
     kv("Resource version:", s(&c["resourceVersion"]));
     out
+}
+
+/// `dc1{cpuMillis=2000,nvidia.com/gpu=4} dc2{...}`: a tenant's per-cluster quotas in one cell.
+fn per_cluster_cell(v: &Value) -> String {
+    match v.as_object() {
+        Some(m) if !m.is_empty() => m
+            .iter()
+            .map(|(c, q)| format!("{c}{{{}}}", kv_map(q)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => "-".into(),
+    }
 }
 
 /// A drop reason as a phrase, its time shown as `times` says; `reasonText` (the API's own
@@ -462,6 +490,25 @@ mod tests {
         assert_eq!(
             format_list(ListKind::Clusters, &doc, Format::Table).unwrap(),
             "No resources found.\n"
+        );
+    }
+
+    #[test]
+    fn wide_shows_extended_capacity_and_per_cluster_quotas() {
+        let clusters = serde_json::json!({"items": [{
+            "name": "dc2", "status": {"health": "Ready", "extended": {
+                "available": {"nvidia.com/gpu": 6},
+                "largestFreeOnNode": {"nvidia.com/gpu": 4}}}}]});
+        let out = format_list(ListKind::Clusters, &clusters, Format::Wide).unwrap();
+        assert!(out.contains("EXT-FREE"), "{out}");
+        assert!(out.contains("nvidia.com/gpu=6"), "{out}");
+        assert!(out.contains("nvidia.com/gpu=4"), "{out}");
+        let tenants = serde_json::json!({"items": [{
+            "name": "a", "perCluster": {"dc1": {"cpuMillis": 2000, "nvidia.com/gpu": 4}}}]});
+        let out = format_list(ListKind::Tenants, &tenants, Format::Wide).unwrap();
+        assert!(
+            out.contains("dc1{cpuMillis=2000,nvidia.com/gpu=4}"),
+            "{out}"
         );
     }
 }

@@ -64,16 +64,38 @@ pub async fn list(
             wire::list_json(
                 "Cluster",
                 s.applied_index(),
-                items
-                    .into_iter()
-                    .map(|c| wire::cluster_json_in(s, c))
-                    .collect(),
+                items.into_iter().map(|c| cluster_doc(s, c)).collect(),
             ),
             meta,
         )
     })
     .await?;
     Ok(Json(doc))
+}
+
+/// A cluster's document with its last detailed scan, when it has one: extended resources
+/// allocatable and available over the cluster, the largest free amount of each on one node
+/// (what a single replica can get there) and the node shapes themselves.
+fn cluster_doc(
+    s: &fedraft_core::state::State,
+    c: &fedraft_core::model::Cluster,
+) -> serde_json::Value {
+    let mut doc = wire::cluster_json_in(s, c);
+    if let Some(ext) = s.cluster_extended(&c.spec.name) {
+        let largest: std::collections::BTreeMap<&str, u64> = ext
+            .allocatable
+            .0
+            .keys()
+            .map(|name| (name.as_str(), ext.largest_chunk(name)))
+            .collect();
+        doc["status"]["extended"] = json!({
+            "allocatable": ext.allocatable,
+            "available": ext.available,
+            "largestFreeOnNode": largest,
+            "nodeShapes": ext.nodes,
+        });
+    }
+    doc
 }
 
 pub async fn get_one(
@@ -86,7 +108,7 @@ pub async fn get_one(
     allow(&app, &p, Access::ReadClusters)?;
     let n = name.clone();
     read(&app, q.stale, move |s| {
-        s.cluster(&n).map(|c| wire::cluster_json_in(s, c))
+        s.cluster(&n).map(|c| cluster_doc(s, c))
     })
     .await?
     .map(Json)
@@ -152,7 +174,7 @@ fn answer(app: &App, status: StatusCode, name: &str, rv: u64) -> Response {
     let n = name.to_string();
     let doc = app
         .node
-        .read_stale(move |s| s.cluster(&n).map(cluster_json))
+        .read_stale(move |s| s.cluster(&n).map(|c| cluster_doc(s, c)))
         .unwrap_or_else(|| json!({"kind": "Cluster", "name": name, "resourceVersion": rv}));
     (status, Json(doc)).into_response()
 }

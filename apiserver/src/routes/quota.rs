@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::{Extension, Json};
-use fedraft_core::policy::{validate_extended_name, Extended, Resources};
+use fedraft_core::policy::{
+    validate_extended_name, validate_per_cluster, ClusterQuota, Extended, Resources,
+};
 use fedraft_core::render::parse_quantity;
 use serde_json::{json, Value};
 
@@ -55,6 +57,54 @@ pub fn parse_quota(field: &str, q: &QuotaIn) -> Result<(Resources, Extended), Ap
         }
     }
     Ok((base, ext))
+}
+
+/// The `perCluster` map of a tenant put: each cluster's quota read as [`parse_quota`] reads one,
+/// then the names and limits checked against the whole quota (errors name
+/// `perCluster.CLUSTER.RESOURCE`, or `perCluster.CLUSTER` for a bad name).
+pub fn parse_per_cluster(
+    input: &BTreeMap<String, QuotaIn>,
+    base: &Resources,
+    extended: &Extended,
+) -> Result<BTreeMap<String, ClusterQuota>, ApiError> {
+    let mut out = BTreeMap::new();
+    for (cluster, q) in input {
+        let field = format!("perCluster.{cluster}");
+        let (b, e) = parse_quota(&field, q)?;
+        out.insert(
+            cluster.clone(),
+            ClusterQuota {
+                base: b,
+                extended: e,
+            },
+        );
+    }
+    validate_per_cluster(&out, base, extended, "perCluster")
+        .map_err(|e| ApiError::invalid(e.field, e.message))?;
+    Ok(out)
+}
+
+/// A tenant's per-cluster quotas as its document shows them: per cluster, the limited
+/// dimensions in the integer form `parse_quota` reads back.
+pub fn per_cluster_json(s: &fedraft_core::state::State, tenant: &str) -> Value {
+    let mut doc = serde_json::Map::new();
+    for (cluster, q) in s.tenant_per_cluster(tenant) {
+        let mut one = serde_json::Map::new();
+        for (k, v) in [
+            ("cpuMillis", q.base.cpu_millis),
+            ("memoryBytes", q.base.memory_bytes),
+            ("pods", q.base.pods),
+        ] {
+            if v > 0 {
+                one.insert(k.to_string(), json!(v));
+            }
+        }
+        for (name, n) in &q.extended.0 {
+            one.insert(name.clone(), json!(n));
+        }
+        doc.insert(cluster.clone(), Value::Object(one));
+    }
+    Value::Object(doc)
 }
 
 /// Extended quota and use of a tenant, to add to its document.
@@ -128,6 +178,39 @@ mod tests {
             (json!({"nvidia.com/gpu": true}), "quota.nvidia.com/gpu"),
         ] {
             match parse_quota("quota", &q(body)) {
+                Err(ApiError::InvalidField { field: f, .. }) => assert_eq!(f, field),
+                other => panic!("{field}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn per_cluster_quotas_are_read_and_checked_against_the_whole_quota() {
+        let whole = Resources {
+            cpu_millis: 8000,
+            ..Resources::ZERO
+        };
+        let gpus = Extended::from_pairs([("nvidia.com/gpu", 8)]);
+        let input: BTreeMap<String, QuotaIn> = serde_json::from_value(json!({
+            "dc1": {"cpu": "2", "nvidia.com/gpu": 4},
+            "dc2": {"memory": "1Gi"},
+        }))
+        .unwrap();
+        let per = parse_per_cluster(&input, &whole, &gpus).unwrap();
+        assert_eq!(per["dc1"].base.cpu_millis, 2000);
+        assert_eq!(per["dc1"].extended.get("nvidia.com/gpu"), 4);
+        assert_eq!(per["dc2"].base.memory_bytes, 1 << 30);
+        for (body, field) in [
+            (
+                json!({"dc1": {"nvidia.com/gpu": 9}}),
+                "perCluster.dc1.nvidia.com/gpu",
+            ),
+            (json!({"dc1": {"cpu": "9"}}), "perCluster.dc1.cpu"),
+            (json!({"dc1": {"gpu": 1}}), "perCluster.dc1.gpu"),
+            (json!({"DC1": {"cpu": "1"}}), "perCluster.DC1"),
+        ] {
+            let input: BTreeMap<String, QuotaIn> = serde_json::from_value(body).unwrap();
+            match parse_per_cluster(&input, &whole, &gpus) {
                 Err(ApiError::InvalidField { field: f, .. }) => assert_eq!(f, field),
                 other => panic!("{field}: {other:?}"),
             }

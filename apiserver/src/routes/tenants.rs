@@ -62,6 +62,7 @@ fn with_extended(s: &fedraft_core::state::State, t: &fedraft_core::model::Tenant
     let mut doc = tenant_json(t);
     let (quota, used) = super::quota::extended_json(s, &t.spec.name);
     doc["extendedQuota"] = quota;
+    doc["perCluster"] = super::quota::per_cluster_json(s, &t.spec.name);
     doc["status"]["extendedUsed"] = used;
     doc["status"]["waiting"] = json!(s.waiting(Some(&t.spec.name)).len());
     doc
@@ -107,8 +108,15 @@ pub async fn put(
         slice_size: doc.slice_size,
         members: doc.members,
     };
-    // The older command while no extended quota is asked for, as before they existed.
-    let command = if extended.is_empty() {
+    let per_cluster = super::quota::parse_per_cluster(&doc.per_cluster, &spec.quota, &extended)?;
+    // The oldest command that says it all, as before per-cluster and extended quotas existed.
+    let command = if !per_cluster.is_empty() {
+        Command::PutTenantWithQuotas {
+            spec,
+            quota: extended,
+            per_cluster,
+        }
+    } else if extended.is_empty() {
         Command::PutTenant(spec)
     } else {
         Command::PutTenantWithExtended {

@@ -10,6 +10,8 @@ mod fast;
 
 pub use fast::EntryDecoder;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::admission::AdmissionPolicy;
@@ -17,7 +19,7 @@ use crate::door::ResourceKey;
 use crate::error::CodecError;
 use crate::health::{HealthPolicy, ProbeFailure};
 use crate::model::{Capacity, ClusterSpec, Credentials, ObjectSpec, SealedCredentials, TenantSpec};
-use crate::policy::{Extended, ExtendedCapacity};
+use crate::policy::{ClusterQuota, Extended, ExtendedCapacity};
 use crate::rollout::{RolloutStrategy, WorkloadObservation};
 use crate::service::{DiscoverySpec, EndpointsReport};
 use crate::users::{TokenIssue, UserSpec};
@@ -53,8 +55,12 @@ use crate::users::{TokenIssue, UserSpec};
 /// link and engage the failover brake (`crate::health`), whose `PutResource` may carry a
 /// cluster-scoped template (no namespace; kept in `door::CLUSTER_SCOPE_NAMESPACE`), and whose
 /// `DeleteResource` of a CustomResourceDefinition is refused while objects of its kind are
-/// stored (`door::CLUSTER_TEMPLATES_SINCE`). An older entry does none of these (a template
-/// without a namespace is refused), so it replays as it did.
+/// stored (`door::CLUSTER_TEMPLATES_SINCE`); with `PutTenantWithQuotas` (per-cluster tenant
+/// quotas), whose object puts count a Duplicated object's cpu, memory and pods once per cluster
+/// it would run in against its tenant's quota (`policy::PER_CLUSTER_QUOTA_SINCE`), and whose
+/// `PutTenant` and `PutTenantWithExtended` clear a tenant's per-cluster quotas. An older entry
+/// does none of these (a template without a namespace is refused, a Duplicated object counts
+/// once), so it replays as it did.
 pub const LOG_ENTRY_VERSION: u16 = 9;
 
 /// The first envelope version whose entries apply vantage points and the brake.
@@ -306,6 +312,13 @@ pub enum Command {
     Reachability(Vec<ReachabilityReport>),
     /// Replace the health policy (the failover brake's settings); admins only.
     SetHealthPolicy(HealthPolicy),
+    /// `PutTenantWithExtended` plus quotas per cluster (`state/handlers/cluster_quota.rs`;
+    /// version 9): what the tenant may use on each named member, on top of its whole quota.
+    PutTenantWithQuotas {
+        spec: TenantSpec,
+        quota: Extended,
+        per_cluster: BTreeMap<String, ClusterQuota>,
+    },
 }
 
 /// What a user may do to a rollout (`crate::rollout::gate`).
@@ -383,6 +396,7 @@ impl Command {
             Command::PutMemberSecret { .. } => "PutMemberSecret",
             Command::Reachability(_) => "Reachability",
             Command::SetHealthPolicy(_) => "SetHealthPolicy",
+            Command::PutTenantWithQuotas { .. } => "PutTenantWithQuotas",
         }
     }
 }

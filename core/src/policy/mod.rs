@@ -3,7 +3,7 @@
 //! Owns: `Placement` (which clusters, how replicas are divided, spread, failover), `Override`
 //! (per-cluster changes to the template), tolerations and label selectors with Kubernetes
 //! semantics, and `Resources` (cpu, memory, pods; extended resources and node shapes in
-//! `extended`). Each spec has a `validate(field_prefix)` that names the exact
+//! `extended`; per-cluster tenant quotas in `quota`). Each spec has a `validate(field_prefix)` that names the exact
 //! field at fault.
 //!
 //! Must not: decide placement (that is `scheduler`) or touch JSON values. Every type here travels
@@ -19,6 +19,7 @@ use crate::error::FieldError;
 mod extended;
 mod names;
 mod overrides;
+mod quota;
 mod selector;
 
 pub use extended::{
@@ -29,6 +30,7 @@ pub use names::{
     validate_dns_label, validate_dns_subdomain, validate_label_key, validate_label_value,
 };
 pub use overrides::{ImageOverride, JsonPatchOp, Override, PatchOpKind};
+pub use quota::{validate_per_cluster, ClusterQuota, MAX_QUOTA_CLUSTERS, PER_CLUSTER_QUOTA_SINCE};
 pub use selector::{
     LabelSelector, LabelSelectorRequirement, SelectorOperator, CLUSTER_NAME_KEY,
     CLUSTER_NAME_KEY_SINCE,

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use handlers::handover::{Handover, HANDOVER_DEADLINE_MS};
+pub use handlers::member_quota::{is_derived_key, TENANT_QUOTA_KEY, TENANT_QUOTA_NAME};
 pub use handlers::outcome::{
     Applied, Change, ChangeKind, ChangeOp, Outcome, RejectCode, Rejection,
 };
@@ -400,6 +401,11 @@ impl State {
             } => self.on_put_member_secret(manifest, credentials, bindings, *expected_version, ctx),
             Command::Reachability(batch) => self.on_reachability(batch, ctx),
             Command::SetHealthPolicy(policy) => self.on_set_health_policy(policy, ctx),
+            Command::PutTenantWithQuotas {
+                spec,
+                quota,
+                per_cluster,
+            } => self.on_put_tenant_quotas(spec, quota, per_cluster, ctx),
         }
     }
 

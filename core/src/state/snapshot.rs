@@ -18,9 +18,10 @@ use crate::error::CodecError;
 use crate::health::HealthBook;
 use crate::users::Users;
 
-/// Snapshot format this binary writes; it reads this, 7 (before the health book), 6 (before the
-/// extended-resource tables), 5 (before rollouts), 4 (before the user database), 3 (before the
-/// door's tables), 2 (before the admission policy) and 1 (before service discovery).
+/// Snapshot format this binary writes; it reads this, 7 (before the health book and per-cluster
+/// tenant quotas in the extended-resource tables), 6 (before the extended-resource tables), 5
+/// (before rollouts), 4 (before the user database), 3 (before the door's tables), 2 (before the
+/// admission policy) and 1 (before service discovery).
 pub const SNAPSHOT_VERSION: u16 = 8;
 
 #[derive(Serialize)]
@@ -52,7 +53,7 @@ struct SnapshotOwned {
     health: HealthBook,
 }
 
-/// Version 7 snapshots: no health book yet.
+/// Version 7 snapshots: no health book, and extended-resource tables without per-cluster quotas.
 #[derive(Deserialize)]
 struct SnapshotOwnedV7 {
     _version: u16,
@@ -63,7 +64,30 @@ struct SnapshotOwnedV7 {
     door: DoorTables,
     users: Users,
     rollouts: Rollouts,
-    ext: ExtendedTables,
+    ext: ExtendedTablesV7,
+}
+
+/// `ExtendedTables` as version 7 wrote them.
+#[derive(Deserialize)]
+struct ExtendedTablesV7 {
+    clusters: std::collections::BTreeMap<String, crate::policy::ExtendedCapacity>,
+    objects: std::collections::BTreeMap<crate::model::ObjectKey, crate::policy::Extended>,
+    tenants: std::collections::BTreeMap<String, crate::policy::Extended>,
+    waiting: std::collections::BTreeMap<crate::model::ObjectKey, u64>,
+    priorities: std::collections::BTreeMap<crate::model::ObjectKey, i64>,
+}
+
+impl From<ExtendedTablesV7> for ExtendedTables {
+    fn from(v: ExtendedTablesV7) -> Self {
+        ExtendedTables {
+            clusters: v.clusters,
+            objects: v.objects,
+            tenants: v.tenants,
+            waiting: v.waiting,
+            priorities: v.priorities,
+            per_cluster: Default::default(),
+        }
+    }
 }
 
 /// Version 6 snapshots: no extended-resource tables yet.
@@ -225,7 +249,8 @@ struct SnapshotOwnedV1 {
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
 /// services, admission policy, door tables, user database, rollout tables, extended-resource
-/// tables and health book (the parts an older version lacks are defaults).
+/// tables and health book (the parts an older version lacks are defaults, per-cluster quotas
+/// included).
 pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
         .map_err(|e| CodecError::Decode(e.to_string()))?;
@@ -312,7 +337,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.door,
                 snap.users,
                 snap.rollouts,
-                snap.ext,
+                snap.ext.into(),
                 HealthBook::default(),
             ));
         }

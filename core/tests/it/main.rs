@@ -27,4 +27,5 @@ mod state_props;
 mod state_reject;
 mod state_replica_modes;
 mod state_vantage;
+mod tenant_quota;
 mod users;

@@ -242,29 +242,30 @@ fn an_empty_user_database_leaves_the_hash_alone_and_snapshots_keep_it() {
     assert_eq!(a.state.state_hash_hex(), b.state.state_hash_hex());
 
     // The previous layouts are this one without the newer parts: version 7 without the health
-    // book (cut it off first), version 6 also without the five extended-resource tables (each
-    // empty map one zero length at the end), version 5 also without the four rollout maps
-    // (records, workloads, holds and their deadlines), version 4 also without the user
-    // database's two.
+    // book (cut it off first) and without the per-cluster quotas (an empty map, one zero length
+    // at the end of the extended-resource tables), version 6 also without the other five
+    // extended-resource tables, version 5 also without the four rollout maps (records,
+    // workloads, holds and their deadlines), version 4 also without the user database's two.
     let book =
         bincode::serde::encode_to_vec(b.state.health(), bincode::config::standard()).unwrap();
     let full = b.state.to_snapshot();
     assert_eq!(full[0], 8);
     assert!(full.ends_with(&book));
-    let mut bytes = full[..full.len() - book.len()].to_vec();
-    bytes[0] = 7;
-    let old = State::from_snapshot(&bytes).expect("a version-7 snapshot decodes");
+    let bytes = full[..full.len() - book.len()].to_vec();
+    assert_eq!(bytes[bytes.len() - 12..], [0; 12]);
+    let mut v7 = bytes[..bytes.len() - 1].to_vec();
+    v7[0] = 7;
+    let old = State::from_snapshot(&v7).expect("a version-7 snapshot decodes");
     assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());
-    assert_eq!(bytes[bytes.len() - 11..], [0; 11]);
-    let mut v6 = bytes[..bytes.len() - 5].to_vec();
+    let mut v6 = bytes[..bytes.len() - 6].to_vec();
     v6[0] = 6;
     let old = State::from_snapshot(&v6).expect("a version-6 snapshot decodes");
     assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());
-    let mut v5 = bytes[..bytes.len() - 9].to_vec();
+    let mut v5 = bytes[..bytes.len() - 10].to_vec();
     v5[0] = 5;
     let old = State::from_snapshot(&v5).expect("a version-5 snapshot decodes");
     assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());
-    let mut v4 = bytes[..bytes.len() - 11].to_vec();
+    let mut v4 = bytes[..bytes.len() - 12].to_vec();
     v4[0] = 4;
     let old = State::from_snapshot(&v4).expect("a version-4 snapshot decodes");
     assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());

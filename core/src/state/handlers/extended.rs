@@ -6,7 +6,7 @@
 //!   registered cluster (others are ignored), silently like a heartbeat's capacity; when a
 //!   cluster's report changes, the objects waiting for room are queued in fair order
 //!   (`handlers/queue.rs`).
-//! - `PutTenantWithExtended`: `PutTenant` plus extended quotas. A plain `PutTenant` of this
+//! - `PutTenantWithExtended`: `PutTenant` plus extended quotas (per-cluster quotas: `cluster_quota`). A plain `PutTenant` of this
 //!   version replaces the tenant whole, so it clears them.
 //! - An object put reads its template's extended requests (requests, or limits where a
 //!   container gives only limits, as Kubernetes defaults them) and refuses a put that takes its
@@ -27,7 +27,10 @@ use serde_json::Value;
 use crate::command::CapacityDetail;
 use crate::error::FieldError;
 use crate::model::{FederatedObject, ObjectKey, TenantSpec};
-use crate::policy::{validate_extended_name, Extended, ExtendedCapacity, MAX_EXTENDED_NAMES};
+use crate::policy::{
+    validate_extended_name, ClusterQuota, Extended, ExtendedCapacity, MAX_EXTENDED_NAMES,
+    PER_CLUSTER_QUOTA_SINCE,
+};
 use crate::render::parse_quantity;
 use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State};
 
@@ -44,6 +47,9 @@ pub struct ExtendedTables {
     pub waiting: BTreeMap<ObjectKey, u64>,
     /// Non-zero priorities of objects within their tenant (`handlers/queue.rs`).
     pub priorities: BTreeMap<ObjectKey, i64>,
+    /// Per-cluster quotas per tenant (`handlers/cluster_quota.rs`; a tenant without any is
+    /// absent). Since snapshot version 8.
+    pub per_cluster: BTreeMap<String, BTreeMap<String, ClusterQuota>>,
 }
 
 impl ExtendedTables {
@@ -53,6 +59,7 @@ impl ExtendedTables {
             && self.tenants.is_empty()
             && self.waiting.is_empty()
             && self.priorities.is_empty()
+            && self.per_cluster.is_empty()
     }
 }
 
@@ -155,7 +162,7 @@ fn container_extended(c: &Value, field: &str) -> Result<Extended, FieldError> {
 
 /// Copies of an object counted against quotas: its replicas, times the clusters it runs in
 /// when every cluster runs them all (Duplicated).
-fn copies(obj: &FederatedObject, clusters: usize) -> u64 {
+pub(super) fn copies(obj: &FederatedObject, clusters: usize) -> u64 {
     let replicas = u64::from(obj.template_info.replicas);
     if obj.spec.placement.replicas.mode.divides() {
         replicas
@@ -328,8 +335,22 @@ impl State {
         self.ext.clusters.remove(cluster);
     }
 
-    /// `PutTenant` with extended quotas (an empty `quota` clears them).
+    /// `PutTenant` with extended quotas (an empty `quota` clears them). From
+    /// `PER_CLUSTER_QUOTA_SINCE` on it clears the tenant's per-cluster quotas too.
     pub(crate) fn on_put_tenant_extended(
+        &mut self,
+        spec: &TenantSpec,
+        quota: &Extended,
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
+        if ctx.version >= PER_CLUSTER_QUOTA_SINCE {
+            return self.on_put_tenant_quotas(spec, quota, &BTreeMap::new(), ctx);
+        }
+        self.put_tenant_extended(spec, quota, ctx)
+    }
+
+    /// The tenant and its extended quotas, per-cluster quotas left alone.
+    pub(super) fn put_tenant_extended(
         &mut self,
         spec: &TenantSpec,
         quota: &Extended,
@@ -367,6 +388,7 @@ impl State {
     /// A tenant was deleted: its extended quota goes with it.
     pub(crate) fn forget_tenant_extended(&mut self, tenant: &str) {
         self.ext.tenants.remove(tenant);
+        self.ext.per_cluster.remove(tenant);
     }
 }
 

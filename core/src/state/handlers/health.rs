@@ -190,6 +190,9 @@ impl State {
         if let Transition::BecameReady = transition {
             self.cluster_gained(name, ctx);
             return was_not_ready;
+        } else if grew && ctx.version >= crate::policy::PER_CLUSTER_QUOTA_SINCE {
+            // Waiting work takes the new room in fair order, as after a delete.
+            self.enqueue_waiting_fairly(&[name.to_string()]);
         } else if grew {
             self.capacity_grew(name);
         }

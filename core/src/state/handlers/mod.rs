@@ -8,6 +8,7 @@
 //! `state/store/`), do I/O, or read clocks.
 
 mod admission;
+mod cluster_quota;
 mod clusters;
 mod credentials;
 pub(crate) mod door;
@@ -16,6 +17,7 @@ pub(crate) mod extended;
 pub mod handover;
 mod health;
 mod kubefed;
+pub mod member_quota;
 mod members;
 mod objects;
 pub mod outcome;

@@ -16,7 +16,7 @@ use crate::error::FieldError;
 use crate::model::{FederatedObject, ObjectKey, ObjectSpec, ObjectStatus};
 use crate::policy::{
     validate_label_key, Extended, ReplicaMode, CLUSTER_NAME_KEY, CLUSTER_NAME_KEY_SINCE,
-    EXTENDED_SINCE,
+    EXTENDED_SINCE, PER_CLUSTER_QUOTA_SINCE,
 };
 use crate::state::store::index;
 use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
@@ -130,7 +130,12 @@ impl State {
                 .saturating_mul(u64::from(o.template_info.replicas))
         });
         let new_need = info.per_replica.saturating_mul(u64::from(info.replicas));
-        self.check_quota(namespace, old_need.unwrap_or_default(), new_need)?;
+        if ctx.version >= PER_CLUSTER_QUOTA_SINCE {
+            // Duplicated copies count once per cluster they run in (`cluster_quota`).
+            self.check_quota_counting_copies(namespace, name, spec, info, &per_ext, ctx.now_ms)?;
+        } else {
+            self.check_quota(namespace, old_need.unwrap_or_default(), new_need)?;
+        }
 
         // Validated: from here on the put happens.
         let key = ObjectKey::new(namespace, name);

@@ -162,6 +162,9 @@ impl State {
         } else {
             self.extended_booked(&key)
         };
+        // A tenant's per-cluster quotas cap what it may take on those clusters.
+        let rooms = self.quota_rooms(obj);
+        let room_on = |c: &Cluster| rooms.as_ref().and_then(|r| r.get(c.spec.name.as_str()));
         let ext_free: Vec<Option<(&ExtendedCapacity, Extended)>> = if self.ext.clusters.is_empty() {
             Vec::new()
         } else {
@@ -173,6 +176,10 @@ impl State {
                         Some(b) => report.available.saturating_sub(b),
                         None => report.available.clone(),
                     };
+                    let free = match room_on(c) {
+                        Some(room) => room.cap_extended(free),
+                        None => free,
+                    };
                     Some((report, free))
                 })
                 .collect()
@@ -181,7 +188,11 @@ impl State {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let mut v = view(c, view_for(c), self.failover_held(c));
+                let available = match room_on(c) {
+                    Some(room) => room.cap_base(view_for(c)),
+                    None => view_for(c),
+                };
+                let mut v = view(c, available, self.failover_held(c));
                 v.extended = ext_free
                     .get(i)
                     .and_then(Option::as_ref)
@@ -406,7 +417,8 @@ impl State {
     }
 
     /// Manifests a member cluster should run, rendered with that cluster's overrides: the
-    /// objects placed there and those it keeps while they move away (`handover`).
+    /// objects placed there and those it keeps while they move away (`handover`), then the
+    /// tenant quotas derived for it (`member_quota`), in key order.
     pub fn desired_for_cluster(&self, cluster: &str) -> Vec<DesiredObject> {
         let Some(c) = self.d.clusters.get(cluster) else {
             return Vec::new();
@@ -415,7 +427,8 @@ impl State {
         let mut keys: Vec<&ObjectKey> = placed.chain(self.held_keys_on(cluster)).collect();
         keys.sort();
         keys.dedup();
-        keys.into_iter()
+        let mut out: Vec<DesiredObject> = keys
+            .into_iter()
             .filter_map(|k| self.object(&k.namespace, &k.name))
             .map(|obj| {
                 let replicas = self.replicas_running(obj, cluster);
@@ -427,7 +440,13 @@ impl State {
                     admitted,
                 }
             })
-            .collect()
+            .collect();
+        let derived = self.derived_for_cluster(cluster);
+        if !derived.is_empty() {
+            out.extend(derived.into_iter().map(|(_, d)| d));
+            out.sort_by(|a, b| a.key.cmp(&b.key));
+        }
+        out
     }
 
     /// Replicas `cluster` should run of `obj`: its placement there, or more while it keeps

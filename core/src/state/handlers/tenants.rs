@@ -37,7 +37,12 @@ fn slices_wanted(quota: &Resources, slice: &Resources) -> u64 {
 
 /// The dimensions in which `after` exceeds a limited `quota` and the change grows use (a
 /// dimension already over quota that the change does not grow is not this change's fault).
-fn over(after: &Resources, quota: &Resources, old: &Resources, new: &Resources) -> Vec<String> {
+pub(super) fn over(
+    after: &Resources,
+    quota: &Resources,
+    old: &Resources,
+    new: &Resources,
+) -> Vec<String> {
     let mut out = Vec::new();
     for (what, u, q, grows) in [
         (

@@ -84,7 +84,21 @@ impl Fed {
     }
 
     async fn start_with(tls: bool, sealed: bool) -> Fed {
-        let sims = start_sims(&CLUSTERS).await;
+        Fed::start_on(start_sims(&CLUSTERS).await, tls, sealed).await
+    }
+
+    /// [`Fed::start`] with simulators of the caller's making, named as [`CLUSTERS`] in order
+    /// (GPU nodes, other sizes).
+    pub async fn start_with_members(sims: Vec<SimHandle>) -> Fed {
+        assert_eq!(
+            sims.len(),
+            CLUSTERS.len(),
+            "one simulator per name in CLUSTERS"
+        );
+        Fed::start_on(sims, false, false).await
+    }
+
+    async fn start_on(sims: Vec<SimHandle>, tls: bool, sealed: bool) -> Fed {
         let dir = fedraft_testkit::temp_dir("e2e");
         let mut l = layout();
         if tls {

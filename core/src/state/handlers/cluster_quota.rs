@@ -1,0 +1,271 @@
+//! Per-cluster tenant quotas, and the cpu, memory and pods quota check that counts a Duplicated
+//! object once per cluster it runs in.
+//!
+//! Commands (since log entry version `policy::PER_CLUSTER_QUOTA_SINCE`):
+//! - `PutTenantWithQuotas`: `PutTenantWithExtended` plus a quota per named cluster. Propose and
+//!   apply check each per-cluster limit against the tenant's whole quota (a limit above a limited
+//!   dimension of it could never be used: refused naming `spec.perCluster.CLUSTER.RESOURCE`),
+//!   then put the tenant as `PutTenantWithExtended` does, then store the per-cluster quotas and,
+//!   when they changed, move the tenant's version and re-place its objects. A `PutTenant` or
+//!   `PutTenantWithExtended` of this version replaces the tenant whole: it clears them.
+//! - An object put counts, against its tenant's cpu, memory and pods quota, each object's
+//!   requests times its copies: its replicas, times the clusters it runs in when Duplicated (a
+//!   dry run of the scheduler tells for the object being put), as extended quotas already did.
+//!
+//! A per-cluster quota is a cap on placement, not a refusal: for an object of the tenant the
+//! scheduler sees a cluster's free capacity as at most the per-cluster quota less what the
+//! tenant's other objects hold there, so replicas beyond it go elsewhere or wait in the queue
+//! like any shortfall. Its cost is one walk over the tenant's objects per decision, paid only by
+//! tenants with per-cluster quotas.
+//!
+//! Must not: change the placement or the quota accounting of a tenant without per-cluster quotas
+//! (beyond counting Duplicated copies from this version on).
+
+use std::collections::BTreeMap;
+
+use super::extended::copies;
+use super::tenants::over;
+use crate::model::{FederatedObject, ObjectKey, ObjectSpec, TemplateInfo, TenantSpec};
+use crate::policy::{validate_per_cluster, ClusterQuota, Extended, Resources};
+use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State};
+
+/// Free capacity a per-cluster quota leaves for one object: unlimited dimensions are `u64::MAX`,
+/// extended resources absent from the quota are not limited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QuotaRoom {
+    pub base: Resources,
+    pub extended: Extended,
+}
+
+impl QuotaRoom {
+    /// `available` capped by this room (an unreported cluster gets the room alone).
+    pub fn cap_base(&self, available: Option<Resources>) -> Option<Resources> {
+        let a = available.unwrap_or(Resources {
+            cpu_millis: u64::MAX,
+            memory_bytes: u64::MAX,
+            pods: u64::MAX,
+        });
+        Some(Resources {
+            cpu_millis: a.cpu_millis.min(self.base.cpu_millis),
+            memory_bytes: a.memory_bytes.min(self.base.memory_bytes),
+            pods: a.pods.min(self.base.pods),
+        })
+    }
+
+    /// Extended sums `free` capped by this room.
+    pub fn cap_extended(&self, free: Extended) -> Extended {
+        let mut out = free;
+        for (name, &room) in &self.extended.0 {
+            let have = out.get(name);
+            if have > room {
+                out.0.insert(name.clone(), room);
+            }
+        }
+        out
+    }
+}
+
+/// What `q` leaves after `used`: zero dimensions stay unlimited.
+fn room(q: &ClusterQuota, used_base: &Resources, used_ext: &Extended) -> QuotaRoom {
+    let dim = |cap: u64, used: u64| {
+        if cap == 0 {
+            u64::MAX
+        } else {
+            cap.saturating_sub(used)
+        }
+    };
+    let mut extended = Extended::new();
+    for (name, &cap) in q.extended.0.iter().filter(|(_, n)| **n > 0) {
+        extended
+            .0
+            .insert(name.clone(), cap.saturating_sub(used_ext.get(name)));
+    }
+    QuotaRoom {
+        base: Resources {
+            cpu_millis: dim(q.base.cpu_millis, used_base.cpu_millis),
+            memory_bytes: dim(q.base.memory_bytes, used_base.memory_bytes),
+            pods: dim(q.base.pods, used_base.pods),
+        },
+        extended,
+    }
+}
+
+impl State {
+    /// A tenant's per-cluster quotas (empty when it has none).
+    pub fn tenant_per_cluster(&self, tenant: &str) -> &BTreeMap<String, ClusterQuota> {
+        static NONE: BTreeMap<String, ClusterQuota> = BTreeMap::new();
+        self.ext.per_cluster.get(tenant).unwrap_or(&NONE)
+    }
+
+    /// The tenant's quota on `cluster` when it has a per-cluster one there.
+    pub(crate) fn per_cluster_quota(
+        &self,
+        tenant: &str,
+        cluster: &str,
+    ) -> Option<(Resources, Extended)> {
+        let q = self.ext.per_cluster.get(tenant)?.get(cluster)?;
+        Some((q.base, q.extended.clone()))
+    }
+
+    /// The room each per-cluster quota of `obj`'s tenant leaves for it: the quota less what the
+    /// tenant's other objects hold on that cluster. None when the tenant has none.
+    pub(crate) fn quota_rooms(&self, obj: &FederatedObject) -> Option<BTreeMap<&str, QuotaRoom>> {
+        if self.ext.per_cluster.is_empty() {
+            return None;
+        }
+        let tenant = self.tenant_of_namespace(&obj.namespace)?;
+        let quotas = self.ext.per_cluster.get(&tenant.spec.name)?;
+        let mut used: BTreeMap<&str, (Resources, Extended)> = BTreeMap::new();
+        for o in tenant
+            .spec
+            .namespaces
+            .iter()
+            .flat_map(|ns| self.objects_in(ns))
+        {
+            if o.namespace == obj.namespace && o.name == obj.name {
+                continue;
+            }
+            let per_ext = self.ext.objects.get(&o.key());
+            for p in o
+                .status
+                .clusters
+                .iter()
+                .filter(|p| quotas.contains_key(&p.cluster))
+            {
+                let n = u64::from(p.replicas);
+                let u = used.entry(p.cluster.as_str()).or_default();
+                u.0 =
+                    u.0.saturating_add(&o.template_info.per_replica.saturating_mul(n));
+                if let Some(e) = per_ext {
+                    u.1 = u.1.saturating_add(&e.saturating_mul(n));
+                }
+            }
+        }
+        let none = (Resources::ZERO, Extended::new());
+        Some(
+            quotas
+                .iter()
+                .map(|(c, q)| {
+                    let (b, e) = used.get(c.as_str()).unwrap_or(&none);
+                    (c.as_str(), room(q, b, e))
+                })
+                .collect(),
+        )
+    }
+
+    pub(crate) fn on_put_tenant_quotas(
+        &mut self,
+        spec: &TenantSpec,
+        quota: &Extended,
+        per_cluster: &BTreeMap<String, ClusterQuota>,
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
+        quota.validate("spec.quota")?;
+        validate_per_cluster(per_cluster, &spec.quota, quota, "spec.perCluster")?;
+        // Empty per-cluster entries limit nothing: they are not stored.
+        let per_cluster: BTreeMap<String, ClusterQuota> = per_cluster
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(c, q)| (c.clone(), q.clone()))
+            .collect();
+        let same = match self.ext.per_cluster.get(&spec.name) {
+            Some(old) => *old == per_cluster,
+            None => per_cluster.is_empty(),
+        };
+        let version = self.put_tenant_extended(spec, quota, ctx)?;
+        if same {
+            return Ok(version);
+        }
+        if per_cluster.is_empty() {
+            self.ext.per_cluster.remove(&spec.name);
+        } else {
+            self.ext.per_cluster.insert(spec.name.clone(), per_cluster);
+        }
+        if let Some(t) = self.d.tenants.get_mut(&spec.name) {
+            if t.resource_version != ctx.index {
+                t.resource_version = ctx.index;
+                ctx.change(ChangeKind::Tenant, spec.name.clone(), ChangeOp::Modified);
+            }
+        }
+        // The caps changed: the tenant's objects are re-placed under the new ones.
+        let keys: Vec<ObjectKey> = spec
+            .namespaces
+            .iter()
+            .flat_map(|ns| self.objects_in(ns))
+            .map(|o| o.key())
+            .collect();
+        for k in &keys {
+            self.enqueue(k);
+        }
+        Ok(Some(ctx.index))
+    }
+
+    /// Refuses a put that would take its tenant over its cpu, memory or pods quota, counting
+    /// every object's copies (Duplicated: once per cluster it runs in).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn check_quota_counting_copies(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: &ObjectSpec,
+        info: TemplateInfo,
+        per_ext: &Extended,
+        now_ms: u64,
+    ) -> Result<(), Rejection> {
+        let Some(tenant) = self.tenant_of_namespace(namespace) else {
+            return Ok(());
+        };
+        let quota = tenant.spec.quota;
+        if quota.is_zero() {
+            return Ok(());
+        }
+        let need = |o: &FederatedObject, clusters: usize| {
+            o.template_info
+                .per_replica
+                .saturating_mul(copies(o, clusters))
+        };
+        let mut others = Resources::ZERO;
+        for o in tenant
+            .spec
+            .namespaces
+            .iter()
+            .flat_map(|ns| self.objects_in(ns))
+        {
+            if o.namespace != namespace || o.name != name {
+                others = others.saturating_add(&need(o, o.status.clusters.len()));
+            }
+        }
+        let existing = self.object(namespace, name);
+        let candidate = FederatedObject {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            spec: spec.clone(),
+            template_info: info,
+            status: existing.map(|o| o.status.clone()).unwrap_or_default(),
+            resource_version: 0,
+        };
+        let clusters = if spec.placement.replicas.mode.divides() {
+            1
+        } else {
+            let decision = self.decide_with(&candidate, per_ext, false, now_ms);
+            decision.placement.values().filter(|n| **n > 0).count()
+        };
+        let mine = need(&candidate, clusters);
+        let before = existing
+            .map(|o| need(o, o.status.clusters.len()))
+            .unwrap_or_default();
+        let problems = over(&others.saturating_add(&mine), &quota, &before, &mine);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(Rejection::new(
+            RejectCode::FailedPrecondition,
+            Some("spec"),
+            format!(
+                "exceeds the quota of tenant {:?}: {}",
+                tenant.spec.name,
+                problems.join("; ")
+            ),
+        ))
+    }
+}
