@@ -108,14 +108,13 @@ pub fn start(spec: WatchSpec, sub: Subscription) -> mpsc::Receiver<Result<Bytes,
         for n in backlog {
             if let Notice::Event(e) = &*n {
                 seen_rv = seen_rv.max(e.rv);
-                if spec.wants(e.res, &e.ns, &e.object) {
-                    if tx
+                if spec.wants(e.res, &e.ns, &e.object)
+                    && tx
                         .send(event_frame(e.etype.as_str(), &e.object))
                         .await
                         .is_err()
-                    {
-                        return;
-                    }
+                {
+                    return;
                 }
             }
         }
