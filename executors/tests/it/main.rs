@@ -8,6 +8,7 @@ mod common;
 
 mod converge;
 mod deregister;
+mod inventory;
 mod observe;
 mod raft_e2e;
 mod rollout;

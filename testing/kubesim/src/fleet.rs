@@ -17,7 +17,9 @@
 //! | `GET /_fleet/clusters/{name}/stats` | one cluster's counters |
 //!
 //! A selector with neither names nor regions selects every cluster. Cost per cluster is its
-//! store, its controller task (idle when nothing changed) and its listener.
+//! store (objects shared with the watch history, which is kept short: see
+//! [`FleetConfig::default`]), its watch channel (sized to that history), its controller task
+//! (idle when nothing changed) and its listener with the connections its clients hold.
 //!
 //! Must not: share state between clusters (each has its own store, watches and faults), or
 //! contact the addresses it hands out.
@@ -59,9 +61,11 @@ impl Default for FleetConfig {
             prefix: "m".into(),
             regions: 10,
             template: SimConfig {
-                // 100 objects per cluster and a few updates each fit easily; the default 10,000
-                // events per cluster would dominate the memory of a thousand clusters.
-                watch_history: 1_000,
+                // Retained events are only for watches resuming after a break (live watches
+                // are fed from the channel), and a member that lost them relists its 100 or
+                // so objects. Each retained event pins an old version of its object, so the
+                // default 10,000 per cluster would dominate the memory of a thousand clusters.
+                watch_history: 200,
                 ..SimConfig::default()
             },
             admin_listen: None,

@@ -18,9 +18,13 @@ use crate::discovery::{ResourceDef, CATALOG};
 use crate::meta;
 use crate::status::{ApiError, Subject};
 
-/// How many undelivered notices a slow watcher may fall behind before it is expired (it then
-/// relists, as a real client does after a 410).
+/// At most how many undelivered notices a slow watcher may fall behind before it is expired (it
+/// then relists, as a real client does after a 410). A store with a shorter history gets a
+/// channel that long instead: the channel's ring is allocated whole up front, and a watcher
+/// further behind than the history could not have resumed from it anyway.
 const WATCH_CHANNEL_CAPACITY: usize = 4096;
+/// The shortest channel, so that a tiny history does not expire watchers in one burst.
+const MIN_WATCH_CHANNEL: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -39,14 +43,15 @@ impl EventType {
     }
 }
 
-/// One committed change, as watchers see it.
+/// One committed change, as watchers see it. The object is the very one the store holds while
+/// it is current, so retained history costs only the versions that were replaced since.
 #[derive(Debug)]
 pub struct Event {
     pub rv: u64,
     pub res: &'static ResourceDef,
     pub ns: String,
     pub etype: EventType,
-    pub object: Value,
+    pub object: Arc<Value>,
 }
 
 /// What the broadcast channel carries: a change, or word that history was compacted and every
@@ -87,7 +92,7 @@ impl Outcome {
     }
 }
 
-type Objects = BTreeMap<(String, String), Value>;
+type Objects = BTreeMap<(String, String), Arc<Value>>;
 
 struct Inner {
     /// resource key -> (namespace, name) -> object. Cluster-scoped objects use namespace "".
@@ -110,7 +115,7 @@ pub struct Subscription {
     pub backlog: Vec<Arc<Notice>>,
     pub rx: broadcast::Receiver<Arc<Notice>>,
     /// Current objects, when the watch asked for initial ADDED events (resourceVersion "" or "0").
-    pub initial: Vec<Value>,
+    pub initial: Vec<Arc<Value>>,
     pub rv: u64,
 }
 
@@ -124,7 +129,8 @@ fn subject(res: &ResourceDef, name: &str) -> Subject {
 
 impl Store {
     pub fn new(history_limit: usize) -> Self {
-        let (tx, _) = broadcast::channel(WATCH_CHANNEL_CAPACITY);
+        let (tx, _) =
+            broadcast::channel(history_limit.clamp(MIN_WATCH_CHANNEL, WATCH_CHANNEL_CAPACITY));
         Store {
             inner: Mutex::new(Inner {
                 objects: BTreeMap::new(),
@@ -151,14 +157,14 @@ impl Store {
         g.objects
             .get(&res.key())
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
-            .cloned()
+            .map(|v| Value::clone(v))
     }
 
     /// Objects of one kind, optionally in one namespace, ordered by (namespace, name), and the
     /// resourceVersion they are consistent at.
     pub fn list(&self, res: &ResourceDef, ns: Option<&str>) -> (Vec<Value>, u64) {
         let g = self.lock();
-        let items = list_locked(&g, res, ns);
+        let items = list_locked(&g, res, ns).map(|v| Value::clone(v)).collect();
         (items, g.rv)
     }
 
@@ -174,7 +180,11 @@ impl Store {
     ) -> Result<Outcome, ApiError> {
         let mut g = self.lock();
         let key = (ns.to_string(), name.to_string());
-        let current = g.objects.get(&res.key()).and_then(|m| m.get(&key)).cloned();
+        let current = g
+            .objects
+            .get(&res.key())
+            .and_then(|m| m.get(&key))
+            .map(|v| Value::clone(v));
         match (decide(current.as_ref())?, current) {
             (Change::Create(_), Some(_)) => Err(ApiError::AlreadyExists {
                 subject: subject(res, name),
@@ -254,8 +264,10 @@ impl Store {
                     // A real namespace lingers in Terminating while its contents go; here the
                     // contents go at once, each with its own DELETED event, then the namespace.
                     for r in CATALOG.iter().filter(|r| r.namespaced) {
-                        for obj in list_locked(&g, r, Some(name)) {
-                            let n = meta::name(&obj).to_string();
+                        let names: Vec<String> = list_locked(&g, r, Some(name))
+                            .map(|o| meta::name(o).to_string())
+                            .collect();
+                        for n in names {
                             commit(&mut g, &self.tx, r, name, &n, None, EventType::Deleted);
                         }
                     }
@@ -285,7 +297,7 @@ impl Store {
             None => Ok(Subscription {
                 backlog: Vec::new(),
                 rx,
-                initial: list_locked(&g, res, ns),
+                initial: list_locked(&g, res, ns).cloned().collect(),
                 rv: g.rv,
             }),
             Some(rv) if rv < g.floor_rv => Err(ApiError::Expired(format!(
@@ -340,18 +352,17 @@ fn namespace_exists(g: &Inner, ns: &str) -> bool {
         .is_some_and(|m| m.contains_key(&(String::new(), ns.to_string())))
 }
 
-fn list_locked(g: &Inner, res: &ResourceDef, ns: Option<&str>) -> Vec<Value> {
-    let Some(m) = g.objects.get(&res.key()) else {
-        return Vec::new();
-    };
-    match ns {
-        Some(ns) => m
-            .range((ns.to_string(), String::new())..)
-            .take_while(|((n, _), _)| n == ns)
-            .map(|(_, v)| v.clone())
-            .collect(),
-        None => m.values().cloned().collect(),
-    }
+fn list_locked<'a>(
+    g: &'a Inner,
+    res: &ResourceDef,
+    ns: Option<&'a str>,
+) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+    let m = g.objects.get(&res.key());
+    let from = (ns.unwrap_or("").to_string(), String::new());
+    m.into_iter()
+        .flat_map(move |m| m.range(from.clone()..))
+        .take_while(move |((n, _), _)| ns.is_none_or(|ns| n == ns))
+        .map(|(_, v)| v)
 }
 
 /// apiVersion, kind, name and namespace always reflect where the object is stored.
@@ -385,13 +396,17 @@ fn commit(
     let objects = g.objects.entry(res.key()).or_default();
     let object = match obj {
         Some(o) => {
+            let o = Arc::new(o);
             objects.insert(key, o.clone());
             o
         }
         None => {
-            let mut o = objects.remove(&key).unwrap_or(Value::Null);
+            let mut o = objects
+                .remove(&key)
+                .map(Arc::unwrap_or_clone)
+                .unwrap_or(Value::Null);
             meta::metadata_mut(&mut o).insert("resourceVersion".into(), json!(rv.to_string()));
-            o
+            Arc::new(o)
         }
     };
     let notice = Arc::new(Notice::Event(Event {

@@ -63,6 +63,22 @@ fn frame(v: &Value) -> Result<Bytes, Infallible> {
     Ok(Bytes::from(s))
 }
 
+/// A `WatchEvent` serialized straight from the stored object: building a `json!` wrapper
+/// would deep-copy the object for every watcher and every event.
+#[derive(serde::Serialize)]
+struct EventFrame<'a> {
+    #[serde(rename = "type")]
+    etype: &'a str,
+    object: &'a Value,
+}
+
+fn event_frame(etype: &str, object: &Value) -> Result<Bytes, Infallible> {
+    // A Value always serializes; the fallback only keeps a panic out of the watch task.
+    let mut v = serde_json::to_vec(&EventFrame { etype, object }).unwrap_or_default();
+    v.push(b'\n');
+    Ok(Bytes::from(v))
+}
+
 fn expired_frame(message: &str) -> Value {
     json!({ "type": "ERROR", "object": ApiError::Expired(message.to_string()).to_status() })
 }
@@ -82,11 +98,7 @@ pub fn start(spec: WatchSpec, sub: Subscription) -> mpsc::Receiver<Result<Bytes,
             .iter()
             .filter(|o| spec.labels.matches(o) && spec.fields.matches(o))
         {
-            if tx
-                .send(frame(&json!({"type": "ADDED", "object": obj})))
-                .await
-                .is_err()
-            {
+            if tx.send(event_frame("ADDED", obj)).await.is_err() {
                 return;
             }
         }
@@ -96,11 +108,13 @@ pub fn start(spec: WatchSpec, sub: Subscription) -> mpsc::Receiver<Result<Bytes,
         for n in backlog {
             if let Notice::Event(e) = &*n {
                 seen_rv = seen_rv.max(e.rv);
-                if spec.wants(e.res, &e.ns, &e.object) {
-                    let ev = json!({"type": e.etype.as_str(), "object": e.object});
-                    if tx.send(frame(&ev)).await.is_err() {
-                        return;
-                    }
+                if spec.wants(e.res, &e.ns, &e.object)
+                    && tx
+                        .send(event_frame(e.etype.as_str(), &e.object))
+                        .await
+                        .is_err()
+                {
+                    return;
                 }
             }
         }
@@ -121,7 +135,7 @@ pub fn start(spec: WatchSpec, sub: Subscription) -> mpsc::Receiver<Result<Bytes,
                         if tx.is_closed() { return; }
                         continue;
                     }
-                    spec.bookmark(seen_rv, false)
+                    frame(&spec.bookmark(seen_rv, false))
                 }
                 msg = rx.recv() => match msg {
                     Ok(n) => match &*n {
@@ -130,7 +144,7 @@ pub fn start(spec: WatchSpec, sub: Subscription) -> mpsc::Receiver<Result<Bytes,
                             if !spec.wants(e.res, &e.ns, &e.object) {
                                 continue;
                             }
-                            json!({"type": e.etype.as_str(), "object": e.object})
+                            event_frame(e.etype.as_str(), &e.object)
                         }
                         Notice::Compacted => {
                             let _ = tx.send(frame(&expired_frame("watch history compacted"))).await;
@@ -145,7 +159,7 @@ pub fn start(spec: WatchSpec, sub: Subscription) -> mpsc::Receiver<Result<Bytes,
                     Err(RecvError::Closed) => return,
                 },
             };
-            if tx.send(frame(&out)).await.is_err() {
+            if tx.send(out).await.is_err() {
                 return;
             }
         }
