@@ -17,6 +17,7 @@ use crate::door::ResourceKey;
 use crate::error::CodecError;
 use crate::model::{Capacity, ClusterSpec, Credentials, ObjectSpec, SealedCredentials, TenantSpec};
 use crate::policy::{Extended, ExtendedCapacity};
+use crate::rollout::failback::FailBack;
 use crate::rollout::{RolloutStrategy, WorkloadObservation};
 use crate::service::{DiscoverySpec, EndpointsReport};
 use crate::users::{TokenIssue, UserSpec};
@@ -46,8 +47,10 @@ use crate::users::{TokenIssue, UserSpec};
 /// `PutTenantWithExtended`; a version-6 template's extended requests counted for nothing, and
 /// still do. 8, the same envelope, with the member commands `PutMemberCluster` and
 /// `PutMemberSecret` (`crate::door::MEMBERS_SINCE`); in an older entry a Secret in a credentials
-/// namespace or a KubeFedCluster is an ordinary resource template, as it was.
-pub const LOG_ENTRY_VERSION: u16 = 8;
+/// namespace or a KubeFedCluster is an ordinary resource template, as it was. 9, the same
+/// envelope, with `PutObjectWithFailBack` (a put that sets the object's fail-back choice,
+/// `crate::rollout::failback`), which a binary that knows only version 8 declines.
+pub const LOG_ENTRY_VERSION: u16 = 9;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;
@@ -289,6 +292,17 @@ pub enum Command {
         bindings: Vec<MemberBinding>,
         expected_version: Option<u64>,
     },
+    /// `PutObject` (or `PutObjectWithRollout` with `rollout`) that also sets the object's
+    /// fail-back choice (`state/handlers/failback.rs`; version 9); a plain put keeps the choice
+    /// an object already has.
+    PutObjectWithFailBack {
+        namespace: String,
+        name: String,
+        spec: ObjectSpec,
+        rollout: Option<RolloutStrategy>,
+        failback: FailBack,
+        expected_version: Option<u64>,
+    },
 }
 
 /// What a user may do to a rollout (`crate::rollout::gate`).
@@ -364,6 +378,7 @@ impl Command {
             Command::PutTenantWithExtended { .. } => "PutTenantWithExtended",
             Command::PutMemberCluster { .. } => "PutMemberCluster",
             Command::PutMemberSecret { .. } => "PutMemberSecret",
+            Command::PutObjectWithFailBack { .. } => "PutObjectWithFailBack",
         }
     }
 }

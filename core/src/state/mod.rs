@@ -60,6 +60,7 @@ use crate::policy::{Extended, EXTENDED_SINCE};
 use crate::scheduler::Decision;
 use crate::users::Users;
 use handlers::extended::ExtendedTables;
+use handlers::failback::FailBacks;
 use handlers::rollout::Rollouts;
 use handlers::services::Services;
 use store::dedupe::{Dedupe, Memo, Seen};
@@ -157,6 +158,9 @@ pub struct State {
     /// Extended resources: detailed capacity, objects' requests, tenants' quotas
     /// (`handlers/extended.rs`); replicated, encoded after `users`.
     pub(crate) ext: ExtendedTables,
+    /// Fail-back choices, where objects failed over from and their timers
+    /// (`handlers/failback.rs`); replicated, encoded after `ext`.
+    pub(crate) failbacks: FailBacks,
 }
 
 impl State {
@@ -394,6 +398,22 @@ impl State {
                 bindings,
                 expected_version,
             } => self.on_put_member_secret(manifest, credentials, bindings, *expected_version, ctx),
+            Command::PutObjectWithFailBack {
+                namespace,
+                name,
+                spec,
+                rollout,
+                failback,
+                expected_version,
+            } => self.on_put_object_with_failback(
+                namespace,
+                name,
+                spec,
+                rollout.as_ref(),
+                *failback,
+                *expected_version,
+                ctx,
+            ),
         }
     }
 
@@ -410,6 +430,7 @@ impl State {
             &self.users,
             &self.rollouts,
             &self.ext,
+            &self.failbacks,
         )
     }
 
@@ -431,6 +452,7 @@ impl State {
             users: self.users.clone(),
             rollouts: self.rollouts.clone(),
             ext: self.ext.clone(),
+            failbacks: self.failbacks.clone(),
             ix: None,
         }
     }
@@ -445,7 +467,8 @@ impl State {
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
-        let (applied_index, data, svc, adm, door, users, rollouts, ext) = snapshot::decode(bytes)?;
+        let (applied_index, data, svc, adm, door, users, rollouts, ext, failbacks) =
+            snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
         Ok(State {
@@ -459,6 +482,7 @@ impl State {
             users,
             rollouts,
             ext,
+            failbacks,
         })
     }
 
@@ -505,6 +529,12 @@ impl State {
             let ext = bincode::serde::encode_to_vec(&self.ext, bincode::config::standard())
                 .unwrap_or_else(|e| unreachable!("extended tables encoding failed: {e}"));
             h.update(&ext);
+        }
+        // And for the fail-back tables while they are empty.
+        if !self.failbacks.is_empty() {
+            let fb = bincode::serde::encode_to_vec(&self.failbacks, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("fail-back tables encoding failed: {e}"));
+            h.update(&fb);
         }
         h.finalize().into()
     }

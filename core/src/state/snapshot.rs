@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::handlers::extended::ExtendedTables;
+use super::handlers::failback::FailBacks;
 use super::handlers::rollout::Rollouts;
 use super::handlers::services::Services;
 use super::store::index::Index;
@@ -17,10 +18,11 @@ use crate::door::DoorTables;
 use crate::error::CodecError;
 use crate::users::Users;
 
-/// Snapshot format this binary writes; it reads this, 6 (before the extended-resource tables),
+/// Snapshot format this binary writes; it reads this, 7 (before the fail-back tables), 6 (before
+/// the extended-resource tables),
 /// 5 (before rollouts), 4 (before the user database), 3 (before the door's tables), 2 (before
 /// the admission policy) and 1 (before service discovery).
-pub const SNAPSHOT_VERSION: u16 = 7;
+pub const SNAPSHOT_VERSION: u16 = 8;
 
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
@@ -33,11 +35,27 @@ struct SnapshotRef<'a> {
     users: &'a Users,
     rollouts: &'a Rollouts,
     ext: &'a ExtendedTables,
+    failbacks: &'a FailBacks,
 }
 
 #[derive(Deserialize)]
 struct SnapshotOwned {
     /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+    door: DoorTables,
+    users: Users,
+    rollouts: Rollouts,
+    ext: ExtendedTables,
+    failbacks: FailBacks,
+}
+
+/// Version 7 snapshots: no fail-back tables yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV7 {
     _version: u16,
     applied_index: u64,
     data: Data,
@@ -115,6 +133,7 @@ pub(super) fn encode_snapshot(
     users: &Users,
     rollouts: &Rollouts,
     ext: &ExtendedTables,
+    failbacks: &FailBacks,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -126,6 +145,7 @@ pub(super) fn encode_snapshot(
         users,
         rollouts,
         ext,
+        failbacks,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -144,6 +164,7 @@ pub struct StateImage {
     pub(super) users: Users,
     pub(super) rollouts: Rollouts,
     pub(super) ext: ExtendedTables,
+    pub(super) failbacks: FailBacks,
     /// The indexes' aggregates at that index, in an image taken to be checked
     /// ([`State::checked_image`](super::State::checked_image)).
     pub(super) ix: Option<Index>,
@@ -169,6 +190,7 @@ impl StateImage {
             &self.users,
             &self.rollouts,
             &self.ext,
+            &self.failbacks,
         )
     }
 
@@ -191,6 +213,7 @@ pub(super) type SnapshotParts = (
     Users,
     Rollouts,
     ExtendedTables,
+    FailBacks,
 );
 
 /// Version 1 snapshots: no service discovery yet.
@@ -202,8 +225,8 @@ struct SnapshotOwnedV1 {
 }
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
-/// services, admission policy, door tables, user database, rollout tables and extended-resource
-/// tables (the parts an older version lacks are defaults).
+/// services, admission policy, door tables, user database, rollout tables, extended-resource
+/// tables and fail-back tables (the parts an older version lacks are defaults).
 pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
         .map_err(|e| CodecError::Decode(e.to_string()))?;
@@ -263,6 +286,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.users,
                 Rollouts::default(),
                 ExtendedTables::default(),
+                FailBacks::default(),
             ));
         }
         6 => {
@@ -276,6 +300,21 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.users,
                 snap.rollouts,
                 ExtendedTables::default(),
+                FailBacks::default(),
+            ));
+        }
+        7 => {
+            let snap: SnapshotOwnedV7 = decode_exact(bytes)?;
+            return Ok((
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                snap.door,
+                snap.users,
+                snap.rollouts,
+                snap.ext,
+                FailBacks::default(),
             ));
         }
         _ => {
@@ -289,6 +328,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.users,
                 snap.rollouts,
                 snap.ext,
+                snap.failbacks,
             ));
         }
     };
@@ -302,5 +342,6 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
         users,
         Rollouts::default(),
         ExtendedTables::default(),
+        FailBacks::default(),
     ))
 }

@@ -242,12 +242,17 @@ fn an_empty_user_database_leaves_the_hash_alone_and_snapshots_keep_it() {
     assert_eq!(a.state.state_hash_hex(), b.state.state_hash_hex());
 
     // The previous layouts are this one without the newer tables, each empty map one zero
-    // length at the end: version 6 without the five extended-resource tables, version 5 also
-    // without the four rollout maps (records, workloads, holds and their deadlines), version 4
-    // also without the user database's two.
+    // length at the end: version 7 without the four fail-back tables, version 6 also without
+    // the five extended-resource tables, version 5 also without the four rollout maps (records,
+    // workloads, holds and their deadlines), version 4 also without the user database's two.
     let bytes = b.state.to_snapshot();
-    assert_eq!(bytes[0], 7);
-    assert_eq!(bytes[bytes.len() - 11..], [0; 11]);
+    assert_eq!(bytes[0], 8);
+    assert_eq!(bytes[bytes.len() - 15..], [0; 15]);
+    let mut v7 = bytes[..bytes.len() - 4].to_vec();
+    v7[0] = 7;
+    let old = State::from_snapshot(&v7).expect("a version-7 snapshot decodes");
+    assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());
+    let bytes = v7;
     let mut v6 = bytes[..bytes.len() - 5].to_vec();
     v6[0] = 6;
     let old = State::from_snapshot(&v6).expect("a version-6 snapshot decodes");

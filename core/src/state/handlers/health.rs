@@ -62,6 +62,7 @@ impl State {
         self.fire_failover_timers(ctx);
         self.rollouts_advance(ctx);
         self.handovers_advance(ctx);
+        self.failbacks_advance(ctx);
     }
 
     fn expire(&mut self, name: &str, deadline: u64, ctx: &mut Ctx) {

@@ -12,6 +12,7 @@ mod clusters;
 mod credentials;
 pub(crate) mod door;
 pub(crate) mod extended;
+pub mod failback;
 pub mod handover;
 mod health;
 mod kubefed;
