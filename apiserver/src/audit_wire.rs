@@ -69,6 +69,9 @@ pub fn target(c: &Command) -> String {
         | Command::PutObjectWithRollout {
             namespace, name, ..
         }
+        | Command::PutObjectWithFailBack {
+            namespace, name, ..
+        }
         | Command::Rollout {
             namespace, name, ..
         } => format!("{namespace}/{name}"),

@@ -284,7 +284,8 @@ fn schemas() -> Value {
             "progressDeadlineSeconds": {"type": "integer"}, "maxFailures": {"type": "integer"},
             "autoRollback": {"type": "boolean"},
             "healthRule": {"type": "object", "description": "for kinds whose status fedraft does not read: healthy when the value at this JSON pointer equals value", "properties": {
-                "path": {"type": "string", "description": "e.g. /status/phase"}, "value": {"type": "string"}}}}}}});
+                "path": {"type": "string", "description": "e.g. /status/phase"}, "value": {"type": "string"}}}}},
+        "failBack": {"description": "after failover, whether replicas return to the recovered cluster: \"never\" (the default) or {\"afterRecoveryHeld\": SECONDS} (Ready that long in log time, then re-placed make-before-break); absent keeps the object's"}}});
     let mut tenant_in = json!({"type": "object", "properties": {
         "namespaces": {"type": "array", "items": {"type": "string"}},
         "quota": {"type": "object", "description": "cpuMillis/memoryBytes/pods as integers, or Kubernetes quantities: cpu \"100\", memory \"512Gi\", pods, and extended resources such as nvidia.com/gpu: 16", "additionalProperties": {"oneOf": [{"type": "integer"}, {"type": "string"}]}},

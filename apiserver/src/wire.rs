@@ -145,6 +145,10 @@ pub struct ObjectIn {
     /// without it keeps the object's strategy.
     #[serde(default)]
     pub rollout: Option<fedraft_core::rollout::RolloutStrategy>,
+    /// Whether replicas return to a cluster they failed over from once it recovers (`never`
+    /// or `{"afterRecoveryHeld": SECONDS}`); a put without it keeps the object's choice.
+    #[serde(default)]
+    pub fail_back: Option<fedraft_core::rollout::failback::FailBack>,
     #[serde(default)]
     pub status: Option<serde::de::IgnoredAny>,
 }

@@ -184,6 +184,16 @@ pub async fn put(
             ));
         }
     }
+    let failback = doc.fail_back;
+    if let Some(f) = &failback {
+        f.validate("failBack").map_err(ApiError::from_field_error)?;
+        if discovery.is_some() {
+            return Err(ApiError::invalid(
+                "failBack",
+                "a Service with discovery takes no fail-back choice",
+            ));
+        }
+    }
     let spec = spec_from(doc)?;
     if let Some(d) = &discovery {
         d.validate("discovery")
@@ -194,22 +204,30 @@ pub async fn put(
     if expected.is_some() {
         check_version(expected, current_version(&app, &ns, &name).await?)?;
     }
-    let command = match (discovery, rollout) {
-        (_, Some(rollout)) => Command::PutObjectWithRollout {
+    let command = match (discovery, rollout, failback) {
+        (_, rollout, Some(failback)) => Command::PutObjectWithFailBack {
+            namespace: ns.clone(),
+            name: name.clone(),
+            spec,
+            rollout,
+            failback,
+            expected_version: expected,
+        },
+        (_, Some(rollout), None) => Command::PutObjectWithRollout {
             namespace: ns.clone(),
             name: name.clone(),
             spec,
             rollout,
             expected_version: expected,
         },
-        (Some(discovery), None) => Command::PutObjectWithDiscovery {
+        (Some(discovery), None, None) => Command::PutObjectWithDiscovery {
             namespace: ns.clone(),
             name: name.clone(),
             spec,
             discovery,
             expected_version: expected,
         },
-        (None, None) => Command::PutObject {
+        (None, None, None) => Command::PutObject {
             namespace: ns.clone(),
             name: name.clone(),
             spec,

@@ -76,6 +76,17 @@ pub fn rollout_json(s: &CoreState, ns: &str, name: &str) -> Option<Value> {
     let handover = s
         .handover(&obj.key())
         .map(|h| json!({"held": h.held, "sinceMs": h.since_ms, "deadlineMs": h.deadline_ms}));
+    // The fail-back choice, the clusters failed over from, and the last fail-back.
+    let key = obj.key();
+    let failback = json!({
+        "policy": s.failback(&key),
+        "away": s.failback_away(&key),
+        "last": s.failback_last(&key).map(|f| json!({
+            "index": f.index,
+            "clusters": f.clusters.iter().map(|(c, since)| json!({"cluster": c, "readySinceMs": since})).collect::<Vec<_>>(),
+            "heldSeconds": f.held_seconds,
+        })),
+    });
     Some(json!({
         "kind": "Rollout",
         "namespace": ns,
@@ -83,6 +94,7 @@ pub fn rollout_json(s: &CoreState, ns: &str, name: &str) -> Option<Value> {
         "resourceVersion": obj.resource_version,
         "rollout": rollout,
         "handover": handover,
+        "failBack": failback,
         "clusters": clusters,
     }))
 }

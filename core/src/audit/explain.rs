@@ -129,12 +129,18 @@ fn command_cause(s: &State, r: &Record, key: &ObjectKey, before_empty: bool) -> 
     let actor = &r.entry.actor;
     let mine = r.command_object() == Some((key.namespace.as_str(), key.name.as_str()));
     match &r.entry.command {
-        Command::PutObject { .. } | Command::PutObjectWithDiscovery { .. }
+        Command::PutObject { .. }
+        | Command::PutObjectWithDiscovery { .. }
+        | Command::PutObjectWithFailBack { .. }
             if mine && before_empty =>
         {
             format!("created by {actor}")
         }
-        Command::PutObject { .. } | Command::PutObjectWithDiscovery { .. } if mine => {
+        Command::PutObject { .. }
+        | Command::PutObjectWithDiscovery { .. }
+        | Command::PutObjectWithFailBack { .. }
+            if mine =>
+        {
             format!("spec changed by {actor}")
         }
         Command::DeleteObject { .. } if mine => format!("deleted by {actor}"),
@@ -144,6 +150,22 @@ fn command_cause(s: &State, r: &Record, key: &ObjectKey, before_empty: bool) -> 
         Command::Uncordon { name } => format!("{name} uncordoned by {actor}"),
         Command::RegisterCluster(spec) => format!("{} registered by {actor}", spec.name),
         Command::UpdateCluster { spec, .. } => format!("{} updated by {actor}", spec.name),
+        _ if s.failback_last(key).is_some_and(|f| f.index == r.index) => {
+            // The policy's fail-back: recovered clusters held Ready long enough.
+            let f = s.failback_last(key).map(|f| {
+                let back: Vec<String> = f
+                    .clusters
+                    .iter()
+                    .map(|(c, since)| format!("{c} Ready since {}", clock_utc(*since)))
+                    .collect();
+                format!(
+                    "fail-back: {} (held {} s, policy afterRecoveryHeld)",
+                    join_and(&back),
+                    f.held_seconds
+                )
+            });
+            f.unwrap_or_default()
+        }
         _ => {
             // A cluster that just turned Ready again pulls replicas back (rebalance).
             let now = s.log_time_ms();

@@ -42,6 +42,9 @@ impl Record {
             | Command::PutObjectWithDiscovery {
                 namespace, name, ..
             }
+            | Command::PutObjectWithFailBack {
+                namespace, name, ..
+            }
             | Command::DeleteObject {
                 namespace, name, ..
             }

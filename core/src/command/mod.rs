@@ -20,6 +20,7 @@ use crate::error::CodecError;
 use crate::health::{HealthPolicy, ProbeFailure};
 use crate::model::{Capacity, ClusterSpec, Credentials, ObjectSpec, SealedCredentials, TenantSpec};
 use crate::policy::{ClusterQuota, Extended, ExtendedCapacity};
+use crate::rollout::failback::FailBack;
 use crate::rollout::{RolloutStrategy, WorkloadObservation};
 use crate::service::{DiscoverySpec, EndpointsReport};
 use crate::users::{TokenIssue, UserSpec};
@@ -58,7 +59,9 @@ use crate::users::{TokenIssue, UserSpec};
 /// stored (`door::CLUSTER_TEMPLATES_SINCE`); with `PutTenantWithQuotas` (per-cluster tenant
 /// quotas), whose object puts count a Duplicated object's cpu, memory and pods once per cluster
 /// it would run in against its tenant's quota (`policy::PER_CLUSTER_QUOTA_SINCE`), and whose
-/// `PutTenant` and `PutTenantWithExtended` clear a tenant's per-cluster quotas. An older entry
+/// `PutTenant` and `PutTenantWithExtended` clear a tenant's per-cluster quotas; with
+/// `PutObjectWithFailBack` (a put that sets the object's fail-back choice,
+/// `crate::rollout::failback`). An older entry
 /// does none of these (a template without a namespace is refused, a Duplicated object counts
 /// once), so it replays as it did.
 pub const LOG_ENTRY_VERSION: u16 = 9;
@@ -319,6 +322,17 @@ pub enum Command {
         quota: Extended,
         per_cluster: BTreeMap<String, ClusterQuota>,
     },
+    /// `PutObject` (or `PutObjectWithRollout` with `rollout`) that also sets the object's
+    /// fail-back choice (`state/handlers/failback.rs`; version 9); a plain put keeps the choice
+    /// an object already has.
+    PutObjectWithFailBack {
+        namespace: String,
+        name: String,
+        spec: ObjectSpec,
+        rollout: Option<RolloutStrategy>,
+        failback: FailBack,
+        expected_version: Option<u64>,
+    },
 }
 
 /// What a user may do to a rollout (`crate::rollout::gate`).
@@ -397,6 +411,7 @@ impl Command {
             Command::Reachability(_) => "Reachability",
             Command::SetHealthPolicy(_) => "SetHealthPolicy",
             Command::PutTenantWithQuotas { .. } => "PutTenantWithQuotas",
+            Command::PutObjectWithFailBack { .. } => "PutObjectWithFailBack",
         }
     }
 }

@@ -62,6 +62,7 @@ use crate::policy::{Extended, EXTENDED_SINCE};
 use crate::scheduler::Decision;
 use crate::users::Users;
 use handlers::extended::ExtendedTables;
+use handlers::failback::FailBacks;
 use handlers::rollout::Rollouts;
 use handlers::services::Services;
 use store::dedupe::{Dedupe, Memo, Seen};
@@ -162,6 +163,9 @@ pub struct State {
     /// Vantage points' views and the failover brake (`crate::health`); replicated, encoded
     /// after `ext`.
     pub(crate) health: HealthBook,
+    /// Fail-back choices, where objects failed over from and their timers
+    /// (`handlers/failback.rs`); replicated, encoded after `health`.
+    pub(crate) failbacks: FailBacks,
 }
 
 impl State {
@@ -406,6 +410,22 @@ impl State {
                 quota,
                 per_cluster,
             } => self.on_put_tenant_quotas(spec, quota, per_cluster, ctx),
+            Command::PutObjectWithFailBack {
+                namespace,
+                name,
+                spec,
+                rollout,
+                failback,
+                expected_version,
+            } => self.on_put_object_with_failback(
+                namespace,
+                name,
+                spec,
+                rollout.as_ref(),
+                *failback,
+                *expected_version,
+                ctx,
+            ),
         }
     }
 
@@ -423,6 +443,7 @@ impl State {
             &self.rollouts,
             &self.ext,
             &self.health,
+            &self.failbacks,
         )
     }
 
@@ -445,6 +466,7 @@ impl State {
             rollouts: self.rollouts.clone(),
             ext: self.ext.clone(),
             health: self.health.clone(),
+            failbacks: self.failbacks.clone(),
             ix: None,
         }
     }
@@ -459,7 +481,7 @@ impl State {
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
-        let (applied_index, data, svc, adm, door, users, rollouts, ext, health) =
+        let (applied_index, data, svc, adm, door, users, rollouts, ext, health, failbacks) =
             snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
@@ -475,6 +497,7 @@ impl State {
             rollouts,
             ext,
             health,
+            failbacks,
         })
     }
 
@@ -527,6 +550,12 @@ impl State {
             let health = bincode::serde::encode_to_vec(&self.health, bincode::config::standard())
                 .unwrap_or_else(|e| unreachable!("health encoding failed: {e}"));
             h.update(&health);
+        }
+        // And for the fail-back tables while they are empty.
+        if !self.failbacks.is_empty() {
+            let fb = bincode::serde::encode_to_vec(&self.failbacks, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("fail-back tables encoding failed: {e}"));
+            h.update(&fb);
         }
         h.finalize().into()
     }

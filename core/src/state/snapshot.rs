@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::handlers::extended::ExtendedTables;
+use super::handlers::failback::FailBacks;
 use super::handlers::rollout::Rollouts;
 use super::handlers::services::Services;
 use super::store::index::Index;
@@ -18,10 +19,10 @@ use crate::error::CodecError;
 use crate::health::HealthBook;
 use crate::users::Users;
 
-/// Snapshot format this binary writes; it reads this, 7 (before the health book and per-cluster
-/// tenant quotas in the extended-resource tables), 6 (before the extended-resource tables), 5
-/// (before rollouts), 4 (before the user database), 3 (before the door's tables), 2 (before the
-/// admission policy) and 1 (before service discovery).
+/// Snapshot format this binary writes; it reads this, 7 (before the health book, the fail-back
+/// tables and per-cluster tenant quotas in the extended-resource tables), 6 (before the
+/// extended-resource tables), 5 (before rollouts), 4 (before the user database), 3 (before the
+/// door's tables), 2 (before the admission policy) and 1 (before service discovery).
 pub const SNAPSHOT_VERSION: u16 = 8;
 
 #[derive(Serialize)]
@@ -36,6 +37,7 @@ struct SnapshotRef<'a> {
     rollouts: &'a Rollouts,
     ext: &'a ExtendedTables,
     health: &'a HealthBook,
+    failbacks: &'a FailBacks,
 }
 
 #[derive(Deserialize)]
@@ -51,9 +53,11 @@ struct SnapshotOwned {
     rollouts: Rollouts,
     ext: ExtendedTables,
     health: HealthBook,
+    failbacks: FailBacks,
 }
 
-/// Version 7 snapshots: no health book, and extended-resource tables without per-cluster quotas.
+/// Version 7 snapshots: no health book or fail-back tables, and extended-resource tables without
+/// per-cluster quotas.
 #[derive(Deserialize)]
 struct SnapshotOwnedV7 {
     _version: u16,
@@ -157,6 +161,7 @@ pub(super) fn encode_snapshot(
     rollouts: &Rollouts,
     ext: &ExtendedTables,
     health: &HealthBook,
+    failbacks: &FailBacks,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -169,6 +174,7 @@ pub(super) fn encode_snapshot(
         rollouts,
         ext,
         health,
+        failbacks,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -188,6 +194,7 @@ pub struct StateImage {
     pub(super) rollouts: Rollouts,
     pub(super) ext: ExtendedTables,
     pub(super) health: HealthBook,
+    pub(super) failbacks: FailBacks,
     /// The indexes' aggregates at that index, in an image taken to be checked
     /// ([`State::checked_image`](super::State::checked_image)).
     pub(super) ix: Option<Index>,
@@ -214,6 +221,7 @@ impl StateImage {
             &self.rollouts,
             &self.ext,
             &self.health,
+            &self.failbacks,
         )
     }
 
@@ -237,6 +245,7 @@ pub(super) type SnapshotParts = (
     Rollouts,
     ExtendedTables,
     HealthBook,
+    FailBacks,
 );
 
 /// Version 1 snapshots: no service discovery yet.
@@ -249,8 +258,9 @@ struct SnapshotOwnedV1 {
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
 /// services, admission policy, door tables, user database, rollout tables, extended-resource
-/// tables and health book (the parts an older version lacks are defaults, per-cluster quotas
-/// included).
+/// services, admission policy, door tables, user database, rollout tables, extended-resource
+/// tables, health book and fail-back tables (the parts an older version lacks are defaults,
+/// per-cluster quotas included).
 pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
         .map_err(|e| CodecError::Decode(e.to_string()))?;
@@ -311,6 +321,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 Rollouts::default(),
                 ExtendedTables::default(),
                 HealthBook::default(),
+                FailBacks::default(),
             ));
         }
         6 => {
@@ -325,6 +336,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.rollouts,
                 ExtendedTables::default(),
                 HealthBook::default(),
+                FailBacks::default(),
             ));
         }
         7 => {
@@ -339,6 +351,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.rollouts,
                 snap.ext.into(),
                 HealthBook::default(),
+                FailBacks::default(),
             ));
         }
         _ => {
@@ -353,6 +366,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.rollouts,
                 snap.ext,
                 snap.health,
+                snap.failbacks,
             ));
         }
     };
@@ -367,5 +381,6 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
         Rollouts::default(),
         ExtendedTables::default(),
         HealthBook::default(),
+        FailBacks::default(),
     ))
 }

@@ -11,6 +11,7 @@ mod discovery;
 mod door;
 mod door_kubefed;
 mod door_members;
+mod failback;
 mod door_scope;
 mod gpu;
 mod handover;

@@ -70,6 +70,7 @@ impl State {
         self.fire_failover_timers(ctx);
         self.rollouts_advance(ctx);
         self.handovers_advance(ctx);
+        self.failbacks_advance(ctx);
     }
 
     /// The owner's deadline for `name` passed. Returns whether it turned NotReady.

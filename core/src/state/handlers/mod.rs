@@ -14,6 +14,7 @@ mod credentials;
 pub(crate) mod door;
 mod door_identity;
 pub(crate) mod extended;
+pub mod failback;
 pub mod handover;
 mod health;
 mod kubefed;

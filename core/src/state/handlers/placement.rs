@@ -311,6 +311,7 @@ impl State {
             .extend(timers.into_iter().map(|t| (t, key.clone())));
         self.rollouts_placement_changed(key);
         self.hold_departing(key, &departed, ctx);
+        self.failback_note(key, &departed);
         if ctx.version >= EXTENDED_SINCE {
             self.note_waiting(key, short, ctx.index);
         }
@@ -368,6 +369,7 @@ impl State {
         for k in &keys {
             self.enqueue(k);
         }
+        self.failback_cluster_gained(name);
         self.replace_all_slices(ctx);
     }
 

@@ -227,6 +227,7 @@ impl State {
         self.rollouts.records.remove(key);
         self.rollouts.workloads.remove(key);
         self.handover_forget(key);
+        self.failback_forget(key);
     }
 
     fn touch_object(&mut self, key: &ObjectKey, ctx: &mut Ctx) {
