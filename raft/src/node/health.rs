@@ -217,6 +217,16 @@ impl FedNode {
     }
 }
 
+/// The state hash this node reports about itself: its own, unless the `raft::health_hash`
+/// failpoint replaces it (`return(HEX)`; tests only, `store/src/failpoints.rs`), which lets a
+/// test see how the console shows members that disagree. Only the report changes: the state,
+/// the archive and what `/v1/system/state` answers stay as they are.
+fn reported_hash(real: String) -> String {
+    fail::fail_point!("raft::health_hash", |arg: Option<String>| arg
+        .unwrap_or_else(|| "0".repeat(64)));
+    real
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,14 +245,4 @@ mod tests {
         assert!(v["walBytes"].is_null());
         assert_eq!(serde_json::from_value::<DiskFigures>(v).unwrap(), d);
     }
-}
-
-/// The state hash this node reports about itself: its own, unless the `raft::health_hash`
-/// failpoint replaces it (`return(HEX)`; tests only, `store/src/failpoints.rs`), which lets a
-/// test see how the console shows members that disagree. Only the report changes: the state,
-/// the archive and what `/v1/system/state` answers stay as they are.
-fn reported_hash(real: String) -> String {
-    fail::fail_point!("raft::health_hash", |arg: Option<String>| arg
-        .unwrap_or_else(|| "0".repeat(64)));
-    real
 }
