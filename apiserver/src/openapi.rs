@@ -140,6 +140,8 @@ pub fn document() -> Value {
                           "401": {"description": describe("401")}, "403": {"description": describe("403")}}
         }},
         "/v1/status/nodes": {"get": op("Every raft member's health, gathered over the peer transport, with the state hashes compared at the lowest applied index (compared.agree false is an alarm)", "200", None, None, READ)},
+        "/v1/policies": {"get": op("Every placement policy written through the door (Karmada, KubeFed) with the objects it selects and where each is placed (paged: q, limit, continue; operators, admins)", "200", None, None, READ)},
+        "/v1/placement/clusters": {"get": op("Replicas placed on each cluster, summed over every object (operators, admins)", "200", None, None, READ)},
         "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.0"}}}},
         "/v1/admin/health-policy": {
             "get": {"summary": "The failover brake's policy (fleetPercent, regionPercent, regionLabel, windowSeconds, minClusters) and where the brake holds failover now (brake)", "security": [{"bearer": []}], "responses": {"200": {"description": "HealthPolicy"}}},
@@ -395,6 +397,8 @@ mod tests {
             "/v1/system/state",
             "/v1/status/node",
             "/v1/status/nodes",
+            "/v1/policies",
+            "/v1/placement/clusters",
             "/v1/openapi.json",
             "/v1/users",
             "/v1/users/{name}",

@@ -14,6 +14,7 @@ mod members;
 mod nodes;
 pub(crate) mod objects;
 pub(crate) mod paging;
+mod placement;
 mod quota;
 mod rendered;
 mod rollout;
@@ -69,6 +70,8 @@ pub(crate) fn router(app: App) -> Router {
             "/v1/namespaces/{ns}/services/{name}/endpoints",
             get(endpoints::get),
         )
+        .route("/v1/policies", get(placement::policies))
+        .route("/v1/placement/clusters", get(placement::by_cluster))
         .route("/v1/tenants", get(tenants::list))
         .route(
             "/v1/tenants/{name}",

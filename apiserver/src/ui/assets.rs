@@ -34,6 +34,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("js/dom.js", JS),
     asset!("js/fleet.js", JS),
     asset!("js/workloads.js", JS),
+    asset!("js/policies.js", JS),
     asset!("js/timeline.js", JS),
     asset!("js/health.js", JS),
     asset!("js/charts.js", JS),

@@ -44,14 +44,14 @@ export async function whoami() {
   return role;
 }
 
-// Keeps a live copy of clusters, objects and tenants from `GET /v1/watch`. The stream starts
-// with every resource (ADDED) and a BOOKMARK, then follows the log; after a break it resumes
-// from the last resource version, and after 410 Gone it starts over.
+// Follows `GET /v1/watch` from the log position of a one-item list, so the stream carries only
+// what changes from then on: no copy of the state crosses to the page, and the first paint of a
+// view waits for one page of its own list, not for every object in the federation. Views read
+// their pages from the list endpoints and refetch them when `onChange` says something changed.
+// After a break the stream resumes from the last resource version; after 410 Gone (the node's
+// history no longer reaches back that far) it starts again from now, and views refetch.
 export class Live {
   constructor(onChange, onConn) {
-    this.clusters = new Map();
-    this.objects = new Map();
-    this.tenants = new Map();
     this.rv = null;
     this.synced = false;
     this.onChange = onChange;
@@ -84,15 +84,24 @@ export class Live {
   }
 
   async once() {
+    const fresh = this.rv === null;
+    if (fresh) {
+      // Every principal may list objects (tenants see theirs); the list's resourceVersion is
+      // this node's applied index, which its watch history holds.
+      const page = await api("/v1/objects?limit=1&stale=true");
+      this.rv = page.resourceVersion;
+    }
     this.ctrl = new AbortController();
-    const q = this.rv === null ? "" : `?resourceVersion=${this.rv}`;
-    const resp = await fetch(`/v1/watch${q}`, {
+    const resp = await fetch(`/v1/watch?resourceVersion=${this.rv}`, {
       headers: { Authorization: `Bearer ${token.get() || ""}` },
       signal: this.ctrl.signal,
     });
     if (!resp.ok) throw new ApiError(resp.status, null);
-    if (this.rv === null) { this.clusters.clear(); this.objects.clear(); this.tenants.clear(); this.synced = false; }
+    const first = !this.synced;
+    this.synced = true;
     this.onConn("live");
+    // A view drawn before this stream started may have missed changes: it reloads once.
+    if (fresh && !first) this.onChange();
     const reader = resp.body.getReader();
     const dec = new TextDecoder();
     let buf = "";
@@ -107,26 +116,17 @@ export class Live {
         buf = buf.slice(nl + 1);
         if (line) changed = this.event(JSON.parse(line)) || changed;
       }
-      if (changed && this.synced) this.onChange();
+      if (changed) this.onChange();
     }
   }
 
+  // Whether the event changed anything a view shows.
   event(ev) {
     if (ev.type === "ERROR") {
       const code = ev.object && ev.object.code;
       throw new ApiError(code || 500, null);
     }
     this.rv = ev.resourceVersion;
-    if (ev.type === "BOOKMARK") {
-      const first = !this.synced;
-      this.synced = true;
-      if (first) this.onChange();
-      return false;
-    }
-    const map = ev.kind === "Cluster" ? this.clusters : ev.kind === "Tenant" ? this.tenants : this.objects;
-    const key = ev.kind === "FederatedObject" ? `${ev.namespace}/${ev.name}` : ev.name;
-    if (ev.type === "DELETED") map.delete(key);
-    else map.set(key, ev.object);
-    return true;
+    return ev.type !== "BOOKMARK";
   }
 }

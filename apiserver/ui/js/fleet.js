@@ -2,8 +2,9 @@
 // taints, region and zone, capacity, and the replicas fedraft placed there; a grid by region and
 // zone showing where replicas run and which clusters are dark. Operators and admins (the only
 // roles that see this view) may cordon, uncordon and drain, each after a confirmation. The table
-// is one page at a time as the server filters and pages it (`/v1/clusters?q=&health=&limit=`),
-// refetched on live changes; the grid and the replica counts come from the watch.
+// is one page at a time as the server filters and pages it (`/v1/clusters?q=&health=&limit=`);
+// the grid is the first 2,000 clusters of the same filter and the replica counts one sum per
+// cluster (`/v1/placement/clusters`), all refetched when the watch reports a change.
 
 import { h, replace, fmtTime, ago, ServerPager, confirmDialog, debounce } from "./dom.js";
 import { api } from "./api.js";
@@ -18,15 +19,8 @@ function label(c, keys) {
   return "";
 }
 
-// Replicas placed per cluster, summed over every object.
-export function placedByCluster(objects) {
-  const out = new Map();
-  for (const o of objects) {
-    const p = (o.status && o.status.placement) || {};
-    for (const [c, n] of Object.entries(p)) out.set(c, (out.get(c) || 0) + n);
-  }
-  return out;
-}
+// Tiles drawn at most: filtering narrows a larger fleet.
+const GRID_MAX = 2000;
 
 function capacityText(c) {
   const cap = c.status && c.status.capacity;
@@ -66,24 +60,29 @@ export function fleetView(root, ctx) {
     return health ? { health } : { q };
   }
 
+  // The table's page, the grid's clusters and the replica sums, fetched together; a newer load
+  // supersedes one still in flight.
+  let seq = 0;
   async function load() {
+    const mine = ++seq;
+    let gridDoc, placedDoc;
     try {
-      if (!(await pager.load(query()))) return;
+      const q = new URLSearchParams({ stale: "true", limit: String(GRID_MAX) });
+      for (const [k, v] of Object.entries(query())) if (v) q.set(k, v);
+      const [shown, gd, pd] = await Promise.all([pager.load(query()), api(`/v1/clusters?${q}`), api("/v1/placement/clusters?stale=true")]);
+      if (!shown || mine !== seq) return;
+      gridDoc = gd;
+      placedDoc = pd;
     } catch (e) {
+      if (mine !== seq) return;
       replace(table, h("p", { class: "error", role: "alert" }, `Clusters unavailable: ${e.message}`));
       return;
     }
-    render();
+    render(gridDoc.items || [], new Map(Object.entries(placedDoc.replicas || {})));
   }
 
-  function render() {
+  function render(shown, placed) {
     const now = Date.now();
-    const placed = placedByCluster(ctx.live.objects.values());
-    const q = filter.value.trim().toLowerCase();
-    const all = [...ctx.live.clusters.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    const shown = !q ? all : all.filter((c) => c.name.toLowerCase().includes(q)
-      || (c.status && c.status.health.toLowerCase() === q)
-      || Object.entries(c.labels || {}).some(([k, v]) => `${k}=${v}`.toLowerCase().includes(q)));
     const columns = [
       { title: "Cluster", cell: (c) => h("strong", {}, c.name) },
       { title: "Health", cell: (c) => h("span", { class: `health ${c.status.health}`, "data-health": c.status.health },
@@ -95,6 +94,7 @@ export function fleetView(root, ctx) {
       { title: "Region / zone", cell: (c) => `${label(c, REGION) || "—"} / ${label(c, ZONE) || "—"}` },
       { title: "Capacity", cell: (c) => capacityText(c) },
       { title: "Replicas placed", cell: (c) => String(placed.get(c.name) || 0) },
+      { title: "History", cell: (c) => h("a", { href: `#/timeline?cluster=${encodeURIComponent(c.name)}`, "aria-label": `${c.name} on the timeline` }, "timeline") },
     ];
     if (canAct) {
       columns.push({ title: "Actions", cell: (c) => h("span", { class: "row" },
@@ -112,10 +112,10 @@ export function fleetView(root, ctx) {
   }
 
   // Region -> zone -> tiles. Tiles are small; past a few thousand clusters the grid shows the
-  // first 2,000 (filtering narrows it).
+  // first GRID_MAX (filtering narrows it).
   function renderGrid(all, placed) {
     const regions = new Map();
-    for (const c of all.slice(0, 2000)) {
+    for (const c of all.slice(0, GRID_MAX)) {
       const r = label(c, REGION) || "(no region)";
       const z = label(c, ZONE) || "(no zone)";
       if (!regions.has(r)) regions.set(r, new Map());
@@ -151,7 +151,7 @@ export function fleetView(root, ctx) {
     msg,
     h("h2", {}, "Where replicas run"), grid,
     h("h2", {}, "Clusters"), table);
-  ctx.refresh = () => { if (ctx.live.synced) load(); };
+  ctx.refresh = () => load();
   replace(table, h("p", {}, "Loading…"));
   load();
 }

@@ -5,12 +5,14 @@ import { h, replace, keepFocus } from "./dom.js";
 import { api, token, whoami, Live } from "./api.js";
 import { fleetView } from "./fleet.js";
 import { workloadsView } from "./workloads.js";
+import { policiesView } from "./policies.js";
 import { timelineView } from "./timeline.js";
 import { healthView } from "./health.js";
 
 const VIEWS = {
   fleet: { title: "Fleet", roles: ["admin", "operator"], render: fleetView },
   workloads: { title: "Workloads", roles: ["admin", "operator", "tenant"], render: workloadsView },
+  policies: { title: "Policies", roles: ["admin", "operator"], render: policiesView },
   timeline: { title: "Timeline", roles: ["admin", "operator", "tenant"], render: timelineView },
   health: { title: "fedraft health", roles: ["admin", "operator"], render: healthView },
 };

@@ -1,8 +1,9 @@
 // fedraft console: the Timeline (incident view). The audit log as a time axis with markers for
 // intents, cluster health, and automatic placement changes (failover, rebalance); filters by
 // object, cluster, actor and time run on the server. A cursor over the log's indexes shows the
-// fleet and placements as they were (`/v1/audit/state`); two marked points give the diff; a
-// placement change opens its explanation. The URL keeps cursor, marks and filters.
+// fleet and placements as they were (`/v1/audit/state`), and a time jumps there too; two marked
+// points give the diff; a placement change opens its explanation, whose buttons move the cursor
+// to just before and after it. The URL keeps cursor, marks, filters and the records shown.
 
 import { h, replace, fmtTime, pagedTable, debounce } from "./dom.js";
 import { api } from "./api.js";
@@ -35,6 +36,12 @@ export function timelineView(root, ctx) {
   let at = p.get("at") ? Number(p.get("at")) : null;
   let marks = { a: p.get("a") || "", b: p.get("b") || "" };
   let page = 0;
+  const show = h("select", { id: "tl-show" },
+    h("option", { value: "" }, "every record"),
+    h("option", { value: "marked" }, "marked records only"),
+    h("option", { value: "placement" }, "placement changes only"));
+  show.value = p.get("show") || "";
+  const gotoTime = h("input", { id: "tl-goto", type: "text", placeholder: "2026-12-01T03:12:00Z" });
   const cursor = h("input", { id: "tl-cursor", type: "range", min: 1, max: 1, step: 1, value: 1, "aria-describedby": "tl-cursor-text" });
   const cursorText = h("output", { id: "tl-cursor-text", for: "tl-cursor" });
   const axis = h("div", { id: "tl-axis", class: "axis-box" });
@@ -50,6 +57,7 @@ export function timelineView(root, ctx) {
     if (at !== null) o.at = at;
     if (marks.a) o.a = marks.a;
     if (marks.b) o.b = marks.b;
+    if (show.value) o.show = show.value;
     return o;
   }
 
@@ -71,6 +79,8 @@ export function timelineView(root, ctx) {
       }
       records = more ? records.concat(got) : got;
       cont = next;
+      // Which filters the records shown answer (tests and scripts wait for it).
+      list.dataset.loaded = new URLSearchParams(FILTERS.filter((f) => q.get(f)).map((f) => [f, q.get(f)])).toString();
       msg.textContent = `${records.length} records${cont ? " (older ones: Load older)" : ""}`;
     } catch (e) {
       msg.textContent = `Audit log unavailable: ${e.message}`;
@@ -114,6 +124,8 @@ export function timelineView(root, ctx) {
     for (const r of marked) {
       const c = category(r);
       const m = add("rect", { x: x(r.index) - 2, y: rows[c], width: 4, height: 12, class: `mark ${c}`, "data-index": r.index });
+      // A mark moves the cursor to its own index (a click beside it to the nearest index).
+      m.addEventListener("click", (ev) => { ev.stopPropagation(); moveTo(r.index); });
       const t = document.createElementNS(NS, "title");
       t.textContent = `#${r.index} ${r.command} ${r.target} (${r.actor})`;
       m.appendChild(t);
@@ -131,10 +143,16 @@ export function timelineView(root, ctx) {
       h("span", { class: "key failover" }, "failover"), h("span", { class: "key rebalance" }, "rebalance")));
   }
 
+  function shown() {
+    if (show.value === "marked") return records.filter((r) => category(r));
+    if (show.value === "placement") return records.filter((r) => (r.decisions || []).length);
+    return records;
+  }
+
   function drawList() {
     replace(list, pagedTable({
-      caption: "Audit records, newest first", rows: records, page, pageSize: 100,
-      rowAttrs: (r) => ({ "data-index": r.index, class: category(r) ? `cat-${category(r)}` : "" }),
+      caption: "Audit records, newest first", rows: shown(), page, pageSize: 100,
+      rowAttrs: (r) => ({ "data-index": r.index, "data-time": r.timeMs, class: category(r) ? `cat-${category(r)}` : "" }),
       onPage: (n) => { page = n; drawList(); },
       columns: [
         { title: "Index", cell: (r) => h("button", { type: "button", class: "link", "aria-label": `state at index ${r.index}`, onclick: () => moveTo(r.index) }, `#${r.index}`) },
@@ -215,13 +233,30 @@ export function timelineView(root, ctx) {
           h("p", {}, `#${c.index} ${fmtTime(c.timeMs)} ${c.command} by ${c.actor}`),
           h("p", {}, `before: ${JSON.stringify(c.before)} → after: ${JSON.stringify(c.after)}`),
           h("p", { class: "cause" }, c.cause),
-          h("pre", { class: "explanation" }, c.explanation))) : h("p", {}, "No placement change of this object at that index."));
+          h("pre", { class: "explanation" }, c.explanation),
+          h("div", { class: "row" },
+            h("button", { type: "button", "data-goto": c.index - 1, onclick: () => moveTo(c.index - 1) }, `State just before (#${c.index - 1})`),
+            h("button", { type: "button", "data-goto": c.index, onclick: () => moveTo(c.index) }, `State after (#${c.index})`)))) : h("p", {}, "No placement change of this object at that index."));
     } catch (e) {
       replace(explain, h("p", { class: "error" }, `Explanation unavailable: ${e.message}`));
     }
   }
 
   cursor.addEventListener("input", () => moveTo(Number(cursor.value)));
+  show.addEventListener("change", () => { page = 0; ctx.setParams(params()); drawList(); });
+  // A time resolves to the last index at or before it (the server's reading of `at`).
+  async function jumpToTime(ev) {
+    ev.preventDefault();
+    const t = gotoTime.value.trim();
+    if (!t) return;
+    try {
+      const s = await api(`/v1/audit/state?at=${encodeURIComponent(t)}`);
+      moveTo(s.index);
+      msg.textContent = `${t} is index ${s.index}`;
+    } catch (e) {
+      msg.textContent = `Cannot go to ${t}: ${e.message}`;
+    }
+  }
   const form = h("form", { id: "tl-filters", class: "filters", onsubmit: (ev) => {
     ev.preventDefault(); at = null; page = 0; ctx.setParams(params()); load(false);
   } },
@@ -233,7 +268,10 @@ export function timelineView(root, ctx) {
     form, msg, axis,
     h("div", { class: "row" }, h("label", { for: "tl-cursor" }, "Log index"), cursor, cursorText, markBtn("a"), markBtn("b"),
       h("button", { type: "button", id: "tl-now", onclick: () => moveTo(lastIndex) }, "Now")),
+    h("form", { id: "tl-goto-form", class: "row", onsubmit: jumpToTime },
+      h("label", { for: "tl-goto" }, "Go to time"), gotoTime, h("button", { type: "submit", id: "tl-goto-submit" }, "Go")),
     h("div", { class: "cols" }, past, h("div", {}, explain, diff)),
+    h("div", { class: "row" }, h("label", { for: "tl-show" }, "Show"), show),
     list,
     h("button", { type: "button", id: "tl-older", onclick: () => { if (cont) load(true); } }, "Load older records"));
   load(false);

@@ -1,6 +1,6 @@
 // fedraft console: the Workloads view. Federated objects with placement per cluster, desired vs
 // ready, conditions and shortfall, and the last decision, one page at a time as the server
-// filters and pages them (`/v1/objects?q=&limit=&continue=`, refetched on live changes); one object's details add the
+// filters and pages them (`/v1/objects?q=&limit=&continue=`, refetched on live changes); one object's details (read alone) add the
 // scheduler's reasons, a chart of ready vs desired per cluster, the replicas per cluster over
 // time (from the audit archive's placement history) and the template with its overrides.
 
@@ -92,26 +92,30 @@ export function workloadsView(root, ctx) {
 
   let history = null;
   let historyFor = "";
-  let fullDoc = null;
   let rendered = null;
+  // The selected object is read on its own (the page holds no copy of the state); its history
+  // and rendered manifests when it is selected or `fetchMore` asks.
   async function renderDetail(fetchMore) {
-    const o = ctx.live.objects.get(selected);
-    if (!o) { replace(detail, h("p", {}, `${selected} does not exist (or is not yours to see).`)); return; }
-    const [ns, name] = selected.split("/");
+    const want = selected;
+    const [ns, name] = want.split("/");
     const path = `/v1/namespaces/${encodeURIComponent(ns)}/objects/${encodeURIComponent(name)}`;
+    let o;
+    // Templates of the Kubernetes door (`deployment.apps:web`) are not addressable by the /v1
+    // object path: their row on the current page is what there is to show.
+    try { o = await api(`${path}?stale=true`); } catch { o = (pager.items || []).find((r) => `${r.namespace}/${r.name}` === want) || null; }
+    if (want !== selected) return;
+    if (!o) { replace(detail, h("p", {}, `${selected} does not exist (or is not yours to see).`)); return; }
     if (fetchMore || historyFor !== selected) {
       historyFor = selected;
       history = null;
-      fullDoc = null;
       rendered = null;
-      try { fullDoc = await api(path); } catch { fullDoc = null; }
       try { rendered = await api(`${path}/rendered`); } catch (e) { rendered = { error: e.message }; }
       try { history = await api(`/v1/audit/explain/${encodeURIComponent(ns)}/${encodeURIComponent(name)}`); } catch (e) { history = { error: e.message }; }
+      if (want !== selected) return;
     }
     const st = o.status;
     const clusters = Object.entries(st.clusters || {});
-    const full = fullDoc && fullDoc.resourceVersion === o.resourceVersion ? fullDoc : o;
-    const dec = (full.status && full.status.lastDecision) || st.lastDecision || {};
+    const dec = st.lastDecision || {};
     replace(detail,
       h("h2", { tabindex: "-1" }, selected),
       h("div", { class: "cols" },
@@ -161,7 +165,7 @@ export function workloadsView(root, ctx) {
     h("div", { class: "row" }, h("label", { for: "wl-filter" }, "Filter objects"), filter),
     table, door, detail);
   detail.setAttribute("tabindex", "-1");
-  ctx.refresh = () => { if (ctx.live.synced) { load(); loadDoor(); } };
+  ctx.refresh = () => { load(); loadDoor(); };
   replace(table, h("p", {}, "Loading…"));
-  load().then(() => { if (selected && ctx.live.synced) renderDetail(true); });
+  load().then(() => { if (selected) renderDetail(true); });
 }

@@ -145,6 +145,10 @@ impl FedNode {
         let disk = tokio::task::spawn_blocking(move || reader.disk_use())
             .await
             .unwrap_or_default();
+        let hash_at = hash_at.map(|mut h| {
+            h.state_hash = h.state_hash.map(reported_hash);
+            h
+        });
         NodeHealth {
             node_id: st.id,
             term: st.term,
@@ -154,7 +158,7 @@ impl FedNode {
             commit_index: st.commit_index,
             raft_applied_index: st.applied_index,
             state_index,
-            state_hash: state_hash.to_string(),
+            state_hash: reported_hash(state_hash.to_string()),
             log_time_ms,
             hash_at,
             disk: disk.into(),
@@ -211,6 +215,16 @@ impl FedNode {
             Err(e) => refuse(format!("replay failed: {e}")),
         }
     }
+}
+
+/// The state hash this node reports about itself: its own, unless the `raft::health_hash`
+/// failpoint replaces it (`return(HEX)`; tests only, `store/src/failpoints.rs`), which lets a
+/// test see how the console shows members that disagree. Only the report changes: the state,
+/// the archive and what `/v1/system/state` answers stay as they are.
+fn reported_hash(real: String) -> String {
+    fail::fail_point!("raft::health_hash", |arg: Option<String>| arg
+        .unwrap_or_else(|| "0".repeat(64)));
+    real
 }
 
 #[cfg(test)]

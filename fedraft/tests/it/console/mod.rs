@@ -6,7 +6,9 @@
 //! namespaces. Every view is checked for controls without a label. A screenshot of each step
 //! lands in `$CARGO_TARGET_DIR/console-screenshots/`.
 
+mod alarm;
 mod scale;
+mod timeline;
 mod webdriver;
 
 use std::path::PathBuf;
@@ -387,6 +389,37 @@ async fn console_follows_a_failover_and_replays_it() {
     .await;
     assert_labelled(&b, "workloads").await;
     b.screenshot("03-replicas-moved").await;
+
+    // The Policies view: the Karmada policy with the object it actually placed, and where.
+    b.click("#nav-policies").await;
+    let bound = b
+        .wait_for(
+            "the policy's bound object and its placement",
+            LIMIT,
+            r#"
+        const row = document.querySelector('#pol-table tr[data-policy="PropagationPolicy/ops/api"]');
+        const li = row && row.querySelector('li[data-bound="ops/deployment.apps:api"]');
+        return li && li.dataset.placement !== 'none' && [li.dataset.placement, row.textContent]"#,
+        )
+        .await;
+    let placed = bound[0].as_str().unwrap_or_default();
+    assert!(placed.contains("dc1") && !placed.contains("dc2"), "{bound}");
+    let row = bound[1].as_str().unwrap_or_default();
+    assert!(
+        row.contains("clusters dc1, dc3") && row.contains("places"),
+        "{row}"
+    );
+    assert_eq!(
+        b.js(
+            "return document.querySelectorAll('#pol-table tr[data-policy]').length",
+            json!([])
+        )
+        .await,
+        json!(1),
+        "one door policy, one row"
+    );
+    assert_labelled(&b, "policies").await;
+    b.screenshot("03b-policies").await;
     assert_keyboard_navigation(&b).await;
 
     // The timeline, cursor dragged back to before the failure: the old placement.
@@ -428,6 +461,7 @@ async fn console_follows_a_failover_and_replays_it() {
         .await;
     assert!(why.as_str().is_some_and(|t| t.contains("dc2")), "{why}");
     b.screenshot("05-explanation").await;
+    timeline::filters_and_jumps(&b, &ui, before).await;
 
     b.click("#nav-health").await;
     b.wait_for(
