@@ -46,8 +46,11 @@ use crate::users::{TokenIssue, UserSpec};
 /// `PutTenantWithExtended`; a version-6 template's extended requests counted for nothing, and
 /// still do. 8, the same envelope, with the member commands `PutMemberCluster` and
 /// `PutMemberSecret` (`crate::door::MEMBERS_SINCE`); in an older entry a Secret in a credentials
-/// namespace or a KubeFedCluster is an ordinary resource template, as it was.
-pub const LOG_ENTRY_VERSION: u16 = 8;
+/// namespace or a KubeFedCluster is an ordinary resource template, as it was. 9, the same
+/// envelope and commands, whose Karmada propagation policies may set `propagateDeps`
+/// (`crate::karmada::DEPS_SINCE`: the ConfigMaps, Secrets, ServiceAccounts and claims a
+/// workload names follow it); an older entry's policy was refused the field, as it was.
+pub const LOG_ENTRY_VERSION: u16 = 9;
 
 /// The first envelope version whose request ids are scoped by actor and command.
 pub const SCOPED_REQUEST_IDS_SINCE: u16 = 2;

@@ -8,8 +8,10 @@
 //! `state/store/`), do I/O, or read clocks.
 
 mod admission;
+mod binding;
 mod clusters;
 mod credentials;
+mod deps;
 pub(crate) mod door;
 pub(crate) mod extended;
 pub mod handover;
