@@ -218,10 +218,17 @@ pub fn explain_step(
         .filter(|m| m.to < m.from && exists)
         .filter_map(|m| loss_reason(after, key, &m.cluster, decision))
         .collect();
-    let cause = if losses.is_empty() {
-        command_cause(after, r, key, !existed || b.is_empty())
-    } else {
-        losses.join("; ")
+    // A dependency goes where its workloads are (`propagateDeps`): that is its reason, whatever
+    // moved them.
+    let cause = match after.dependency_cause(key) {
+        Some(cause) if exists => cause,
+        _ if losses.is_empty() => command_cause(after, r, key, !existed || b.is_empty()),
+        _ => losses.join("; "),
+    };
+    // Placed by a Karmada policy through the door: which one, and its replica rule.
+    let cause = match after.policy_cause(key) {
+        Some(policy) if exists => format!("{cause}; placed by {policy}"),
+        _ => cause,
     };
     let explanation = format!("{cause} -> {}", movement(&moves));
     Some(PlacementChange {

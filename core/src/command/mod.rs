@@ -61,7 +61,9 @@ use crate::users::{TokenIssue, UserSpec};
 /// it would run in against its tenant's quota (`policy::PER_CLUSTER_QUOTA_SINCE`), and whose
 /// `PutTenant` and `PutTenantWithExtended` clear a tenant's per-cluster quotas; with
 /// `PutObjectWithFailBack` (a put that sets the object's fail-back choice,
-/// `crate::rollout::failback`). An older entry
+/// `crate::rollout::failback`); whose Karmada propagation policies may set `propagateDeps`
+/// (`crate::karmada::DEPS_SINCE`: the ConfigMaps, Secrets, ServiceAccounts and claims a
+/// workload names follow it; an older entry's policy was refused the field). An older entry
 /// does none of these (a template without a namespace is refused, a Duplicated object counts
 /// once), so it replays as it did.
 pub const LOG_ENTRY_VERSION: u16 = 9;

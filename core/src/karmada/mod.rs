@@ -19,6 +19,7 @@
 //! parses its stored policies again).
 
 mod cluster;
+mod deps;
 mod overrides;
 mod propagation;
 mod select;
@@ -33,6 +34,7 @@ use crate::error::FieldError;
 
 pub use cluster::parse_cluster;
 pub(crate) use cluster::{member_name, metadata_labels};
+pub use deps::{dependencies, Dependency, DependencyKind};
 pub use overrides::OverrideSpec;
 pub use propagation::PropagationSpec;
 pub use select::{best_match, MatchRank, Precedence, ResourceSelector, TemplateIdentity};
@@ -53,6 +55,9 @@ pub const ZONE_LABEL: &str = "zone";
 /// empty key and operator `Equal`, `replicaDivisionPreference: Aggregated`, and override
 /// targets with exclusions, field selectors or both names and a label selector. Older entries are refused them as they were when written.
 pub const KARMADA_WIDENED_SINCE: u16 = 4;
+
+/// The first log entry version whose propagation policies may set `propagateDeps: true`.
+pub const DEPS_SINCE: u16 = 9;
 
 /// Which of the four policy kinds a document is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -16,6 +16,8 @@
 //!   with `dynamicWeight: AvailableReplicas` the capacity-weighted division; `Aggregated` →
 //!   the fewest clusters that can hold the replicas, sharing them by capacity.
 //!
+//! - `propagateDeps` → kept on the spec: the door makes what bound workloads name follow them.
+//!
 //! Everything else Karmada defines is refused with a message naming the field, unless it is
 //! absent or at the value that means what fedraft does anyway.
 
@@ -25,7 +27,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::select::ResourceSelector;
-use super::{unsupported, KARMADA_WIDENED_SINCE, PROVIDER_LABEL, REGION_LABEL, ZONE_LABEL};
+use super::{
+    unsupported, DEPS_SINCE, KARMADA_WIDENED_SINCE, PROVIDER_LABEL, REGION_LABEL, ZONE_LABEL,
+};
 use crate::error::FieldError;
 use crate::policy::{
     ClusterPreference, Division, LabelSelector, LabelSelectorRequirement, Placement, ReplicaMode,
@@ -41,6 +45,9 @@ pub struct PropagationSpec {
     /// `preemption: Always`: may take a template over from a policy it outranks. Karmada's
     /// default is `Never`: a bound template stays with its policy.
     pub preempts: bool,
+    /// `propagateDeps: true`: what the bound workloads' pod templates name follows them
+    /// (`super::deps`, `state/handlers/deps.rs`).
+    pub propagate_deps: bool,
     pub placement: Placement,
 }
 
@@ -205,10 +212,10 @@ impl RawPropagationSpec {
                 "must select at least one kind",
             ));
         }
-        if self.propagate_deps {
+        if self.propagate_deps && version < DEPS_SINCE {
             return Err(unsupported(
                 "spec.propagateDeps",
-                "propagating dependencies is not implemented yet",
+                "dependencies follow their workloads from log entry version 9 on",
             ));
         }
         if self
@@ -252,6 +259,7 @@ impl RawPropagationSpec {
             resource_selectors: self.resource_selectors,
             priority: self.priority,
             preempts: matches!(self.preemption, Some(Preemption::Always)),
+            propagate_deps: self.propagate_deps,
             placement: self.placement.check(version)?,
         })
     }

@@ -160,7 +160,6 @@ spec:
 #[test]
 fn what_fedraft_cannot_honour_is_refused_naming_the_field() {
     let cases = [
-        ("propagateDeps: true", "spec.propagateDeps"),
         (
             "failover:\n    application:\n      decisionConditions: {tolerationSeconds: 30}",
             "spec.failover",
@@ -458,4 +457,73 @@ fn an_override_target_ands_names_exclusions_labels_and_fields() {
         "outside the field selector"
     );
     assert!(!ov.targets("edge-1", &BTreeMap::new()), "lacks the label");
+}
+
+#[test]
+fn propagate_deps_is_read_from_its_version_and_refused_before() {
+    let yaml = "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p}\nspec:\n  propagateDeps: true\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]\n";
+    assert!(propagation(yaml).propagate_deps);
+    let e = refusal_at(yaml, DEPS_SINCE - 1);
+    assert_eq!(e.field, "spec.propagateDeps");
+    assert!(!propagation(NGINX_POLICY).propagate_deps);
+}
+
+#[test]
+fn a_pod_template_names_its_dependencies_wherever_kubernetes_lets_it() {
+    let d = doc(r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  template:
+    spec:
+      serviceAccountName: web-sa
+      imagePullSecrets: [{name: regcred}]
+      volumes:
+        - {name: a, configMap: {name: cm-vol}}
+        - {name: b, secret: {secretName: sec-vol}}
+        - {name: c, persistentVolumeClaim: {claimName: data}}
+        - name: d
+          projected:
+            sources: [{configMap: {name: cm-proj}}, {secret: {name: sec-proj}}, {serviceAccountToken: {path: t}}]
+        - {name: e, csi: {driver: x, nodePublishSecretRef: {name: csi-cred}}}
+        - {name: f, emptyDir: {}}
+      initContainers:
+        - name: init
+          envFrom: [{configMapRef: {name: cm-init}}]
+      containers:
+        - name: app
+          env:
+            - {name: A, valueFrom: {configMapKeyRef: {name: cm-env, key: a}}}
+            - {name: B, valueFrom: {secretKeyRef: {name: sec-env, key: b}}}
+            - {name: C, value: plain}
+          envFrom: [{secretRef: {name: sec-from}}]
+"#);
+    let names = |k: DependencyKind| -> Vec<String> {
+        dependencies("Deployment", &d)
+            .into_iter()
+            .filter(|(kind, _)| *kind == k)
+            .map(|(_, n)| n)
+            .collect()
+    };
+    assert_eq!(
+        names(DependencyKind::ConfigMap),
+        ["cm-env", "cm-init", "cm-proj", "cm-vol"]
+    );
+    assert_eq!(
+        names(DependencyKind::Secret),
+        ["csi-cred", "regcred", "sec-env", "sec-from", "sec-proj", "sec-vol"]
+    );
+    assert_eq!(names(DependencyKind::ServiceAccount), ["web-sa"]);
+    assert_eq!(names(DependencyKind::PersistentVolumeClaim), ["data"]);
+    // The pod spec is where each kind keeps it; a kind without one names nothing, and the
+    // namespace's own default service account is no dependency.
+    let cron = doc("kind: CronJob\nspec:\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          serviceAccountName: default\n          volumes: [{name: a, configMap: {name: c}}]\n");
+    assert_eq!(
+        dependencies("CronJob", &cron)
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [(DependencyKind::ConfigMap, "c".to_string())]
+    );
+    assert!(dependencies("ConfigMap", &d).is_empty());
 }

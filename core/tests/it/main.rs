@@ -9,6 +9,7 @@ mod state_support;
 mod admission;
 mod discovery;
 mod door;
+mod door_deps;
 mod door_kubefed;
 mod door_members;
 mod failback;

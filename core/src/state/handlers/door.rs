@@ -12,12 +12,18 @@
 //! templates it may concern; every derived spec is checked before anything changes, so a policy
 //! that would give one template an inadmissible spec is refused as a whole, naming it. Deleting
 //! the policy a template is bound to keeps the template's last placement (nothing is removed
-//! from members because a policy went away) until another policy selects it.
+//! from members because a policy went away) until another policy selects it. Which policy binds
+//! and what it derives is `binding.rs`; what a bound workload's pod template names follows it
+//! (`propagateDeps`, `deps.rs`) after each of these writes.
+
+use std::collections::BTreeSet;
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::binding::nowhere;
+use super::deps::Required;
 use super::door_identity::labels_of;
 pub(super) use super::door_identity::{read_manifest, Identity};
 use super::{members, validate};
@@ -29,12 +35,9 @@ use crate::door::{
 };
 use crate::error::CodecError;
 use crate::error::FieldError;
-use crate::karmada::{
-    self, best_match, MatchRank, PolicyKind, PolicySpec, Precedence, TemplateIdentity,
-};
+use crate::karmada::{self, PolicyKind, PolicySpec, TemplateIdentity};
 use crate::kubefed;
 use crate::model::ObjectSpec;
-use crate::policy::{Override, Placement};
 use crate::state::{Ctx, HandlerResult, RejectCode, Rejection, State};
 
 /// The manifest without metadata and status: what a change of generation compares.
@@ -154,9 +157,17 @@ impl State {
         if ctx.version >= CLUSTER_TEMPLATES_SINCE {
             self.refuse_crd_in_use(key)?;
         }
+        let required = self
+            .door
+            .templates
+            .get(key)
+            .and_then(|r| self.requires(key, r));
         let name = key.object_name();
         let result = self.delete_object(key.object_namespace(), &name, expected, ctx)?;
         self.door.templates.remove(key);
+        if let Some(deps) = required {
+            self.follow_deps(&deps, ctx);
+        }
         Ok(result)
     }
 
@@ -205,11 +216,18 @@ impl State {
         let existing_spec = self
             .object(key.object_namespace(), &object_name)
             .map(|o| o.spec.clone());
-        let placement = match (&bound_to, &existing_spec) {
-            (Some(p), _) => self.policy_placement(p),
-            // Unbound: kept where it was, or nowhere for a new template.
-            (None, Some(spec)) => spec.placement.clone(),
-            (None, None) => nowhere(),
+        let required_before = previous.as_ref().and_then(|r| self.requires(&key, r));
+        let required = match bound_to {
+            None => self.required_placement(&key).map(|(_, p)| p),
+            Some(_) => None,
+        };
+        let placement = match (&bound_to, required, &existing_spec) {
+            (Some(p), _, _) => self.policy_placement(p),
+            // Unbound: where the workloads that name it are (`deps.rs`), else kept where it
+            // was, or nowhere for a new template.
+            (None, Some(p), _) => p,
+            (None, None, Some(spec)) => spec.placement.clone(),
+            (None, None, None) => nowhere(),
         };
         let spec = ObjectSpec {
             template,
@@ -237,7 +255,14 @@ impl State {
             created_index: previous.as_ref().map_or(ctx.index, |r| r.created_index),
             bound_to,
         };
+        let required_now = self.requires(&key, &record);
         self.door.templates.insert(key, record);
+        let deps: BTreeSet<ResourceKey> = required_before
+            .into_iter()
+            .chain(required_now)
+            .flatten()
+            .collect();
+        self.follow_deps(&deps, ctx);
         Ok(version)
     }
 
@@ -274,9 +299,10 @@ impl State {
             PolicyWrite::Unchanged(version) => return Ok(version),
             PolicyWrite::Store { record, .. } => record,
         };
+        let required_before = self.all_required();
         let old_record = self.door.policies.insert(key.clone(), record);
         let old_spec = self.door_ix.insert(key.clone(), spec);
-        self.rederive_or_restore(key, old_record, old_spec, ctx)
+        self.rederive_or_restore(key, old_record, old_spec, required_before, ctx)
     }
 
     fn delete_policy(
@@ -300,9 +326,10 @@ impl State {
             ));
         };
         super::clusters::check_version(expected, Some(record.resource_version))?;
+        let required_before = self.all_required();
         let old_record = self.door.policies.remove(&key);
         let old_spec = self.door_ix.remove(&key);
-        self.rederive_or_restore(key, old_record, old_spec, ctx)
+        self.rederive_or_restore(key, old_record, old_spec, required_before, ctx)
     }
 
     /// Namespaced policies follow the namespace's rights; cluster-wide ones are not a tenant's.
@@ -332,9 +359,11 @@ impl State {
         key: PolicyRef,
         old_record: Option<PolicyRecord>,
         old_spec: Option<PolicySpec>,
+        required_before: Required,
         ctx: &mut Ctx,
     ) -> HandlerResult {
         let Err(refusal) = self.rederive_templates(ctx) else {
+            self.deps_after_policy_write(required_before, ctx);
             return Ok(Some(ctx.index));
         };
         match old_record {
@@ -346,85 +375,6 @@ impl State {
             None => self.door_ix.remove(&key),
         };
         Err(refusal)
-    }
-
-    /// The propagation policy a template is bound to: its current one while that still selects
-    /// it and nothing that may preempt outranks it, else the best selecting one (`by_name`:
-    /// only selectors naming it count).
-    fn binding_for(
-        &self,
-        t: &TemplateIdentity<'_>,
-        current: Option<&PolicyRef>,
-        by_name: bool,
-    ) -> Option<PolicyRef> {
-        let mut best: Option<(Precedence<'_>, &PolicyRef, bool)> = None;
-        let mut kept: Option<Precedence<'_>> = None;
-        for (key, spec) in self.door_ix.iter() {
-            let PolicySpec::Propagation(p) = spec else {
-                continue;
-            };
-            let ns = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
-            let Some(rank) = best_match(&p.resource_selectors, t, ns)
-                .filter(|r| !by_name || *r == MatchRank::Name)
-            else {
-                continue;
-            };
-            let prec = Precedence {
-                priority: p.priority,
-                namespaced: ns.is_some(),
-                rank,
-                name: std::cmp::Reverse(key.name.as_str()),
-            };
-            if current == Some(key) {
-                kept = Some(prec.clone());
-            }
-            if best.as_ref().is_none_or(|(b, _, _)| prec > *b) {
-                best = Some((prec, key, p.preempts));
-            }
-        }
-        match (kept, best) {
-            (Some(kept), Some((prec, key, preempts))) if preempts && prec > kept => {
-                Some(key.clone())
-            }
-            (Some(_), _) => current.cloned(),
-            (None, best) => best.map(|(_, k, _)| k.clone()),
-        }
-    }
-
-    fn policy_placement(&self, key: &PolicyRef) -> Placement {
-        match self.door_ix.get(key) {
-            Some(PolicySpec::Propagation(p)) => p.placement.clone(),
-            _ => nowhere(),
-        }
-    }
-
-    /// The overrides of every override policy that selects `t`: cluster-wide ones first, then
-    /// namespaced ones, each from the lowest precedence to the highest, so the strongest is
-    /// applied last and wins where two set the same field.
-    fn overrides_for(&self, t: &TemplateIdentity<'_>) -> Vec<Override> {
-        let mut selected: Vec<(Precedence<'_>, &Vec<Override>)> = Vec::new();
-        for (key, spec) in self.door_ix.iter() {
-            let PolicySpec::Override(o) = spec else {
-                continue;
-            };
-            let ns = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
-            if let Some(rank) = best_match(&o.resource_selectors, t, ns) {
-                selected.push((
-                    Precedence {
-                        priority: 0,
-                        namespaced: ns.is_some(),
-                        rank,
-                        name: std::cmp::Reverse(key.name.as_str()),
-                    },
-                    &o.overrides,
-                ));
-            }
-        }
-        selected.sort_by(|a, b| a.0.cmp(&b.0));
-        selected
-            .into_iter()
-            .flat_map(|(_, o)| o.iter().cloned())
-            .collect()
     }
 
     /// Re-derives every template's binding and spec after a policy changed: first every new
@@ -515,12 +465,4 @@ fn kubefed_tag(api_version: &str, kind: &str) -> Option<PolicyKindTag> {
 /// Whether only a selector naming the template may bind it: a Helm release record's.
 fn names_only(key: &ResourceKey, labels: &BTreeMap<String, String>, ctx: &Ctx) -> bool {
     ctx.version >= CLUSTER_TEMPLATES_SINCE && door::is_helm_release(&key.group, &key.kind, labels)
-}
-
-/// A placement that selects no cluster: a template no policy has placed yet.
-fn nowhere() -> Placement {
-    Placement {
-        clusters: Some(Vec::new()),
-        ..Placement::default()
-    }
 }

@@ -8,9 +8,11 @@
 //! `state/store/`), do I/O, or read clocks.
 
 mod admission;
+mod binding;
 mod cluster_quota;
 mod clusters;
 mod credentials;
+mod deps;
 pub(crate) mod door;
 mod door_identity;
 pub(crate) mod extended;

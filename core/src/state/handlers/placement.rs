@@ -315,6 +315,7 @@ impl State {
         if ctx.version >= EXTENDED_SINCE {
             self.note_waiting(key, short, ctx.index);
         }
+        self.workload_moved(key, ctx);
         true
     }
 
