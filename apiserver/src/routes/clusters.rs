@@ -24,7 +24,7 @@ use super::paging::{with_metadata, ListParams};
 use crate::auth::{Access, Principal};
 use crate::body::decode_body;
 use crate::error::ApiError;
-use crate::wire::{self, check_same, cluster_json, valid_label, ClusterIn, Envelope};
+use crate::wire::{self, check_same, valid_label, ClusterIn, Envelope};
 use crate::App;
 
 /// Filtered and paged on request (`super::paging`).
