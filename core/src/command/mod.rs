@@ -17,6 +17,7 @@ use crate::door::ResourceKey;
 use crate::error::CodecError;
 use crate::health::{HealthPolicy, ProbeFailure};
 use crate::model::{Capacity, ClusterSpec, Credentials, ObjectSpec, SealedCredentials, TenantSpec};
+use crate::owners::ExecutorLease;
 use crate::policy::{Extended, ExtendedCapacity};
 use crate::rollout::{RolloutStrategy, WorkloadObservation};
 use crate::service::{DiscoverySpec, EndpointsReport};
@@ -51,8 +52,11 @@ use crate::users::{TokenIssue, UserSpec};
 /// envelope, whose commands include `Reachability` (a node's view of member clusters, with the
 /// probe error) and `SetHealthPolicy`, and whose time advances may hold a cluster Ready on a
 /// broken link and engage the failover brake (`crate::health`); an older entry never does
-/// either, so it replays as it did.
-pub const LOG_ENTRY_VERSION: u16 = 9;
+/// either, so it replays as it did. 10, the same envelope, whose commands include `ExecutorLease` (a
+/// node's executors renew their lease and say where they are) and whose time advances expire
+/// those leases and move the clusters of expired nodes (`crate::owners`); an older entry never
+/// does either, so it replays as it did.
+pub const LOG_ENTRY_VERSION: u16 = 10;
 
 /// The first envelope version whose entries apply vantage points and the brake.
 pub const HEALTH_VANTAGE_SINCE: u16 = 9;
@@ -303,6 +307,9 @@ pub enum Command {
     Reachability(Vec<ReachabilityReport>),
     /// Replace the health policy (the failover brake's settings); admins only.
     SetHealthPolicy(HealthPolicy),
+    /// A node's executors renew their ownership lease (the actor is the node's executor
+    /// actor); `crate::owners`.
+    ExecutorLease(ExecutorLease),
 }
 
 /// What a user may do to a rollout (`crate::rollout::gate`).
@@ -380,6 +387,7 @@ impl Command {
             Command::PutMemberSecret { .. } => "PutMemberSecret",
             Command::Reachability(_) => "Reachability",
             Command::SetHealthPolicy(_) => "SetHealthPolicy",
+            Command::ExecutorLease(_) => "ExecutorLease",
         }
     }
 }

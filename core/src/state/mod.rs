@@ -57,6 +57,7 @@ use crate::error::CodecError;
 use crate::health::HealthBook;
 use crate::karmada::PolicySpec;
 use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
+use crate::owners::Owners;
 use crate::policy::{Extended, EXTENDED_SINCE};
 use crate::scheduler::Decision;
 use crate::users::Users;
@@ -161,6 +162,9 @@ pub struct State {
     /// Vantage points' views and the failover brake (`crate::health`); replicated, encoded
     /// after `ext`.
     pub(crate) health: HealthBook,
+    /// Executor leases and cluster owners (`crate::owners`); replicated, encoded after
+    /// `health`.
+    pub(crate) owners: Owners,
 }
 
 impl State {
@@ -400,6 +404,7 @@ impl State {
             } => self.on_put_member_secret(manifest, credentials, bindings, *expected_version, ctx),
             Command::Reachability(batch) => self.on_reachability(batch, ctx),
             Command::SetHealthPolicy(policy) => self.on_set_health_policy(policy, ctx),
+            Command::ExecutorLease(lease) => self.on_executor_lease(lease, ctx),
         }
     }
 
@@ -417,6 +422,7 @@ impl State {
             &self.rollouts,
             &self.ext,
             &self.health,
+            &self.owners,
         )
     }
 
@@ -439,6 +445,7 @@ impl State {
             rollouts: self.rollouts.clone(),
             ext: self.ext.clone(),
             health: self.health.clone(),
+            owners: self.owners.clone(),
             ix: None,
         }
     }
@@ -453,7 +460,7 @@ impl State {
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
-        let (applied_index, data, svc, adm, door, users, rollouts, ext, health) =
+        let (applied_index, data, svc, adm, door, users, rollouts, ext, health, owners) =
             snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
@@ -469,6 +476,7 @@ impl State {
             rollouts,
             ext,
             health,
+            owners,
         })
     }
 
@@ -522,6 +530,12 @@ impl State {
                 .unwrap_or_else(|e| unreachable!("health encoding failed: {e}"));
             h.update(&health);
         }
+        // And for the owners' book while it holds nothing (always, before version 10).
+        if !self.owners.is_empty() {
+            let owners = bincode::serde::encode_to_vec(&self.owners, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("owners encoding failed: {e}"));
+            h.update(&owners);
+        }
         h.finalize().into()
     }
 
@@ -550,6 +564,11 @@ impl State {
     /// Vantage points' views of the clusters, the failover brake and its policy.
     pub fn health(&self) -> &HealthBook {
         &self.health
+    }
+
+    /// Executor leases and the owner of each member cluster.
+    pub fn owners(&self) -> &Owners {
+        &self.owners
     }
 
     /// Every object, ordered by namespace then name.

@@ -16,12 +16,13 @@ use crate::command::decode_exact;
 use crate::door::DoorTables;
 use crate::error::CodecError;
 use crate::health::HealthBook;
+use crate::owners::Owners;
 use crate::users::Users;
 
-/// Snapshot format this binary writes; it reads this, 7 (before the health book), 6 (before the
+/// Snapshot format this binary writes; it reads this, 8 (before the owners' book), 7 (before the health book), 6 (before the
 /// extended-resource tables), 5 (before rollouts), 4 (before the user database), 3 (before the
 /// door's tables), 2 (before the admission policy) and 1 (before service discovery).
-pub const SNAPSHOT_VERSION: u16 = 8;
+pub const SNAPSHOT_VERSION: u16 = 9;
 
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
@@ -35,11 +36,28 @@ struct SnapshotRef<'a> {
     rollouts: &'a Rollouts,
     ext: &'a ExtendedTables,
     health: &'a HealthBook,
+    owners: &'a Owners,
 }
 
 #[derive(Deserialize)]
 struct SnapshotOwned {
     /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+    door: DoorTables,
+    users: Users,
+    rollouts: Rollouts,
+    ext: ExtendedTables,
+    health: HealthBook,
+    owners: Owners,
+}
+
+/// Version 8 snapshots: no owners' book yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV8 {
     _version: u16,
     applied_index: u64,
     data: Data,
@@ -133,6 +151,7 @@ pub(super) fn encode_snapshot(
     rollouts: &Rollouts,
     ext: &ExtendedTables,
     health: &HealthBook,
+    owners: &Owners,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -145,6 +164,7 @@ pub(super) fn encode_snapshot(
         rollouts,
         ext,
         health,
+        owners,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -164,6 +184,7 @@ pub struct StateImage {
     pub(super) rollouts: Rollouts,
     pub(super) ext: ExtendedTables,
     pub(super) health: HealthBook,
+    pub(super) owners: Owners,
     /// The indexes' aggregates at that index, in an image taken to be checked
     /// ([`State::checked_image`](super::State::checked_image)).
     pub(super) ix: Option<Index>,
@@ -190,6 +211,7 @@ impl StateImage {
             &self.rollouts,
             &self.ext,
             &self.health,
+            &self.owners,
         )
     }
 
@@ -213,6 +235,7 @@ pub(super) type SnapshotParts = (
     Rollouts,
     ExtendedTables,
     HealthBook,
+    Owners,
 );
 
 /// Version 1 snapshots: no service discovery yet.
@@ -225,7 +248,7 @@ struct SnapshotOwnedV1 {
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
 /// services, admission policy, door tables, user database, rollout tables, extended-resource
-/// tables and health book (the parts an older version lacks are defaults).
+/// tables, health book and owners' book (the parts an older version lacks are defaults).
 pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
         .map_err(|e| CodecError::Decode(e.to_string()))?;
@@ -286,6 +309,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 Rollouts::default(),
                 ExtendedTables::default(),
                 HealthBook::default(),
+                Owners::default(),
             ));
         }
         6 => {
@@ -300,6 +324,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.rollouts,
                 ExtendedTables::default(),
                 HealthBook::default(),
+                Owners::default(),
             ));
         }
         7 => {
@@ -314,6 +339,22 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.rollouts,
                 snap.ext,
                 HealthBook::default(),
+                Owners::default(),
+            ));
+        }
+        8 => {
+            let snap: SnapshotOwnedV8 = decode_exact(bytes)?;
+            return Ok((
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                snap.door,
+                snap.users,
+                snap.rollouts,
+                snap.ext,
+                snap.health,
+                Owners::default(),
             ));
         }
         _ => {
@@ -328,6 +369,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.rollouts,
                 snap.ext,
                 snap.health,
+                snap.owners,
             ));
         }
     };
@@ -342,5 +384,6 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
         Rollouts::default(),
         ExtendedTables::default(),
         HealthBook::default(),
+        Owners::default(),
     ))
 }

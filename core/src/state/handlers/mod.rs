@@ -18,6 +18,7 @@ mod kubefed;
 mod members;
 mod objects;
 pub mod outcome;
+mod owners;
 pub mod placement;
 pub mod queue;
 mod reports;
