@@ -9,6 +9,7 @@ mod common;
 mod converge;
 mod deregister;
 mod observe;
+mod owners;
 mod raft_e2e;
 mod rollout;
 mod tenancy;
