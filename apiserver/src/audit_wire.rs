@@ -113,6 +113,7 @@ pub fn target(c: &Command) -> String {
             .collect::<Vec<_>>()
             .join(", "),
         Command::SetHealthPolicy(_) => "health policy".to_string(),
+        Command::ExecutorLease(l) => format!("ownership lease {} ms", l.lease_ms),
     }
 }
 

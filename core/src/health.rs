@@ -5,7 +5,8 @@
 //! Heartbeats still decide when the owner lost a cluster (`state/handlers/health.rs`); this
 //! module decides what that means once other vantage points have spoken:
 //! - the owner's view of a cluster is its executors' (heartbeats, and their reports naming the
-//!   probe error); the owner is the actor of the latest heartbeats (today: the leader's
+//!   probe error); the owner is the cluster's assigned owner (`crate::owners`), or, while no
+//!   ownership is in force (older logs), the actor of the latest heartbeats (the leader's
 //!   executors);
 //! - when the owner's deadline passes, the cluster turns NotReady only if the owner (alive, its
 //!   report fresh) and at least one other fresh vantage point fail to reach it, or if no other
@@ -262,12 +263,13 @@ pub fn review<'a>(
 }
 
 /// The replicated health facts beyond cluster status: vantage points' views, the brake and its
-/// policy. A snapshot part of its own (snapshot version 6), so older layouts stay readable.
+/// policy. A snapshot part of its own (snapshot version 8), so older layouts stay readable.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HealthBook {
     pub policy: HealthPolicy,
-    /// The actor of the latest heartbeats: the owner of every cluster (today the leader's
-    /// executors). Not part of the hash while nothing else is recorded (see `is_trivial`).
+    /// The actor of the latest heartbeats: the owner of every cluster that has no assigned
+    /// owner (`crate::owners`; without leases, the leader's executors). Not part of the hash
+    /// while nothing else is recorded (see `is_trivial`).
     pub owner: String,
     /// vantage (a node's executor actor) -> log time of its latest report.
     pub vantages: BTreeMap<String, u64>,
@@ -280,7 +282,7 @@ pub struct HealthBook {
 }
 
 impl HealthBook {
-    /// True while the book holds nothing a version-5 log could have produced besides the
+    /// True while the book holds nothing a version-8 log could have produced besides the
     /// owner: the state hash then leaves it out, so such logs hash as they did.
     pub fn is_trivial(&self) -> bool {
         self.policy == HealthPolicy::default()
@@ -309,13 +311,14 @@ impl HealthBook {
             .map(|(v, r)| (v.as_str(), r))
     }
 
-    /// Whether a cluster whose owner's deadline passed is a broken link only: the owner is
-    /// alive and reports it unreachable, another vantage reaches it and none other fails.
-    pub fn link_only(&self, cluster: &str, now_ms: u64) -> bool {
+    /// Whether a cluster whose owner's deadline passed is a broken link only: its owner (the
+    /// assigned one, else [`HealthBook::owner`]) is alive and reports it unreachable, another
+    /// vantage reaches it and none other fails.
+    pub fn link_only(&self, cluster: &str, owner: &str, now_ms: u64) -> bool {
         let mut owner_fails = false;
         let mut others_reach = false;
         for (v, r) in self.fresh_views(cluster, now_ms) {
-            match (v == self.owner, r.reachable()) {
+            match (v == owner, r.reachable()) {
                 (true, false) => owner_fails = true,
                 (true, true) => {}
                 (false, true) => others_reach = true,

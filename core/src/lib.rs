@@ -18,6 +18,7 @@ pub mod health;
 pub mod karmada;
 pub mod kubefed;
 pub mod model;
+pub mod owners;
 pub mod policy;
 pub mod render;
 pub mod rollout;

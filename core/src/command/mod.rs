@@ -19,6 +19,7 @@ use crate::door::ResourceKey;
 use crate::error::CodecError;
 use crate::health::{HealthPolicy, ProbeFailure};
 use crate::model::{Capacity, ClusterSpec, Credentials, ObjectSpec, SealedCredentials, TenantSpec};
+use crate::owners::ExecutorLease;
 use crate::policy::{ClusterQuota, Extended, ExtendedCapacity};
 use crate::rollout::failback::FailBack;
 use crate::rollout::{RolloutStrategy, WorkloadObservation};
@@ -63,7 +64,10 @@ use crate::users::{TokenIssue, UserSpec};
 /// `PutObjectWithFailBack` (a put that sets the object's fail-back choice,
 /// `crate::rollout::failback`); whose Karmada propagation policies may set `propagateDeps`
 /// (`crate::karmada::DEPS_SINCE`: the ConfigMaps, Secrets, ServiceAccounts and claims a
-/// workload names follow it; an older entry's policy was refused the field). An older entry
+/// workload names follow it; an older entry's policy was refused the field); whose commands
+/// include `ExecutorLease` (a node's executors renew their lease and say where they are) and
+/// whose time advances expire those leases and move the clusters of expired nodes
+/// (`crate::owners`). An older entry
 /// does none of these (a template without a namespace is refused, a Duplicated object counts
 /// once), so it replays as it did.
 pub const LOG_ENTRY_VERSION: u16 = 9;
@@ -335,6 +339,9 @@ pub enum Command {
         failback: FailBack,
         expected_version: Option<u64>,
     },
+    /// A node's executors renew their ownership lease (the actor is the node's executor
+    /// actor); `crate::owners`.
+    ExecutorLease(ExecutorLease),
 }
 
 /// What a user may do to a rollout (`crate::rollout::gate`).
@@ -414,6 +421,7 @@ impl Command {
             Command::SetHealthPolicy(_) => "SetHealthPolicy",
             Command::PutTenantWithQuotas { .. } => "PutTenantWithQuotas",
             Command::PutObjectWithFailBack { .. } => "PutObjectWithFailBack",
+            Command::ExecutorLease(_) => "ExecutorLease",
         }
     }
 }

@@ -58,6 +58,7 @@ use crate::error::CodecError;
 use crate::health::HealthBook;
 use crate::karmada::PolicySpec;
 use crate::model::{Cluster, FederatedObject, ObjectKey, Tenant};
+use crate::owners::Owners;
 use crate::policy::{Extended, EXTENDED_SINCE};
 use crate::scheduler::Decision;
 use crate::users::Users;
@@ -166,6 +167,9 @@ pub struct State {
     /// Fail-back choices, where objects failed over from and their timers
     /// (`handlers/failback.rs`); replicated, encoded after `health`.
     pub(crate) failbacks: FailBacks,
+    /// Executor leases and cluster owners (`crate::owners`); replicated, encoded after
+    /// `failbacks`.
+    pub(crate) owners: Owners,
 }
 
 impl State {
@@ -426,6 +430,7 @@ impl State {
                 *expected_version,
                 ctx,
             ),
+            Command::ExecutorLease(lease) => self.on_executor_lease(lease, ctx),
         }
     }
 
@@ -444,6 +449,7 @@ impl State {
             &self.ext,
             &self.health,
             &self.failbacks,
+            &self.owners,
         )
     }
 
@@ -467,6 +473,7 @@ impl State {
             ext: self.ext.clone(),
             health: self.health.clone(),
             failbacks: self.failbacks.clone(),
+            owners: self.owners.clone(),
             ix: None,
         }
     }
@@ -481,7 +488,7 @@ impl State {
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
-        let (applied_index, data, svc, adm, door, users, rollouts, ext, health, failbacks) =
+        let (applied_index, data, svc, adm, door, users, rollouts, ext, health, failbacks, owners) =
             snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
@@ -498,6 +505,7 @@ impl State {
             ext,
             health,
             failbacks,
+            owners,
         })
     }
 
@@ -557,6 +565,12 @@ impl State {
                 .unwrap_or_else(|e| unreachable!("fail-back tables encoding failed: {e}"));
             h.update(&fb);
         }
+        // And for the owners' book while it holds nothing (always, before version 9).
+        if !self.owners.is_empty() {
+            let owners = bincode::serde::encode_to_vec(&self.owners, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("owners encoding failed: {e}"));
+            h.update(&owners);
+        }
         h.finalize().into()
     }
 
@@ -585,6 +599,11 @@ impl State {
     /// Vantage points' views of the clusters, the failover brake and its policy.
     pub fn health(&self) -> &HealthBook {
         &self.health
+    }
+
+    /// Executor leases and the owner of each member cluster.
+    pub fn owners(&self) -> &Owners {
+        &self.owners
     }
 
     /// Every object, ordered by namespace then name.

@@ -17,12 +17,14 @@ use crate::command::decode_exact;
 use crate::door::DoorTables;
 use crate::error::CodecError;
 use crate::health::HealthBook;
+use crate::owners::Owners;
 use crate::users::Users;
 
 /// Snapshot format this binary writes; it reads this, 7 (before the health book, the fail-back
-/// tables and per-cluster tenant quotas in the extended-resource tables), 6 (before the
-/// extended-resource tables), 5 (before rollouts), 4 (before the user database), 3 (before the
-/// door's tables), 2 (before the admission policy) and 1 (before service discovery).
+/// tables, the owners' book and per-cluster tenant quotas in the extended-resource tables), 6
+/// (before the extended-resource tables), 5 (before rollouts), 4 (before the user database), 3
+/// (before the door's tables), 2 (before the admission policy) and 1 (before service
+/// discovery).
 pub const SNAPSHOT_VERSION: u16 = 8;
 
 #[derive(Serialize)]
@@ -38,6 +40,7 @@ struct SnapshotRef<'a> {
     ext: &'a ExtendedTables,
     health: &'a HealthBook,
     failbacks: &'a FailBacks,
+    owners: &'a Owners,
 }
 
 #[derive(Deserialize)]
@@ -54,6 +57,7 @@ struct SnapshotOwned {
     ext: ExtendedTables,
     health: HealthBook,
     failbacks: FailBacks,
+    owners: Owners,
 }
 
 /// Version 7 snapshots: no health book or fail-back tables, and extended-resource tables without
@@ -162,6 +166,7 @@ pub(super) fn encode_snapshot(
     ext: &ExtendedTables,
     health: &HealthBook,
     failbacks: &FailBacks,
+    owners: &Owners,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -175,6 +180,7 @@ pub(super) fn encode_snapshot(
         ext,
         health,
         failbacks,
+        owners,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -195,6 +201,7 @@ pub struct StateImage {
     pub(super) ext: ExtendedTables,
     pub(super) health: HealthBook,
     pub(super) failbacks: FailBacks,
+    pub(super) owners: Owners,
     /// The indexes' aggregates at that index, in an image taken to be checked
     /// ([`State::checked_image`](super::State::checked_image)).
     pub(super) ix: Option<Index>,
@@ -222,6 +229,7 @@ impl StateImage {
             &self.ext,
             &self.health,
             &self.failbacks,
+            &self.owners,
         )
     }
 
@@ -246,6 +254,7 @@ pub(super) type SnapshotParts = (
     ExtendedTables,
     HealthBook,
     FailBacks,
+    Owners,
 );
 
 /// Version 1 snapshots: no service discovery yet.
@@ -259,8 +268,8 @@ struct SnapshotOwnedV1 {
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
 /// services, admission policy, door tables, user database, rollout tables, extended-resource
 /// services, admission policy, door tables, user database, rollout tables, extended-resource
-/// tables, health book and fail-back tables (the parts an older version lacks are defaults,
-/// per-cluster quotas included).
+/// tables, health book, fail-back tables and owners' book (the parts an older version lacks
+/// are defaults, per-cluster quotas included).
 pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
         .map_err(|e| CodecError::Decode(e.to_string()))?;
@@ -322,6 +331,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 ExtendedTables::default(),
                 HealthBook::default(),
                 FailBacks::default(),
+                Owners::default(),
             ));
         }
         6 => {
@@ -337,6 +347,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 ExtendedTables::default(),
                 HealthBook::default(),
                 FailBacks::default(),
+                Owners::default(),
             ));
         }
         7 => {
@@ -352,6 +363,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.ext.into(),
                 HealthBook::default(),
                 FailBacks::default(),
+                Owners::default(),
             ));
         }
         _ => {
@@ -367,6 +379,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.ext,
                 snap.health,
                 snap.failbacks,
+                snap.owners,
             ));
         }
     };
@@ -382,5 +395,6 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
         ExtendedTables::default(),
         HealthBook::default(),
         FailBacks::default(),
+        Owners::default(),
     ))
 }

@@ -25,6 +25,7 @@ mod state_credentials;
 mod state_fleet;
 mod state_health;
 mod state_intents;
+mod state_owners;
 mod state_props;
 mod state_reject;
 mod state_replica_modes;

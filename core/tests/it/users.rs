@@ -241,18 +241,20 @@ fn an_empty_user_database_leaves_the_hash_alone_and_snapshots_keep_it() {
     assert_ne!(with_user, b.state.state_hash_hex());
     assert_eq!(a.state.state_hash_hex(), b.state.state_hash_hex());
 
-    // The previous layouts are this one without the newer parts: version 7 without the four
-    // fail-back tables (empty maps, one zero length each, at the very end), the health book
+    // The previous layouts are this one without the newer parts: version 7 without the owners'
+    // book and the four fail-back tables (empty, seven zero bytes at the very end), the health book
     // before them, and the per-cluster quotas (an empty map at the end of the extended-resource
     // tables); version 6 also without the other five extended-resource tables, version 5 also
     // without the four rollout maps (records, workloads, holds and their deadlines), version 4
     // also without the user database's two.
     let book =
         bincode::serde::encode_to_vec(b.state.health(), bincode::config::standard()).unwrap();
+    // The owners' book comes last (empty: two zero lengths and no forming window), after the
+    // fail-back tables.
     let full = b.state.to_snapshot();
     assert_eq!(full[0], 8);
-    assert_eq!(full[full.len() - 4..], [0; 4]);
-    let no_failbacks = &full[..full.len() - 4];
+    assert_eq!(full[full.len() - 7..], [0; 7]);
+    let no_failbacks = &full[..full.len() - 7];
     assert!(no_failbacks.ends_with(&book));
     let bytes = no_failbacks[..no_failbacks.len() - book.len()].to_vec();
     assert_eq!(bytes[bytes.len() - 12..], [0; 12]);

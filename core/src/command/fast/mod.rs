@@ -19,13 +19,13 @@ use crate::error::CodecError;
 use crate::model::Capacity;
 use crate::policy::Resources;
 
-// The envelope and command layouts below are those of `LOG_ENTRY_VERSION` 1 to 9 (versions 2
-// to 9 changed what apply checks and accepts, added a replica mode inside object specs and
+// The envelope and command layouts below are those of `LOG_ENTRY_VERSION` 1 to 10 (versions 2
+// to 10 changed what apply checks and accepts, added a replica mode inside object specs and
 // appended commands: 6 the rollout commands, 7 `CapacityDetails` and `PutTenantWithExtended`,
-// 8 the member commands, 9 `Reachability`, `SetHealthPolicy`, `PutTenantWithQuotas` and
-// `PutObjectWithFailBack`; this reader decodes none of those, and the layouts it reads are
-// unchanged); a new version must teach this reader its layout (or make it decline) before it
-// may answer.
+// 8 the member commands, 9 `Reachability`, `SetHealthPolicy`, `PutTenantWithQuotas`,
+// `PutObjectWithFailBack` and `ExecutorLease`; this reader decodes none of those, and the
+// layouts it reads are unchanged); a new version must teach this reader its layout (or make it
+// decline) before it may answer.
 const _: () = assert!(LOG_ENTRY_VERSION == 9);
 
 // bincode's varint markers (standard configuration): a value below 251 is one byte, else a

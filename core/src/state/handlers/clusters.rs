@@ -118,6 +118,7 @@ impl State {
         self.d.clusters.insert(&spec.name, cluster);
         self.ix.booked.insert(&spec.name, Resources::ZERO);
         ctx.change(ChangeKind::Cluster, spec.name.clone(), ChangeOp::Added);
+        self.owners_cluster_added(&spec.name, ctx);
         // One more cluster in its scopes: the brake's shares change.
         self.review_brake(ctx);
         // Unknown until its first heartbeat: nothing can be placed on it yet.
@@ -183,6 +184,7 @@ impl State {
         ctx.change(ChangeKind::Cluster, name, ChangeOp::Deleted);
         self.handovers_cluster_down(name, ctx);
         self.forget_views(name);
+        self.owners_cluster_removed(name);
         self.review_brake(ctx);
         self.replace_all_slices(ctx);
         Ok(Some(ctx.index))

@@ -40,6 +40,9 @@ impl State {
             "log time must not go backwards"
         );
         self.d.log_time_ms = ctx.now_ms;
+        // Owners first: a cluster whose owner's lease just ran out is weighed below with its
+        // new owner (who has no view yet), not with the one that is gone.
+        self.owners_advance(ctx);
         let mut expired = Vec::new();
         while let Some((at, _)) = self.ix.alarms.first() {
             // A gap of exactly the threshold is still fine; only a longer one breaks the run.
@@ -144,7 +147,7 @@ impl State {
         let now = ctx.now_ms;
         // Vantage views exist only once some node reported one: the common case costs nothing.
         if !self.health.reach.is_empty() || !self.health.links.is_empty() {
-            self.owner_reached(name, now);
+            self.owner_reached(name, ctx.actor_id, now);
         }
         let Some(c) = self.d.clusters.get_mut(name) else {
             return false;

@@ -24,6 +24,7 @@ pub mod member_quota;
 mod members;
 mod objects;
 pub mod outcome;
+mod owners;
 pub mod placement;
 pub mod queue;
 mod reports;

@@ -70,7 +70,7 @@ impl State {
                     },
                 );
             }
-            if r.failure.is_some() && vantage == self.health.owner {
+            if r.failure.is_some() && vantage == self.health_owner(&r.cluster) {
                 self.owner_lost(&r.cluster, now);
             }
         }
@@ -122,11 +122,17 @@ impl State {
         }
     }
 
-    /// A heartbeat from the owner: its view of the cluster is "reachable" again and a broken
-    /// link it had is healed.
-    pub(crate) fn owner_reached(&mut self, cluster: &str, now_ms: u64) {
+    /// A heartbeat from `actor`: if it owns the cluster, its view of the cluster is
+    /// "reachable" again and a broken link it had is healed.
+    pub(crate) fn owner_reached(&mut self, cluster: &str, actor: &str, now_ms: u64) {
+        if self.health_owner(cluster) != actor {
+            return;
+        }
         self.health.links.remove(cluster);
-        let owner = &self.health.owner;
+        let owner = match self.owners.owner(cluster) {
+            Some(o) => &o.node,
+            None => &self.health.owner,
+        };
         if let Some(view) = self
             .health
             .reach
@@ -145,7 +151,9 @@ impl State {
     /// Whether the owner's deadline passing should leave `cluster` Ready (a broken link): only
     /// for entries that know vantage points.
     pub(crate) fn hold_as_link(&mut self, cluster: &str, deadline: u64, ctx: &Ctx) -> bool {
-        if ctx.version < HEALTH_VANTAGE_SINCE || !self.health.link_only(cluster, ctx.now_ms) {
+        let owner = self.health_owner(cluster);
+        if ctx.version < HEALTH_VANTAGE_SINCE || !self.health.link_only(cluster, owner, ctx.now_ms)
+        {
             self.health.links.remove(cluster);
             return false;
         }
