@@ -25,8 +25,6 @@ mod e2e_failover;
 mod e2e_leader_kill;
 mod failpoints;
 mod fleet;
-mod gpu_procs;
-mod kubectl_crds;
 mod kubectl_door;
 mod kubefed_door;
 mod members_door;
