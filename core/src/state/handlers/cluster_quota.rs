@@ -24,10 +24,10 @@
 use std::collections::BTreeMap;
 
 use super::extended::copies;
-use super::tenants::over;
+use super::tenants::{over, refuse_over};
 use crate::model::{FederatedObject, ObjectKey, ObjectSpec, TemplateInfo, TenantSpec};
 use crate::policy::{validate_per_cluster, ClusterQuota, Extended, Resources};
-use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State};
+use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
 
 /// Free capacity a per-cluster quota leaves for one object: unlimited dimensions are `u64::MAX`,
 /// extended resources absent from the quota are not limited.
@@ -254,18 +254,9 @@ impl State {
         let before = existing
             .map(|o| need(o, o.status.clusters.len()))
             .unwrap_or_default();
-        let problems = over(&others.saturating_add(&mine), &quota, &before, &mine);
-        if problems.is_empty() {
-            return Ok(());
-        }
-        Err(Rejection::new(
-            RejectCode::FailedPrecondition,
-            Some("spec"),
-            format!(
-                "exceeds the quota of tenant {:?}: {}",
-                tenant.spec.name,
-                problems.join("; ")
-            ),
-        ))
+        refuse_over(
+            &tenant.spec.name,
+            over(&others.saturating_add(&mine), &quota, &before, &mine),
+        )
     }
 }

@@ -35,6 +35,21 @@ fn slices_wanted(quota: &Resources, slice: &Resources) -> u64 {
         .max(dim(quota.pods, slice.pods))
 }
 
+/// Ok when `problems` (from [`over`]) is empty, else the refusal naming tenant and dimensions.
+pub(super) fn refuse_over(tenant: &str, problems: Vec<String>) -> Result<(), Rejection> {
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(Rejection::new(
+        RejectCode::FailedPrecondition,
+        Some("spec"),
+        format!(
+            "exceeds the quota of tenant {tenant:?}: {}",
+            problems.join("; ")
+        ),
+    ))
+}
+
 /// The dimensions in which `after` exceeds a limited `quota` and the change grows use (a
 /// dimension already over quota that the change does not grow is not this change's fault).
 pub(super) fn over(
@@ -83,19 +98,10 @@ impl State {
             .used
             .saturating_sub(&old_need)
             .saturating_add(&new_need);
-        let problems = over(&after, &tenant.spec.quota, &old_need, &new_need);
-        if problems.is_empty() {
-            return Ok(());
-        }
-        Err(Rejection::new(
-            RejectCode::FailedPrecondition,
-            Some("spec"),
-            format!(
-                "exceeds the quota of tenant {:?}: {}",
-                tenant.spec.name,
-                problems.join("; ")
-            ),
-        ))
+        refuse_over(
+            &tenant.spec.name,
+            over(&after, &tenant.spec.quota, &old_need, &new_need),
+        )
     }
 
     pub(crate) fn book_quota(&mut self, namespace: &str, old_need: Resources, new_need: Resources) {
