@@ -233,6 +233,35 @@ pub fn valid_subdomain(name: &str, field: &str) -> Result<(), ApiError> {
     })
 }
 
+/// Validates the name of an object to read or act on: a native object's DNS-1123 subdomain, or
+/// the `kind.group:name` a resource template of the Kubernetes-compatible API is stored under
+/// (`deployment.apps:web`), so that every read route reaches both.
+pub fn valid_object_ref(name: &str, field: &str) -> Result<(), ApiError> {
+    match name.split_once(':') {
+        None => valid_subdomain(name, field),
+        Some((kind, rest)) => {
+            valid_subdomain(kind, field)?;
+            valid_subdomain(rest, field)
+        }
+    }
+}
+
+/// Refuses a native write to a resource template of the Kubernetes-compatible API: the template
+/// and the policies that place it are the truth there, and a `/v1` write would fight them.
+pub fn refuse_template_write(name: &str) -> Result<(), ApiError> {
+    if name.contains(':') {
+        valid_object_ref(name, "name")?;
+        return Err(ApiError::InvalidField {
+            field: "name".to_string(),
+            message: format!(
+                "{name} is a resource template of the Kubernetes-compatible API: change or delete it \
+                 there (kubectl), or its policies"
+            ),
+        });
+    }
+    valid_subdomain(name, "name")
+}
+
 // ---------------------------------------------------------------------------------------------
 // Core -> JSON.
 

@@ -29,7 +29,7 @@ use super::common::{allow, slice_clusters, tenant_namespaces, P, Q};
 use crate::audit_wire::{parse_rfc3339, record_json, ChangeJson, DiffJson, StateJson};
 use crate::auth::{Access, Principal, Role};
 use crate::error::ApiError;
-use crate::wire::{valid_label, valid_subdomain};
+use crate::wire::{valid_label, valid_object_ref};
 use crate::App;
 
 /// Records per page when `limit` is absent.
@@ -166,7 +166,7 @@ pub async fn list(
             .split_once('/')
             .ok_or_else(|| ApiError::invalid("object", "expected NAMESPACE/NAME"))?;
         valid_label(ns, "object")?;
-        valid_subdomain(name, "object")?;
+        valid_object_ref(name, "object")?;
     }
     let namespaces = scope(&app, &p);
     let filter = Filter {
@@ -268,7 +268,7 @@ pub async fn explain(
     Q(q): Q<RangeParams>,
 ) -> Result<Json<Value>, ApiError> {
     valid_label(&ns, "namespace")?;
-    valid_subdomain(&name, "name")?;
+    valid_object_ref(&name, "name")?;
     allow(&app, &p, Access::ReadNamespace(&ns))?;
     let log = app.node.audit().await;
     let key = ObjectKey::new(ns, name);

@@ -26,7 +26,7 @@ use super::common::{allow, read, P, Q};
 use crate::auth::{Access, Principal};
 use crate::error::ApiError;
 use crate::metrics::WatchKind;
-use crate::wire::{valid_label, valid_subdomain};
+use crate::wire::{valid_label, valid_object_ref};
 use crate::App;
 
 /// Lines buffered between the watch task and the socket.
@@ -82,7 +82,7 @@ pub async fn get(
     Q(q): Q<EndpointsParams>,
 ) -> Result<Response, ApiError> {
     valid_label(&ns, "namespace")?;
-    valid_subdomain(&name, "name")?;
+    valid_object_ref(&name, "name")?;
     allow(&app, &p, Access::ReadNamespace(&ns))?;
     let (n, m) = (ns.clone(), name.clone());
     let view = read(&app, q.stale, move |s| endpoints_view(s, &n, &m)).await?;

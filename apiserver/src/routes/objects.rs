@@ -28,7 +28,8 @@ use crate::body::decode_body;
 use crate::error::ApiError;
 use crate::view::ObjectView;
 use crate::wire::{
-    self, check_same, object_json, valid_label, valid_subdomain, Envelope, ObjectIn,
+    self, check_same, object_json, refuse_template_write, valid_label, valid_object_ref, Envelope,
+    ObjectIn,
 };
 use crate::App;
 
@@ -95,7 +96,7 @@ pub async fn get_one(
     Q(q): Q<ReadParams>,
 ) -> Result<Json<Value>, ApiError> {
     valid_label(&ns, "namespace")?;
-    valid_subdomain(&name, "name")?;
+    valid_object_ref(&name, "name")?;
     allow(&app, &p, Access::ReadNamespace(&ns))?;
     let (n, m) = (ns.clone(), name.clone());
     let role = p.role.clone();
@@ -168,7 +169,7 @@ pub async fn put(
     body: Body,
 ) -> Result<Response, ApiError> {
     valid_label(&ns, "namespace")?;
-    valid_subdomain(&name, "name")?;
+    refuse_template_write(&name)?;
     allow(&app, &p, Access::WriteNamespace(&ns))?;
     let doc = decode_body::<ObjectIn>(&headers, body, app.cfg.body_limit_bytes).await?;
     check_envelope(&doc, &ns, &name)?;
@@ -290,7 +291,7 @@ pub async fn delete(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     valid_label(&ns, "namespace")?;
-    valid_subdomain(&name, "name")?;
+    refuse_template_write(&name)?;
     allow(&app, &p, Access::WriteNamespace(&ns))?;
     let expected = expected_version(&headers, None)?;
     let found = current_version(&app, &ns, &name).await?;
@@ -317,7 +318,7 @@ pub async fn reschedule(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     valid_label(&ns, "namespace")?;
-    valid_subdomain(&name, "name")?;
+    valid_object_ref(&name, "name")?;
     allow(&app, &p, Access::WriteNamespace(&ns))?;
     if current_version(&app, &ns, &name).await?.is_none() {
         return Err(ApiError::not_found("object", format!("{ns}/{name}")));

@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use super::common::{allow, read, ReadParams, P, Q};
 use crate::auth::{Access, Principal};
 use crate::error::ApiError;
-use crate::wire::{valid_label, valid_subdomain};
+use crate::wire::{valid_label, valid_object_ref};
 use crate::App;
 
 pub async fn get(
@@ -26,7 +26,7 @@ pub async fn get(
     Q(q): Q<ReadParams>,
 ) -> Result<Json<Value>, ApiError> {
     valid_label(&ns, "namespace")?;
-    valid_subdomain(&name, "name")?;
+    valid_object_ref(&name, "name")?;
     allow(&app, &p, Access::ReadNamespace(&ns))?;
     let (n, m) = (ns.clone(), name.clone());
     read(&app, q.stale, move |s| {

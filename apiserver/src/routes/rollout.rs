@@ -20,7 +20,7 @@ use super::common::{allow, read, resource_version, submit, ReadParams, P, Q};
 use super::objects::as_actor;
 use crate::auth::{Access, Principal};
 use crate::error::ApiError;
-use crate::wire::{valid_label, valid_subdomain};
+use crate::wire::{valid_label, valid_object_ref};
 use crate::App;
 
 /// The rollout document of one object, None when the object does not exist.
@@ -106,7 +106,7 @@ pub async fn get(
     Q(q): Q<ReadParams>,
 ) -> Result<Json<Value>, ApiError> {
     valid_label(&ns, "namespace")?;
-    valid_subdomain(&name, "name")?;
+    valid_object_ref(&name, "name")?;
     allow(&app, &p, Access::ReadNamespace(&ns))?;
     let (n, m) = (ns.clone(), name.clone());
     read(&app, q.stale, move |s| rollout_json(s, &n, &m))
@@ -122,7 +122,7 @@ pub async fn act(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     valid_label(&ns, "namespace")?;
-    valid_subdomain(&name, "name")?;
+    valid_object_ref(&name, "name")?;
     allow(&app, &p, Access::WriteNamespace(&ns))?;
     let action = match action.as_str() {
         "pause" => RolloutAction::Pause,

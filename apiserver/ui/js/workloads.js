@@ -100,9 +100,8 @@ export function workloadsView(root, ctx) {
     const [ns, name] = want.split("/");
     const path = `/v1/namespaces/${encodeURIComponent(ns)}/objects/${encodeURIComponent(name)}`;
     let o;
-    // Templates of the Kubernetes door (`deployment.apps:web`) are not addressable by the /v1
-    // object path: their row on the current page is what there is to show.
-    try { o = await api(`${path}?stale=true`); } catch { o = (pager.items || []).find((r) => `${r.namespace}/${r.name}` === want) || null; }
+    // Templates of the Kubernetes door (`deployment.apps:web`) are read at the same path.
+    try { o = await api(`${path}?stale=true`); } catch { o = null; }
     if (want !== selected) return;
     if (!o) { replace(detail, h("p", {}, `${selected} does not exist (or is not yours to see).`)); return; }
     if (fetchMore || historyFor !== selected) {
