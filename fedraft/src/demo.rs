@@ -61,9 +61,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     println!("fedraft demo: 3 nodes, 3 simulated clusters, all on 127.0.0.1");
     println!("  API:         {}", demo.api_url);
     println!("  admin token: {}", demo.token);
+    // The token rides in the fragment, which the browser never sends to a server.
     println!(
-        "  console:     {}/ui/ (sign in with the admin token)",
-        demo.api_url
+        "  console:     {}/ui/#token={}   (a sign-in link; or open {}/ui/ and paste the token)",
+        demo.api_url, demo.token, demo.api_url
     );
     println!(
         "  kubectl:     export KUBECONFIG={}   (TLS at {}; then: kubectl get clusters)",

@@ -20,7 +20,7 @@ use axum::extract::State;
 use axum::{Extension, Json};
 use fedraft_core::audit::{Filter, StateView};
 use fedraft_core::model::ObjectKey;
-use fedraft_raft::audit::{AuditLog, Order, MAX_PAGE_RECORDS};
+use fedraft_raft::audit::{AuditLog, ObjectHistory, Order, MAX_PAGE_RECORDS};
 use fedraft_raft::RaftError;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -274,9 +274,9 @@ pub async fn explain(
     let key = ObjectKey::new(ns, name);
     let k = key.clone();
     let budget = app.cfg.audit_scan_budget_records.max(1) as u64;
-    let (changes, next) = blocking(&app, move || {
+    let (history, next) = blocking(&app, move || {
         let Some((first, last)) = log.bounds().map_err(internal)? else {
-            return Ok((Vec::new(), None));
+            return Ok((ObjectHistory::default(), None));
         };
         let from = q
             .from
@@ -301,16 +301,22 @@ pub async fn explain(
         // caller continues from where this page stopped.
         let page_to = to.min(from.saturating_add(budget - 1));
         let next = (page_to < to).then_some(page_to + 1);
-        let changes = log
-            .explain(&k, Some(from), Some(page_to), &mut |_| {})
+        let history = log
+            .history(&k, Some(from), Some(page_to), &mut |_| {})
             .map_err(replay_err("from"))?;
-        Ok((changes, next))
+        Ok((history, next))
     })
     .await?;
+    let readiness: Vec<Value> = history
+        .readiness
+        .iter()
+        .map(|r| json!({"index": r.index, "timeMs": r.time_ms, "desired": r.desired, "ready": r.ready}))
+        .collect();
     let mut body = json!({
         "kind": "PlacementHistory",
         "object": key.to_string(),
-        "changes": changes.iter().map(ChangeJson::of).collect::<Vec<_>>(),
+        "changes": history.changes.iter().map(ChangeJson::of).collect::<Vec<_>>(),
+        "readiness": readiness,
     });
     if let (Some(next), Some(m)) = (next, body.as_object_mut()) {
         m.insert("continue".into(), json!(next.to_string()));

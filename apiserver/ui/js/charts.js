@@ -64,3 +64,40 @@ export function historyChart(changes) {
   });
   return svg;
 }
+
+// Step lines over a shared x axis: `series` is [{ label, points: [[x, y], ...] }], each held
+// until its next point. `xLabel` renders an x value for the axis ends; `id` and `title` name the
+// chart for tests and screen readers (the text alternative lists every series' last value).
+export function linesChart({ id, title, series, xLabel = String, yUnit = "" }) {
+  const W = 420, H = 160, left = 44, right = 100, top = 10, bottom = 24;
+  const all = series.flatMap((se) => se.points);
+  if (!all.length) {
+    const p = document.createElement("p");
+    p.textContent = `${title}: nothing recorded yet.`;
+    return p;
+  }
+  const xs = all.map((p) => p[0]);
+  const x0 = Math.min(...xs), x1 = Math.max(...xs), span = Math.max(1e-9, x1 - x0);
+  const max = Math.max(1, ...all.map((p) => p[1]));
+  const x = (v) => left + ((v - x0) / span) * (W - left - right);
+  const y = (v) => top + (1 - v / max) * (H - top - bottom);
+  const fmt = (v) => (Number.isInteger(v) ? String(v) : v.toFixed(1)) + yUnit;
+  const desc = series.map((se) => `${se.label} ${se.points.length ? fmt(se.points[se.points.length - 1][1]) : "none"}`).join(", ");
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", "aria-label": `${title}: now ${desc}`, class: "chart", id });
+  svg.appendChild(s("line", { x1: left, y1: y(0), x2: W - right, y2: y(0), class: "axisline" }));
+  svg.appendChild(s("text", { x: left - 4, y: y(max) + 4, "text-anchor": "end", class: "axis" }, fmt(max)));
+  svg.appendChild(s("text", { x: left - 4, y: y(0) + 4, "text-anchor": "end", class: "axis" }, fmt(0)));
+  svg.appendChild(s("text", { x: left, y: H - 6, class: "axis" }, xLabel(x0)));
+  svg.appendChild(s("text", { x: W - right, y: H - 6, "text-anchor": "end", class: "axis" }, xLabel(x1)));
+  series.forEach((se, k) => {
+    if (!se.points.length) return;
+    const color = COLORS[k % COLORS.length];
+    let d = "";
+    se.points.forEach(([px, py], i) => { d += i === 0 ? `M${x(px)},${y(py)}` : `H${x(px)}V${y(py)}`; });
+    d += `H${W - right}`;
+    const last = se.points[se.points.length - 1][1];
+    svg.appendChild(s("path", { d, fill: "none", stroke: color, "stroke-width": 2, "stroke-dasharray": k % 2 ? "5 3" : "" }));
+    svg.appendChild(s("text", { x: W - right + 6, y: top + 12 + k * 14, fill: color, class: "axis" }, `${se.label} ${fmt(last)}`));
+  });
+  return svg;
+}

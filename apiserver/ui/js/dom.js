@@ -32,6 +32,12 @@ export function fmtTime(ms) {
   return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
+// Core's sentences carry log times as raw milliseconds ("NotReady since 1796228631861 ms"): the
+// archive's readers compare them as text, so they stay so there and are made readable here.
+export function readable(text) {
+  return String(text ?? "").replace(/\b(since|at) (\d{12,}) ms\b/g, (_, w, ms) => `${w} ${fmtTime(Number(ms))}`);
+}
+
 export function ago(ms, nowMs) {
   if (!ms) return "";
   const s = Math.max(0, Math.round((nowMs - ms) / 1000));

@@ -6,7 +6,7 @@
 // the grid is the first 2,000 clusters of the same filter and the replica counts one sum per
 // cluster (`/v1/placement/clusters`), all refetched when the watch reports a change.
 
-import { h, replace, fmtTime, ago, ServerPager, confirmDialog, debounce } from "./dom.js";
+import { h, replace, fmtTime, ago, readable, ServerPager, confirmDialog, debounce } from "./dom.js";
 import { api } from "./api.js";
 
 const PAGE = 100;
@@ -88,7 +88,10 @@ export function fleetView(root, ctx) {
       { title: "Health", cell: (c) => h("span", { class: `health ${c.status.health}`, "data-health": c.status.health },
         c.status.health, h("span", { class: "muted" }, ` since ${fmtTime(c.status.healthSinceMs)} (${ago(c.status.healthSinceMs, now)})`),
         c.status.health !== "Ready" && c.status.lastHeartbeatMs ? h("div", { class: "muted" }, `last heartbeat ${ago(c.status.lastHeartbeatMs, now)}`) : null,
-        c.status.health === "Unknown" ? h("div", { class: "muted" }, "never heard from") : null) },
+        c.status.health === "Unknown" && !c.status.lastHeartbeatMs ? h("div", { class: "muted" }, "never heard from") : null,
+        // Why, from every node's vantage point: who could not reach it, a broken link held Ready,
+        // failover paused by the brake.
+        c.status.condition ? h("div", { class: c.status.health === "Ready" ? "muted" : "warn", "data-why": c.name }, readable(c.status.condition)) : null) },
       { title: "Scheduling", cell: (c) => c.drained ? "drained" : c.cordoned ? "cordoned" : "schedulable" },
       { title: "Taints", cell: (c) => (c.taints || []).join(", ") || "—" },
       { title: "Region / zone", cell: (c) => `${label(c, REGION) || "—"} / ${label(c, ZONE) || "—"}` },

@@ -2,12 +2,47 @@
 // transport (GET /v1/status/nodes): role, term, commit and applied index, lag behind the leader's
 // commit, state hash, and bytes on disk of the raft log, the audit archive, snapshots and the WAL.
 // The members' state hashes are compared at one index (the lowest applied among them; members
-// ahead answer from their archive), and a difference there is shown as an alarm.
+// ahead answer from their archive), and a difference there is shown as an alarm. Two charts
+// follow the write rate (the leader's commit index over time) and each member's apply lag, from
+// the samples this page took since it was loaded (kept across views, not across reloads).
 
 import { h, replace, bytes } from "./dom.js";
 import { api } from "./api.js";
+import { linesChart } from "./charts.js";
 
 const REFRESH_MS = 3000;
+// About ten minutes of samples at the refresh rate.
+const MAX_SAMPLES = 200;
+// { t (ms), commit (leader's commit index), lag: { nodeId: entries } }, oldest first.
+const samples = [];
+
+function sample(leaderCommit, members) {
+  const lag = {};
+  for (const m of members) if (m.reachable) lag[m.nodeId] = Math.max(0, leaderCommit - m.raftAppliedIndex);
+  samples.push({ t: Date.now(), commit: leaderCommit, lag });
+  if (samples.length > MAX_SAMPLES) samples.shift();
+}
+
+function rateAndLagCharts() {
+  const t0 = samples.length ? samples[0].t : 0;
+  const secs = (t) => `${Math.round((t - t0) / 1000)} s`;
+  const rate = [];
+  for (let i = 1; i < samples.length; i++) {
+    const dt = (samples[i].t - samples[i - 1].t) / 1000;
+    if (dt > 0) rate.push([samples[i].t, Math.max(0, samples[i].commit - samples[i - 1].commit) / dt]);
+  }
+  const nodes = [...new Set(samples.flatMap((x) => Object.keys(x.lag)))].sort();
+  return h("div", { class: "cols" },
+    h("div", {}, h("h2", {}, "Write rate"),
+      linesChart({ id: "chart-write-rate", title: "committed entries per second", series: [{ label: "entries/s", points: rate }], xLabel: secs })),
+    h("div", {}, h("h2", {}, "Apply lag"),
+      linesChart({
+        id: "chart-apply-lag",
+        title: "entries committed but not applied, per member",
+        series: nodes.map((n) => ({ label: `node ${n}`, points: samples.filter((x) => n in x.lag).map((x) => [x.t, x.lag[n]]) })),
+        xLabel: secs,
+      })));
+}
 
 const short = (hash) => (hash ? `${hash.slice(0, 16)}…` : "—");
 
@@ -43,6 +78,7 @@ export function healthView(root, ctx) {
     const members = all.members || [];
     const leader = members.find((m) => m.isLeader);
     const leaderCommit = leader ? leader.commitIndex : Math.max(0, ...members.map((m) => m.commitIndex || 0));
+    sample(leaderCommit, members);
     const row = (m) => {
       const lag = m.reachable ? Math.max(0, leaderCommit - m.raftAppliedIndex) : null;
       const d = m.disk || {};
@@ -74,7 +110,8 @@ export function healthView(root, ctx) {
         h("caption", {}, "Raft members, each answering for itself over the peer transport (lag: entries the leader committed that the member has not applied)"),
         h("thead", {}, h("tr", {}, ["Node", "Membership", "Peer address", "Role", "Term", "Commit", "Applied", "Lag", "State hash",
           "Raft log", "Audit archive", "Snapshots + checkpoints", "WAL", "Disk free"].map((t) => h("th", { scope: "col" }, t)))),
-        h("tbody", {}, members.map(row)))));
+        h("tbody", {}, members.map(row)))),
+      rateAndLagCharts());
   }
   tick();
 }

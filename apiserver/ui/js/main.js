@@ -40,7 +40,17 @@ function parseHash() {
   return { view: m ? m[1] : "", params: new URLSearchParams(m ? m[2] : "") };
 }
 
+// A sign-in link (`/ui/#token=...`, as `fedraft demo` prints it): the fragment never reaches a
+// server, and it is taken out of the address bar and history at once.
+function takeTokenFromLink() {
+  const m = /^#token=([^&]+)$/.exec(location.hash || "");
+  if (!m) return;
+  token.set(decodeURIComponent(m[1]));
+  history.replaceState(null, "", location.pathname + location.search + "#/");
+}
+
 function main() {
+  takeTokenFromLink();
   if (!token.get()) return login();
   start().catch((e) => {
     if (e.status === 401) { token.clear(); login("That token was not accepted."); } else showError(e);
@@ -147,4 +157,6 @@ function showError(e) {
   replace(document.getElementById("main"), h("p", { class: "error", role: "alert" }, `Error: ${e.message}`));
 }
 
+// A sign-in link opened in a tab that already shows the console changes the fragment only.
+window.addEventListener("hashchange", () => { if (/^#token=/.test(location.hash)) location.reload(); });
 main();

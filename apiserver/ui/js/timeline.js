@@ -5,7 +5,7 @@
 // points give the diff; a placement change opens its explanation, whose buttons move the cursor
 // to just before and after it. The URL keeps cursor, marks, filters and the records shown.
 
-import { h, replace, fmtTime, pagedTable, debounce } from "./dom.js";
+import { h, replace, fmtTime, readable, pagedTable, debounce } from "./dom.js";
 import { api } from "./api.js";
 
 const INTENTS = new Set(["RegisterCluster", "UpdateCluster", "DeregisterCluster", "Cordon", "Uncordon", "Drain",
@@ -162,7 +162,7 @@ export function timelineView(root, ctx) {
         { title: "Outcome", cell: (r) => r.outcome.status === "Accepted" ? "accepted" : `rejected: ${r.outcome.message}` },
         { title: "Placement changes", cell: (r) => (r.decisions || []).map((d) => h("div", {},
           h("button", { type: "button", class: "link", "aria-label": `explain ${d.object} at ${r.index}`, "data-explain": d.object,
-            onclick: () => openExplain(d.object, r.index) }, d.object), ` ${d.summary}`)) },
+            onclick: () => openExplain(d.object, r.index) }, d.object), ` ${readable(d.summary)}`)) },
       ],
     }));
   }
@@ -184,7 +184,7 @@ export function timelineView(root, ctx) {
           h("tbody", {}, s.objects.slice(0, 200).map((o) => {
             const pl = Object.entries(o.placement).filter(([, n]) => n > 0).map(([c, n]) => `${c}:${n}`).join(" ") || "none";
             return h("tr", { "data-object": `${o.namespace}/${o.name}`, "data-placement": pl },
-              h("td", {}, `${o.namespace}/${o.name}`), h("td", {}, String(o.replicas)), h("td", {}, pl), h("td", {}, o.decision));
+              h("td", {}, `${o.namespace}/${o.name}`), h("td", {}, String(o.replicas)), h("td", {}, pl), h("td", {}, readable(o.decision)));
           }))),
         s.objects.length > 200 ? h("p", { class: "muted" }, `first 200 of ${s.objects.length} objects`) : null);
     } catch (e) {

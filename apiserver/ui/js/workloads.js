@@ -1,12 +1,13 @@
 // fedraft console: the Workloads view. Federated objects with placement per cluster, desired vs
 // ready, conditions and shortfall, and the last decision, one page at a time as the server
-// filters and pages them (`/v1/objects?q=&limit=&continue=`, refetched on live changes); one object's details (read alone) add the
-// scheduler's reasons, a chart of ready vs desired per cluster, the replicas per cluster over
-// time (from the audit archive's placement history) and the template with its overrides.
+// filters and pages them (`/v1/objects?q=&limit=&continue=`, refetched on live changes). One
+// object's details (read alone) add the scheduler's reasons, a chart of ready vs desired per
+// cluster, ready vs desired and the replicas per cluster over time (both from the audit
+// archive's history of the object) and the template with its overrides.
 
-import { h, replace, fmtTime, ServerPager, debounce } from "./dom.js";
+import { h, replace, fmtTime, readable, ServerPager, debounce } from "./dom.js";
 import { api } from "./api.js";
-import { readyChart, historyChart } from "./charts.js";
+import { readyChart, historyChart, linesChart } from "./charts.js";
 import { templateOf, doorDocuments, doorTable } from "./door.js";
 
 const PAGE = 100;
@@ -16,8 +17,12 @@ function placementText(o) {
   return p.length ? p.map(([c, n]) => `${c}:${n}`).join(" ") : "none";
 }
 
+// Conditions whose True is the bad news; for the others, anything but True is.
+const NEGATIVE = new Set(["Unschedulable", "Degraded", "ReplicaFailure", "Stalled"]);
+const isProblem = (c) => (NEGATIVE.has(c.type) ? c.status === "True" : c.status !== "True");
+
 function problems(o) {
-  return ((o.status && o.status.conditions) || []).filter((c) => c.status !== "True");
+  return ((o.status && o.status.conditions) || []).filter(isProblem);
 }
 
 // The manifest each member cluster receives, as the server rendered it (Secret values redacted
@@ -74,9 +79,9 @@ export function workloadsView(root, ctx) {
         } },
         { title: "Ready / desired", cell: (o) => `${o.status.readyReplicas} / ${o.status.desiredReplicas ?? "—"}` },
         { title: "Placement", cell: (o) => h("span", { "data-placement": placementText(o) }, placementText(o)) },
-        { title: "Conditions", cell: (o) => problems(o).map((c) => h("div", { class: "warn" }, `${c.type}: ${c.message}`)) },
+        { title: "Conditions", cell: (o) => problems(o).map((c) => h("div", { class: "warn" }, `${c.type}: ${readable(c.message)}`)) },
         { title: "Shortfall", cell: (o) => o.status.shortfall ? `${o.status.shortfall.replicas}: ${o.status.shortfall.message}` : "—" },
-        { title: "Last decision", cell: (o) => o.status.lastDecision ? o.status.lastDecision.summary : "" },
+        { title: "Last decision", cell: (o) => o.status.lastDecision ? readable(o.status.lastDecision.summary) : "" },
       ],
     }));
     if (selected) renderDetail(false);
@@ -126,14 +131,24 @@ export function workloadsView(root, ctx) {
               h("td", {}, c), h("td", {}, String(v.replicas)), h("td", {}, String(v.readyReplicas)),
               h("td", {}, v.applied ? "yes" : "no"), h("td", {}, v.message || ""), h("td", {}, fmtTime(v.reportedMs)))))),
           h("h3", {}, "Conditions"),
-          h("ul", {}, (st.conditions || []).map((c) => h("li", { class: c.status === "True" ? "" : "warn" }, `${c.type} ${c.status}${c.message ? ": " + c.message : ""}`))),
+          h("ul", {}, (st.conditions || []).map((c) => h("li", { class: isProblem(c) ? "warn" : "" }, `${c.type} ${c.status}${c.message ? ": " + readable(c.message) : ""}`))),
           st.shortfall ? h("p", { class: "warn" }, `Shortfall ${st.shortfall.replicas}: ${st.shortfall.message}`) : null,
           h("h3", {}, "Last decision"),
-          h("p", { id: "wl-decision" }, `${dec.summary || ""} (log index ${dec.decidedIndex ?? "—"})`),
-          (dec.dropped || []).length ? h("ul", {}, dec.dropped.map((d) => h("li", {}, `${d.cluster}: ${d.reasonText || d.reason}`))) : null),
+          h("p", { id: "wl-decision" }, `${readable(dec.summary)} (log index ${dec.decidedIndex ?? "—"})`),
+          (dec.dropped || []).length ? h("ul", {}, dec.dropped.map((d) => h("li", {}, `${d.cluster}: ${readable(d.reasonText || d.reason)}`))) : null),
         h("div", {},
           h("h3", {}, "Ready vs desired per cluster"),
           readyChart(clusters.map(([c, v]) => ({ label: c, want: v.replicas, have: v.readyReplicas }))),
+          h("h3", {}, "Ready vs desired over time"),
+          history && history.readiness ? linesChart({
+            id: "chart-readiness",
+            title: "ready vs desired over time",
+            series: [
+              { label: "desired", points: history.readiness.map((r) => [r.index, r.desired]) },
+              { label: "ready", points: history.readiness.map((r) => [r.index, r.ready]) },
+            ],
+            xLabel: (i) => `#${i}`,
+          }) : h("p", { class: "muted" }, history && history.error ? "History unavailable." : "Loading…"),
           h("h3", {}, "Replicas per cluster over time"),
           history && history.error ? h("p", { class: "muted" }, `History unavailable: ${history.error}`)
             : history ? historyChart(history.changes || []) : h("p", {}, "Loading…"),

@@ -38,6 +38,38 @@ pub struct PlacementChange {
     pub explanation: String,
 }
 
+/// Desired and ready replicas of one object summed over its clusters, as they stood after one
+/// record: the points of a "ready vs desired over time" chart. A sample is taken only where one
+/// of the two numbers changed, so a long quiet stretch costs nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadySample {
+    pub index: u64,
+    pub time_ms: u64,
+    /// Replicas placed over all clusters (what the scheduler gave the object).
+    pub desired: u32,
+    /// Ready replicas the placed clusters last reported.
+    pub ready: u32,
+}
+
+impl ReadySample {
+    /// The sample for `key` in `state` (after the entry at `index`, logged at `time_ms`); `None`
+    /// when the object does not exist there.
+    pub fn of(state: &State, key: &ObjectKey, index: u64, time_ms: u64) -> Option<Self> {
+        let o = state.object(&key.namespace, &key.name)?;
+        Some(Self {
+            index,
+            time_ms,
+            desired: o.status.clusters.iter().map(|c| c.replicas).sum(),
+            ready: o.status.ready_replicas,
+        })
+    }
+
+    /// Whether `self` says something `prev` did not.
+    pub fn differs(&self, prev: Option<&Self>) -> bool {
+        prev.is_none_or(|p| (p.desired, p.ready) != (self.desired, self.ready))
+    }
+}
+
 /// `03:11:42`: the UTC time of day of a log time, for the cause sentences (which the archive's
 /// readers compare as text, so they are built here, once). Plain remainder arithmetic: no
 /// calendar, no clock.

@@ -18,7 +18,7 @@ use crate::command::{Command, LogEntry};
 use crate::state::Applied;
 
 pub use diff::{diff, FieldChange, FieldKind, ItemDiff, StateDiff};
-pub use explain::{explain_step, rollout_steps, PlacementChange};
+pub use explain::{explain_step, rollout_steps, PlacementChange, ReadySample};
 pub use filter::Filter;
 pub use view::StateView;
 

@@ -21,7 +21,7 @@ use crate::codec;
 use crate::error::RaftError;
 
 pub use live::{rebuild_offline, LiveState};
-pub use replay::VerifyReport;
+pub use replay::{ObjectHistory, VerifyReport};
 
 /// Default distance between state checkpoints, in commands. At ~2.5 µs per replayed command a
 /// state at any index is at most ~25 ms of replay beyond its checkpoint; a checkpoint of a

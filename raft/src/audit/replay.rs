@@ -5,7 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fedraft_core::audit::{diff, explain_step, rollout_steps, PlacementChange, Record, StateDiff};
+use fedraft_core::audit::{
+    diff, explain_step, rollout_steps, PlacementChange, ReadySample, Record, StateDiff,
+};
 use fedraft_core::command::{EntryDecoder, LogEntry};
 use fedraft_core::model::ObjectKey;
 use fedraft_core::state::State;
@@ -197,8 +199,20 @@ impl AuditLog {
         to: Option<u64>,
         progress: &mut dyn FnMut(u64),
     ) -> Result<Vec<PlacementChange>, RaftError> {
+        Ok(self.history(key, from, to, progress)?.changes)
+    }
+
+    /// [`AuditLog::explain`] and, from the same replay, the object's desired and ready replicas
+    /// over the range (a sample where either changed, the first at `from`).
+    pub fn history(
+        &self,
+        key: &ObjectKey,
+        from: Option<u64>,
+        to: Option<u64>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ObjectHistory, RaftError> {
         let Some((first, last)) = self.bounds()? else {
-            return Ok(Vec::new());
+            return Ok(ObjectHistory::default());
         };
         let from = from.unwrap_or(first).max(first);
         let to = to.unwrap_or(last).min(last);
@@ -211,8 +225,17 @@ impl AuditLog {
             .map(|o| o.placement_map());
         let wanted = key.to_string();
         let mut changes = Vec::new();
+        let mut readiness: Vec<ReadySample> =
+            ReadySample::of(&state, key, state.applied_index(), state.log_time_ms())
+                .into_iter()
+                .collect();
         let mut each =
             |rec: &AuditRecordRef<'_>, entry: &LogEntry, after: &State| -> Result<(), RaftError> {
+                if let Some(r) = ReadySample::of(after, key, rec.index, entry.timestamp_ms) {
+                    if r.differs(readiness.last()) {
+                        readiness.push(r);
+                    }
+                }
                 let now = after
                     .object(&key.namespace, &key.name)
                     .map(|o| o.placement_map());
@@ -239,7 +262,7 @@ impl AuditLog {
                 Ok(())
             };
         self.advance(&mut state, to, Some(&mut each), progress)?;
-        Ok(changes)
+        Ok(ObjectHistory { changes, readiness })
     }
 
     /// Replays the whole archive: the hash chain must hold, every re-applied command must give
@@ -352,4 +375,11 @@ impl AuditLog {
         }
         Ok(report)
     }
+}
+
+/// What [`AuditLog::history`] found for one object over a range of the log.
+#[derive(Debug, Clone, Default)]
+pub struct ObjectHistory {
+    pub changes: Vec<PlacementChange>,
+    pub readiness: Vec<ReadySample>,
 }

@@ -323,6 +323,19 @@ async fn console_follows_a_failover_and_replays_it() {
         "return document.querySelector('[data-tile=\"dc2\"].dark') !== null",
     )
     .await;
+    // Why it is NotReady, with log times as times, not raw milliseconds.
+    let why = b
+        .wait_for(
+            "why dc2 is NotReady",
+            LIMIT,
+            "return document.querySelector('[data-why=\"dc2\"]')?.textContent",
+        )
+        .await;
+    let why = why.as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("NotReady since 20") && !why.contains(" ms"),
+        "{why}"
+    );
     b.screenshot("02-dc2-dark").await;
 
     b.click("#nav-workloads").await;
@@ -379,6 +392,22 @@ async fn console_follows_a_failover_and_replays_it() {
         "return document.querySelector('#chart-history') !== null",
     )
     .await;
+    // Ready vs desired over time, from the archive: it ends where the object stands now.
+    let readiness = b
+        .wait_for(
+            "the ready vs desired chart",
+            LIMIT,
+            "return document.querySelector('svg#chart-readiness')?.getAttribute('aria-label')",
+        )
+        .await;
+    let readiness = readiness.as_str().unwrap_or_default().to_string();
+    let desired: u32 = readiness
+        .split("now desired ")
+        .nth(1)
+        .and_then(|t| t.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(desired > 0 && readiness.contains("ready "), "{readiness}");
     b.wait_for(
         "the rendered manifests, none for dc2",
         LIMIT,
@@ -482,12 +511,39 @@ async fn console_follows_a_failover_and_replays_it() {
         agreed.as_str().is_some_and(|i| i.parse::<u64>().is_ok()),
         "{agreed}"
     );
+    // The write rate and apply lag charts fill from the page's own samples.
+    let lag = b
+        .wait_for(
+            "the apply lag chart of the three members",
+            LIMIT,
+            r#"
+            const l = document.querySelector('svg#chart-apply-lag')?.getAttribute('aria-label') || '';
+            const r = document.querySelector('svg#chart-write-rate');
+            return r && ['node 1', 'node 2', 'node 3'].every((n) => l.includes(n)) ? l : null"#,
+        )
+        .await;
+    assert!(
+        lag.as_str().is_some_and(|l| l.contains("per member")),
+        "{lag}"
+    );
     assert_labelled(&b, "health").await;
     b.screenshot("06-health").await;
 
-    // A tenant sees its namespace only and is offered no fleet or cluster actions.
+    // A tenant sees its namespace only and is offered no fleet or cluster actions. It signs in
+    // with a link that carries its token in the fragment, which leaves the address bar at once.
     b.click("#logout").await;
-    sign_in(&b, &ui, TENANT).await;
+    b.goto(&format!("{ui}#token={TENANT}")).await;
+    b.wait_for(
+        "signed in from a link",
+        LIMIT,
+        "return document.getElementById('role')?.textContent",
+    )
+    .await;
+    let address = b.js("return location.href", json!([])).await;
+    assert!(
+        !address.as_str().unwrap_or("").contains(TENANT),
+        "the token stayed in the address: {address}"
+    );
     assert_eq!(
         b.js(
             "return document.getElementById('role').textContent",
