@@ -165,12 +165,64 @@ fn table(doc: &Value) -> String {
             w["verdict"].as_str().unwrap_or("Unknown"),
         ));
     }
+    if !doc["failBack"].is_null() {
+        out.push_str(&failback_lines(doc));
+    }
     for e in r["events"].as_array().into_iter().flatten() {
         out.push_str(&format!(
             "  #{:<8} {}  {}\n",
             e["index"],
             crate::timefmt::Times::Absolute.show(e["timeMs"].as_u64().unwrap_or(0)),
             e["message"].as_str().unwrap_or("")
+        ));
+    }
+    out
+}
+
+/// The fail-back section of a rollout document (`failBack`): the object's choice, each cluster
+/// it failed over from with since when it is Ready and when the object fails back to it, and
+/// the last fail-back. Times are absolute: a due time lies ahead.
+pub fn failback_lines(doc: &Value) -> String {
+    let fb = &doc["failBack"];
+    let at = |v: &Value| {
+        v.as_u64().map_or("-".to_string(), |ms| {
+            crate::timefmt::Times::Absolute.show(ms)
+        })
+    };
+    let policy = match &fb["policy"] {
+        Value::String(s) => s.clone(),
+        v => match v["afterRecoveryHeld"].as_u64() {
+            Some(n) => format!("after recovery held {n}s"),
+            None => "never".to_string(),
+        },
+    };
+    let mut out = format!("Fail-back: {policy}\n");
+    for p in fb["pending"].as_array().into_iter().flatten() {
+        let cluster = p["cluster"].as_str().unwrap_or("?");
+        match p["readySinceMs"].as_u64() {
+            Some(_) => out.push_str(&format!(
+                "  pending {cluster}: Ready since {}, fails back at {}\n",
+                at(&p["readySinceMs"]),
+                at(&p["dueAtMs"])
+            )),
+            None => out.push_str(&format!(
+                "  pending {cluster}: fails back once it has been Ready for the hold\n"
+            )),
+        }
+    }
+    let last = &fb["last"];
+    if !last.is_null() {
+        let to: Vec<&str> = last["clusters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["cluster"].as_str())
+            .collect();
+        out.push_str(&format!(
+            "  last: entry #{} back to {} (held {}s)\n",
+            last["index"],
+            to.join(","),
+            last["heldSeconds"]
         ));
     }
     out
@@ -268,5 +320,40 @@ mod tests {
         );
         assert_eq!(finished(&doc), Some(ExitCode::from(1)));
         assert!(table(&doc).contains("Progressing"));
+    }
+
+    #[test]
+    fn fail_back_shows_the_choice_and_what_is_pending() {
+        let doc = serde_json::json!({
+            "failBack": {
+                "policy": {"afterRecoveryHeld": 30},
+                "pending": [
+                    {"cluster": "dc2", "readySinceMs": 1_000, "dueAtMs": 31_000},
+                    {"cluster": "dc3", "readySinceMs": null, "dueAtMs": null},
+                ],
+                "last": {"index": 42, "clusters": [{"cluster": "dc1", "readySinceMs": 0}],
+                         "heldSeconds": 30},
+            },
+            "clusters": [],
+        });
+        let text = failback_lines(&doc);
+        assert!(
+            text.starts_with("Fail-back: after recovery held 30s\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "pending dc2: Ready since 1970-01-01T00:00:01Z, fails back at 1970-01-01T00:00:31Z"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("pending dc3: fails back once"), "{text}");
+        assert!(
+            text.contains("last: entry #42 back to dc1 (held 30s)"),
+            "{text}"
+        );
+        assert!(table(&doc).contains("Fail-back: after recovery held 30s"));
+        let never = serde_json::json!({"failBack": {"policy": "never", "pending": []}});
+        assert_eq!(failback_lines(&never), "Fail-back: never\n");
     }
 }

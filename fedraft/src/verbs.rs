@@ -72,11 +72,36 @@ pub async fn describe(
         (Format::Yaml, _) | (_, Resource::Tenants | Resource::Endpoints) => {
             serde_yaml::to_string(&doc)?
         }
-        (_, Resource::Objects) => output::describe_object(&doc, times),
+        (_, Resource::Objects) => {
+            let mut text = output::describe_object(&doc, times);
+            text.push_str(&describe_failback(c, &doc).await?);
+            text
+        }
         (_, Resource::Clusters) => output::describe_cluster(&doc, times),
     };
     print!("{text}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The object's fail-back section (from its rollout document) when there is anything to say:
+/// a choice other than `never`, or a fail-back pending or done.
+async fn describe_failback(c: &Client, obj: &serde_json::Value) -> anyhow::Result<String> {
+    let (ns, name) = (
+        obj["namespace"].as_str().unwrap_or_default(),
+        obj["name"].as_str().unwrap_or_default(),
+    );
+    let doc = c
+        .get_json(&format!("/v1/namespaces/{ns}/objects/{name}/rollout"))
+        .await?;
+    let fb = &doc["failBack"];
+    let quiet = fb["policy"] == "never"
+        && fb["pending"].as_array().is_none_or(Vec::is_empty)
+        && fb["last"].is_null();
+    Ok(if quiet || fb.is_null() {
+        String::new()
+    } else {
+        crate::rollout::failback_lines(&doc)
+    })
 }
 
 /// `delete RESOURCE NAME` or `delete -f FILE`.

@@ -4,9 +4,11 @@
 //! GET answers from state (linearizable unless `?stale=true`): the strategy, the phase and its
 //! reason, the waves, per placed cluster the revision it should run and the workload status it
 //! reported (revision, generations, replica counts, conditions, verdict), the rollout's
-//! story, and the replicas kept on clusters the object is leaving (`handover`). A move is proposed as one `Command::Rollout`; core checks it again against the
-//! rollout as it is when the entry applies (a pause of a completed rollout is 422, naming
-//! `action`). Must not: decide anything about the rollout itself.
+//! story, the replicas kept on clusters the object is leaving (`handover`), and the fail-back
+//! choice with any fail-back pending (cluster, Ready since, due at). A move is proposed as one
+//! `Command::Rollout`; core checks it again against the rollout as it is when the entry applies
+//! (a pause of a completed rollout is 422, naming `action`). Must not: decide anything about
+//! the rollout itself.
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -76,11 +78,13 @@ pub fn rollout_json(s: &CoreState, ns: &str, name: &str) -> Option<Value> {
     let handover = s
         .handover(&obj.key())
         .map(|h| json!({"held": h.held, "sinceMs": h.since_ms, "deadlineMs": h.deadline_ms}));
-    // The fail-back choice, the clusters failed over from, and the last fail-back.
+    // The fail-back choice, the clusters failed over from (each with when it fails back, once
+    // it is Ready again), and the last fail-back.
     let key = obj.key();
     let failback = json!({
         "policy": s.failback(&key),
         "away": s.failback_away(&key),
+        "pending": s.failback_pending(&key),
         "last": s.failback_last(&key).map(|f| json!({
             "index": f.index,
             "clusters": f.clusters.iter().map(|(c, since)| json!({"cluster": c, "readySinceMs": since})).collect::<Vec<_>>(),

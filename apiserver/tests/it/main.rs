@@ -12,6 +12,7 @@ mod admission;
 mod api;
 mod audit_api;
 mod endpoints;
+mod failback_api;
 mod health_api;
 mod k8s_door;
 mod list_paging;

@@ -119,10 +119,23 @@ fn replicas_return_after_the_recovered_cluster_is_held_ready() {
         Some(1),
         "dc3 remembered"
     );
+    // While dc3 is dark the fail-back is pending with no due time.
+    let pending = run.h.state.failback_pending(&key());
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0].cluster, "dc3");
+    assert_eq!(
+        (pending[0].ready_since_ms, pending[0].due_at_ms),
+        (None, None)
+    );
     // dc3 comes back; the count starts when it turns Ready.
     run.beat(&["dc1", "dc2", "dc3"], 60_000);
     let since = ready_since(&run.h, "dc3");
     let held_until = since + HELD_S * 1000;
+    let pending = run.h.state.failback_pending(&key());
+    assert_eq!(
+        (pending[0].ready_since_ms, pending[0].due_at_ms),
+        (Some(since), Some(held_until))
+    );
     while run.h.now_ms + 5_000 < held_until {
         run.beat(&["dc1", "dc2", "dc3"], 5_000);
         assert!(
@@ -135,6 +148,7 @@ fn replicas_return_after_the_recovered_cluster_is_held_ready() {
     let p = run.h.placement("shop", "web");
     assert_eq!(p.get("dc3"), Some(&2), "failed back: {p:?}");
     assert!(run.h.state.failback_away(&key()).is_none());
+    assert!(run.h.state.failback_pending(&key()).is_empty());
     let last = run
         .h
         .state

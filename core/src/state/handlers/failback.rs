@@ -44,6 +44,17 @@ pub struct FailBackFired {
     pub held_seconds: u64,
 }
 
+/// A cluster an object failed over from, as it stands now (`rollout status`, the API).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailBackPending {
+    pub cluster: String,
+    /// Log time the cluster has been Ready since; None while it is not Ready (or is gone).
+    pub ready_since_ms: Option<u64>,
+    /// Log time the object fails back to it if it stays Ready; None while it is not Ready.
+    pub due_at_ms: Option<u64>,
+}
+
 /// The fail-back tables (replicated; encoded after the extended-resource tables).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailBacks {
@@ -79,6 +90,32 @@ impl State {
     /// Clusters the object failed over from and may fail back to.
     pub fn failback_away(&self, key: &ObjectKey) -> Option<&BTreeSet<String>> {
         self.failbacks.away.get(key)
+    }
+
+    /// The clusters the object may fail back to, each with when it would (None for an object
+    /// whose choice is `Never`: it remembers nothing). The due time is the one the timer was
+    /// set to (`failback_cluster_gained`), and the timer re-checks the same two facts.
+    pub fn failback_pending(&self, key: &ObjectKey) -> Vec<FailBackPending> {
+        let Some(held) = self.failback(key).held_ms() else {
+            return Vec::new();
+        };
+        self.failback_away(key)
+            .into_iter()
+            .flatten()
+            .map(|name| {
+                let since = self
+                    .d
+                    .clusters
+                    .get(name)
+                    .filter(|c| c.status.health == Health::Ready)
+                    .map(|c| c.status.health_since_ms);
+                FailBackPending {
+                    cluster: name.clone(),
+                    ready_since_ms: since,
+                    due_at_ms: since.map(|s| s.saturating_add(held)),
+                }
+            })
+            .collect()
     }
 
     /// The object's last fail-back, if any.

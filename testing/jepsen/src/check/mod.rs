@@ -1,14 +1,17 @@
 //! Checkers that judge a recorded history: [`register`] (linearizability of per-key registers, built on the
 //! generic search in [`wgl`]) and [`set`] (no lost and no phantom elements); and checkers of what the harness
 //! observed around it: [`convergence`] (member clusters hold what placement says), [`agreement`] (equal state
-//! hashes at equal indexes), [`clock`] (log time monotonic and sane, no false NotReady) and [`leadership`]
-//! (term changes within a bound, for the slow-link nemesis). Checkers are pure
+//! hashes at equal indexes), [`clock`] (log time monotonic and sane, no false NotReady), [`leadership`]
+//! (term changes within a bound, for the slow-link nemesis), and [`floor`] (a workload's ready replicas over
+//! members not dark never below the floor a rollout or drain promises, and no member running a template
+//! revision the log did not roll out to it). Checkers are pure
 //! functions of their inputs; they never contact fedraft. Start with [`register::check_registers`] and
 //! [`set::check_sets`].
 
 pub mod agreement;
 pub mod clock;
 pub mod convergence;
+pub mod floor;
 pub mod leadership;
 pub mod register;
 pub mod set;
