@@ -69,8 +69,15 @@ use crate::users::{TokenIssue, UserSpec};
 /// whose time advances expire those leases and move the clusters of expired nodes
 /// (`crate::owners`). An older entry
 /// does none of these (a template without a namespace is refused, a Duplicated object counts
-/// once), so it replays as it did.
-pub const LOG_ENTRY_VERSION: u16 = 9;
+/// once), so it replays as it did. 10, the same envelope, whose entries that turn a cluster
+/// NotReady already past an object's failover grace period (a grace shorter than the time it
+/// took to notice) queue the object for failover at once ([`FAILOVER_OVERDUE_SINCE`]); in an
+/// older entry such an object waited for the next placement change, as it did.
+pub const LOG_ENTRY_VERSION: u16 = 10;
+
+/// The first envelope version whose entries fail over at once an object whose grace period had
+/// already run out when its cluster was seen NotReady.
+pub const FAILOVER_OVERDUE_SINCE: u16 = 10;
 
 /// The first envelope version whose entries apply vantage points and the brake.
 pub const HEALTH_VANTAGE_SINCE: u16 = 9;

@@ -2,7 +2,7 @@
 //! at a bounded rate, and recovery with and without rebalance.
 
 use crate::state_support::*;
-use fedraft_core::command::Command;
+use fedraft_core::command::{Command, LogEntry, FAILOVER_OVERDUE_SINCE};
 use fedraft_core::model::Health;
 use fedraft_core::state::RESCHEDULE_OBJECTS_PER_ENTRY;
 
@@ -241,4 +241,41 @@ fn heartbeat_without_health_change_makes_no_decisions_and_no_changes() {
     let a = h.heartbeat(&["dc1", "dc2"], Some(big_capacity()));
     assert!(a.decisions.is_empty());
     assert!(a.changes.is_empty());
+}
+
+/// dc1 of `[dc1, dc2]` falls silent with `web` (4 replicas, failover grace 0 s) on both; the
+/// tick that finds it NotReady carries log version `version`. Returns web's placement after it.
+fn silent_with_no_grace(version: u16) -> std::collections::BTreeMap<String, u32> {
+    let mut h = Harness::new();
+    h.fleet(&["dc1", "dc2"]);
+    let mut s = spec(deployment("web", 4, 100), divided(None));
+    s.placement.failover.grace_period_seconds = 0;
+    h.put("ns", "web", s);
+    assert_eq!(h.placement("ns", "web").len(), 2);
+    for _ in 0..3 {
+        h.advance(10 * S);
+        h.heartbeat(&["dc2"], None);
+    }
+    h.advance(S);
+    h.index += 1;
+    let mut tick = LogEntry::new("", "test", h.now_ms, Command::Tick);
+    tick.version = version;
+    h.state.apply(h.index, &tick);
+    assert_eq!(
+        h.state.cluster("dc1").unwrap().status.health,
+        Health::NotReady
+    );
+    h.placement("ns", "web")
+}
+
+#[test]
+fn a_grace_shorter_than_detection_fails_over_at_once() {
+    // NotReady is dated at the deadline, 30 s after the last heartbeat, and noticed 1 s later:
+    // the grace of 0 s had run out before anyone knew, so no timer is left to fire.
+    let p = silent_with_no_grace(FAILOVER_OVERDUE_SINCE);
+    assert_eq!(p.get("dc2"), Some(&4), "failed over at once: {p:?}");
+    assert_eq!(p.get("dc1"), None, "{p:?}");
+    // Before version 10 such an object waited for its next placement change, and replays so.
+    let p = silent_with_no_grace(FAILOVER_OVERDUE_SINCE - 1);
+    assert_eq!(p.get("dc1"), Some(&2), "{p:?}");
 }

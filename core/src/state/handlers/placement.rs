@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::command::FAILOVER_OVERDUE_SINCE;
 use crate::model::{
     Cluster, FederatedObject, Health, ObjectKey, PlacedCluster, ShortfallStatus, Tenant,
 };
@@ -399,10 +400,18 @@ impl State {
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default();
         for k in keys {
-            if let Some(obj) = self.object(&k.namespace, &k.name) {
-                for t in failover_timers(obj, &self.d.clusters, ctx.now_ms) {
-                    self.d.failover_timers.insert((t, k.clone()));
-                }
+            let Some(obj) = self.object(&k.namespace, &k.name) else {
+                continue;
+            };
+            let overdue = ctx.version >= FAILOVER_OVERDUE_SINCE
+                && failover_due(obj, &self.d.clusters).any(|t| t <= ctx.now_ms);
+            for t in failover_timers(obj, &self.d.clusters, ctx.now_ms) {
+                self.d.failover_timers.insert((t, k.clone()));
+            }
+            // A grace shorter than the time it took to notice the cluster has already run out:
+            // no timer is left to fire, so the object is queued now.
+            if overdue {
+                self.enqueue(&k);
             }
         }
     }
@@ -522,22 +531,29 @@ fn stamp_revision(m: &mut serde_json::Value, n: u32) {
 
 /// Failover deadlines for the object's replicas on unhealthy clusters that are still ahead.
 fn failover_timers(obj: &FederatedObject, clusters: &Keyed<Cluster>, now_ms: u64) -> Vec<u64> {
+    failover_due(obj, clusters)
+        .filter(|t| *t > now_ms)
+        .collect()
+}
+
+/// When each of the object's clusters that is not Ready has been so for longer than the
+/// object's grace period (none when failover is off).
+fn failover_due<'a>(
+    obj: &'a FederatedObject,
+    clusters: &'a Keyed<Cluster>,
+) -> impl Iterator<Item = u64> + 'a {
     let failover = &obj.spec.placement.failover;
-    if !failover.enabled {
-        return Vec::new();
-    }
     obj.status
         .clusters
         .iter()
+        .filter(move |_| failover.enabled)
         .filter_map(|p| clusters.get(&p.cluster))
         .filter(|c| c.status.health != Health::Ready)
         // The scheduler moves replicas once now - since > grace, hence the +1.
-        .map(|c| {
+        .map(move |c| {
             c.status
                 .health_since_ms
                 .saturating_add(failover.grace_period_ms())
                 .saturating_add(1)
         })
-        .filter(|t| *t > now_ms)
-        .collect()
 }
