@@ -293,10 +293,16 @@ pub fn cluster_json(c: &Cluster) -> Value {
     })
 }
 
-/// [`cluster_json`] with what the state says of its health beyond the status: `condition` (why
-/// NotReady, a broken link, a paused failover), `reachability` per node, `failoverHeld`.
+/// [`cluster_json`] with what the state says beyond the status: `owner` (spread ownership), and
+/// of its health `condition` (why NotReady, a broken link, a paused failover), `reachability`
+/// per node, `failoverHeld`.
 pub fn cluster_json_in(s: &fedraft_core::state::State, c: &Cluster) -> Value {
     let mut doc = cluster_json(c);
+    // The node whose executors converge it, under spread ownership (`fedraft_core::owners`).
+    if let Some(o) = s.owners().owner(&c.spec.name) {
+        let node = fedraft_core::health::vantage_name(&o.node);
+        doc["owner"] = json!({"node": node, "token": o.token(), "sinceIndex": o.since_index});
+    }
     let Some(note) = s.health_note(&c.spec.name) else {
         return doc;
     };

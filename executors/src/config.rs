@@ -56,6 +56,13 @@ pub struct ExecutorConfig {
     /// leads. Default None: no prober (the binary turns it on; the executors' own tests see
     /// only the owner's entries).
     pub prober_interval: Option<Duration>,
+    /// Spread ownership (`lease.rs`): this node renews an ownership lease of this length in
+    /// the log and runs executors for the clusters the log assigns to it. Default None:
+    /// leader-only ownership (also what every node does while no lease is live).
+    pub owner_lease: Option<Duration>,
+    /// Where this node is, for the assignment: (label key, value) pairs in order of
+    /// preference (region, then zone).
+    pub locality: Vec<(String, String)>,
 }
 
 impl Default for ExecutorConfig {
@@ -78,6 +85,8 @@ impl Default for ExecutorConfig {
             credentials_keys: None,
             kubeconfig_exec_allow: Vec::new(),
             prober_interval: None,
+            owner_lease: None,
+            locality: Vec::new(),
         }
     }
 }

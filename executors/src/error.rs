@@ -46,6 +46,10 @@ pub enum ExecError {
         command: &'static str,
         reason: String,
     },
+
+    /// A newer owner of the cluster wrote this object: this executor is stale and stops.
+    #[error("{id}: written by a newer owner ({owner}); this executor stops")]
+    Fenced { id: String, owner: String },
 }
 
 impl ExecError {
@@ -73,7 +77,8 @@ impl ExecError {
             ExecError::Propose { .. } => true,
             ExecError::Credentials { .. }
             | ExecError::Manifest(_)
-            | ExecError::UnknownKind { .. } => false,
+            | ExecError::UnknownKind { .. }
+            | ExecError::Fenced { .. } => false,
         }
     }
 }

@@ -24,6 +24,8 @@ pub mod config;
 pub mod desired;
 pub mod error;
 pub mod fednode;
+pub mod fence;
+pub mod lease;
 pub mod live;
 pub mod metrics;
 pub mod node;

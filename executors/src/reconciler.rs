@@ -26,7 +26,7 @@ use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use fedraft_core::state::DesiredObject;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use serde_json::{json, Value};
 use tokio::sync::{Mutex, Notify};
@@ -72,6 +72,8 @@ pub struct ClusterCtx {
     pub cfg: ExecutorConfig,
     /// This cluster's series (reconciles; the client records its own calls).
     pub metrics: ClusterMetrics,
+    /// This runner's owner token (`crate::fence`); none under leader-only ownership.
+    pub fence: crate::fence::Fence,
     known_namespaces: Mutex<BTreeSet<String>>,
 }
 
@@ -84,6 +86,7 @@ impl ClusterCtx {
             cluster,
             client,
             cfg,
+            fence: Default::default(),
             known_namespaces: Mutex::new(BTreeSet::new()),
         }
     }
@@ -98,7 +101,7 @@ pub enum Action {
     Applied { reason: ApplyReason, object: Value },
 }
 
-async fn bounded<T>(
+pub(crate) async fn bounded<T>(
     limit: Duration,
     action: impl Fn() -> String,
     fut: impl std::future::Future<Output = Result<T, kube::Error>>,
@@ -112,7 +115,7 @@ async fn bounded<T>(
     }
 }
 
-fn api_for(ctx: &ClusterCtx, r: &Resolved, namespace: &str) -> Api<DynamicObject> {
+pub(crate) fn api_for(ctx: &ClusterCtx, r: &Resolved, namespace: &str) -> Api<DynamicObject> {
     if r.namespaced {
         Api::namespaced_with(ctx.client.clone(), namespace, &r.resource)
     } else {
@@ -185,6 +188,9 @@ pub async fn reconcile(
     if p.resolved.namespaced {
         ensure_namespace(ctx, &p.id.namespace).await?;
     }
+    ctx.fence.check(&p.id, live)?;
+    let stamped = ctx.fence.stamp(&p.body, live);
+    let body = stamped.as_ref().unwrap_or(&p.body);
     let api = api_for(ctx, &p.resolved, &p.id.namespace);
     let params = PatchParams::apply(FIELD_MANAGER).force();
     // A member that does not answer (store/src/failpoints.rs lists every failpoint).
@@ -194,7 +200,7 @@ pub async fn reconcile(
     let applied = bounded(
         ctx.cfg.request_timeout,
         || format!("applying {}", p.id),
-        async { api.patch(&p.id.name, &params, &Patch::Apply(&p.body)).await },
+        async { api.patch(&p.id.name, &params, &Patch::Apply(body)).await },
     )
     .await;
     if let Err(ExecError::Kube {
@@ -257,25 +263,6 @@ async fn ensure_namespace(ctx: &ClusterCtx, namespace: &str) -> Result<(), ExecE
     Ok(())
 }
 
-async fn delete(ctx: &ClusterCtx, id: &LiveId) -> Result<(), ExecError> {
-    let r = ctx.resolver.resolve(&id.api_version, &id.kind).await?;
-    let api = api_for(ctx, &r, &id.namespace);
-    let res = bounded(
-        ctx.cfg.request_timeout,
-        || format!("deleting {id}"),
-        async { api.delete(&id.name, &DeleteParams::background()).await },
-    )
-    .await;
-    match res {
-        Ok(_) => Ok(()),
-        Err(ExecError::Kube {
-            source: kube::Error::Api(s),
-            ..
-        }) if s.code == 404 => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
 struct Retry {
     attempt: u32,
     next_at: Instant,
@@ -316,6 +303,9 @@ impl<C: ControlPlane> Reconciler<C> {
     pub async fn run(&mut self) {
         loop {
             let next = self.pass().await;
+            if self.ctx.fence.tripped() {
+                return tracing::error!(cluster = %self.ctx.cluster, "newer owner seen: stopping");
+            }
             tokio::select! {
                 _ = self.wake.notified() => {
                     // Let a burst of wake-ups (an applied batch, our own writes echoing back
@@ -515,20 +505,20 @@ impl<C: ControlPlane> Reconciler<C> {
         let mut in_use = plan::namespaces_needed(&desired_ids);
         in_use.extend(scan.keys.iter().map(|k| k.namespace.clone()));
         let mut doomed = Vec::new();
-        for objects in snapshot.values() {
-            let objects = objects.iter().map(|(id, o)| (id, &**o));
+        for held in snapshot.values() {
+            let objects = held.iter().map(|(id, o)| (id, &**o));
             for id in plan::prunable(objects, &desired_ids, &unresolved, &in_use) {
                 match self.retries.get(&id) {
                     Some(r) if r.next_at > now => next = next.min(r.next_at),
-                    _ => doomed.push(id),
+                    _ => doomed.push((held.get(&id).cloned(), id)),
                 }
             }
         }
         let deleted: Vec<(LiveId, Result<(), ExecError>)> =
-            futures::stream::iter(doomed.into_iter().map(|id| {
+            futures::stream::iter(doomed.into_iter().map(|(live, id)| {
                 let ctx = ctx.clone();
                 async move {
-                    let r = delete(&ctx, &id).await;
+                    let r = crate::fence::delete(&ctx, &id, live.as_deref()).await;
                     (id, r)
                 }
             }))

@@ -1,10 +1,19 @@
-//! Who runs executors: [`ExecutorSet`] runs on every fedraft node and starts the executors only
-//! while that node is the raft leader (leader-only ownership). It checks leadership every
-//! `leadership_poll` (well under the election timeout, so a new leader takes over within 2x the
-//! election timeout, and a deposed one stops as soon as it notices). While leading it keeps one
-//! [`ClusterRunner`] per registered cluster (a reconciler task and a probe task, each with its
-//! own client, so a slow or dead cluster never delays the others) plus one reporter task, and
-//! wakes every reconciler on each applied log entry.
+//! Who runs executors: [`ExecutorSet`] runs on every fedraft node. Two modes, chosen by the
+//! applied state:
+//! - spread ownership (some node holds an ownership lease, `fedraft_core::owners`): this node
+//!   runs executors for the clusters the log assigns to it, each writing with its owner token
+//!   (`fence.rs`), and only while its own lease is fresh in local time (`lease.rs`): a node
+//!   whose renewals stop committing stops writing before core hands its clusters over;
+//! - leader-only ownership (no lease live: nodes without `owner_lease`, older logs, or the
+//!   first lease of the book while it forms, `fedraft_core::owners`): the
+//!   executors run while this node is the raft leader, checked every `leadership_poll` (well
+//!   under the election timeout, so a new leader takes over within 2x the election timeout, and
+//!   a deposed one stops as soon as it notices).
+//!
+//! While running it keeps one [`ClusterRunner`] per cluster it runs (a reconciler task and a
+//! probe task, each with its own client, so a slow or dead cluster never delays the others)
+//! plus one reporter task, whose reports go through the local node (forwarded to the leader),
+//! and wakes every reconciler on each applied log entry.
 //!
 //! A handover cannot duplicate or lose objects: a new leader starts only once it has applied
 //! its log up to the index it held when elected (so it never prunes what the previous leader
@@ -16,7 +25,7 @@
 //! probing and converging, then deletes every object fedraft placed in that cluster (what a
 //! pass does when nothing is desired) until none is left, for at most
 //! `deregister_cleanup_timeout`. Unmanaged objects and namespaces are left alone. Only the
-//! leader at the time of deregistration does this; if it loses leadership meanwhile, or the
+//! cluster's runner at the time of deregistration does this; if it stops meanwhile, or the
 //! cluster is dark throughout, the leftovers keep fedraft's ownership label, so
 //! `kubectl delete deploy,sts,ds,svc,cm,secret,sa,job,cronjob,ing -A -l fedraft.io/managed-by=fedraft`
 //! removes them. For a removal without downtime, drain first and deregister once nothing is
@@ -24,19 +33,26 @@
 //!
 //! Every node also runs its prober (`prober`), leader or not, when configured.
 //!
-//! Must not: run executors on a follower, or converge a deregistered cluster.
+//! A new owner needs no more than the log: it learns of its clusters from the entry that moved
+//! them, so its state holds every object placed before, and the previous owner stopped writing
+//! half a lease before that entry (and is fenced by token if it did not).
+//!
+//! Must not: run executors for a cluster another node owns, run leader-only executors on a
+//! follower, or converge a deregistered cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use fedraft_core::model::ClusterSpec;
+use fedraft_core::state::State;
 use tokio::sync::{broadcast, watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::backoff::Backoff;
 use crate::client::build_measured_client;
 use crate::config::ExecutorConfig;
+use crate::lease::{run_lease, LeaseClock};
 use crate::node::ControlPlane;
 use crate::probe::run_probe;
 use crate::prober::run_prober;
@@ -58,6 +74,8 @@ impl Drop for Tasks {
 /// The executor tasks of one member cluster.
 struct ClusterRunner {
     spec: ClusterSpec,
+    /// The owner token it writes with (`crate::fence`); None under leader-only ownership.
+    token: Option<String>,
     wake: Arc<Notify>,
     retire: watch::Sender<bool>,
     _tasks: Tasks,
@@ -66,7 +84,7 @@ struct ClusterRunner {
 impl ClusterRunner {
     fn start<C: ControlPlane>(
         ctrl: C,
-        spec: ClusterSpec,
+        (spec, token): (ClusterSpec, Option<String>),
         cfg: ExecutorConfig,
         obs: Arc<Observations>,
         svc_obs: Arc<ServiceObservations>,
@@ -75,7 +93,7 @@ impl ClusterRunner {
         let (retire, retire_rx) = watch::channel(false);
         let task = tokio::spawn(run_cluster(
             ctrl,
-            spec.clone(),
+            (spec.clone(), token.clone()),
             cfg,
             (obs, svc_obs),
             wake.clone(),
@@ -83,6 +101,7 @@ impl ClusterRunner {
         ));
         ClusterRunner {
             spec,
+            token,
             wake,
             retire,
             _tasks: Tasks(vec![task]),
@@ -106,7 +125,7 @@ impl ClusterRunner {
 /// most `deregister_cleanup_timeout`.
 async fn run_cluster<C: ControlPlane>(
     ctrl: C,
-    spec: ClusterSpec,
+    (spec, token): (ClusterSpec, Option<String>),
     cfg: ExecutorConfig,
     (obs, svc_obs): (Arc<Observations>, Arc<ServiceObservations>),
     wake: Arc<Notify>,
@@ -144,12 +163,8 @@ async fn run_cluster<C: ControlPlane>(
         }
     };
     let limit = cfg.deregister_cleanup_timeout;
-    let ctx = Arc::new(ClusterCtx::new(
-        spec.name.clone(),
-        client,
-        cfg,
-        wake.clone(),
-    ));
+    let ctx =
+        Arc::new(ClusterCtx::new(spec.name.clone(), client, cfg, wake.clone()).with_token(token));
     let probe = Tasks(vec![
         tokio::spawn(run_probe(ctx.clone(), obs.clone())),
         tokio::spawn(run_service_observer(
@@ -184,8 +199,9 @@ async fn run_cluster<C: ControlPlane>(
     obs.forget(&spec.name);
 }
 
-/// Everything that runs while this node leads.
-struct Leading {
+/// Everything that runs while this node runs executors: as the leader (leader-only ownership)
+/// or as the owner of some clusters with a fresh lease (spread ownership).
+struct Running {
     obs: Arc<Observations>,
     svc_obs: Arc<ServiceObservations>,
     clusters: BTreeMap<String, ClusterRunner>,
@@ -194,7 +210,7 @@ struct Leading {
     _reporter: Tasks,
 }
 
-impl Leading {
+impl Running {
     fn start<C: ControlPlane>(ctrl: &C, cfg: &ExecutorConfig) -> Self {
         let obs = Arc::new(Observations::default());
         let svc_obs = Arc::new(ServiceObservations::default());
@@ -204,7 +220,7 @@ impl Leading {
             svc_obs.clone(),
             cfg.clone(),
         ));
-        Leading {
+        Running {
             obs,
             svc_obs,
             clusters: BTreeMap::new(),
@@ -213,13 +229,11 @@ impl Leading {
         }
     }
 
-    /// Starts, restarts (changed endpoint or credentials) and stops runners to match the state.
+    /// Starts, restarts (changed endpoint, credentials or owner token) and stops runners to
+    /// match the state: every cluster under leader-only ownership, the owned ones otherwise.
+    /// A cluster that moved to another node stops here (no cleanup: it is still registered).
     fn sync<C: ControlPlane>(&mut self, ctrl: &C, cfg: &ExecutorConfig) {
-        let specs: BTreeMap<String, ClusterSpec> = ctrl.read_state(|s| {
-            s.clusters()
-                .map(|c| (c.spec.name.clone(), c.spec.clone()))
-                .collect()
-        });
+        let (specs, mine) = ctrl.read_state(|s| (registered(s), assigned(s, &cfg.actor)));
         let names: Vec<String> = self.clusters.keys().cloned().collect();
         for name in names {
             let Some(spec) = specs.get(&name) else {
@@ -233,11 +247,21 @@ impl Leading {
                 }
                 continue;
             };
+            let token = mine.as_ref().map(|m| m.get(&name));
+            if token.is_some_and(|t| t.is_none()) {
+                tracing::info!(cluster = %name, "another node owns this cluster now: stopping");
+                self.obs.forget(&name);
+                self.svc_obs.forget(&name);
+                self.clusters.remove(&name);
+                continue;
+            }
             let same = self.clusters.get(&name).is_some_and(|r| {
-                spec.api_endpoint == r.spec.api_endpoint && spec.credentials == r.spec.credentials
+                spec.api_endpoint == r.spec.api_endpoint
+                    && spec.credentials == r.spec.credentials
+                    && r.token.as_ref() == token.flatten()
             });
             if !same {
-                tracing::info!(cluster = %name, "registration changed: restarting executor");
+                tracing::info!(cluster = %name, "registration or owner changed: restarting executor");
                 self.obs.forget(&name);
                 self.svc_obs.forget(&name);
                 self.clusters.remove(&name);
@@ -247,11 +271,18 @@ impl Leading {
         self.retiring
             .retain(|name, r| !r.finished() && !specs.contains_key(name));
         for (name, spec) in specs {
+            let token = match &mine {
+                None => None,
+                Some(m) => match m.get(&name) {
+                    Some(t) => Some(t.clone()),
+                    None => continue,
+                },
+            };
             if !self.clusters.contains_key(&name) {
-                tracing::info!(cluster = %name, "starting executor");
+                tracing::info!(cluster = %name, ?token, "starting executor");
                 let runner = ClusterRunner::start(
                     ctrl.clone(),
-                    spec,
+                    (spec, token),
                     cfg.clone(),
                     self.obs.clone(),
                     self.svc_obs.clone(),
@@ -268,30 +299,67 @@ impl Leading {
     }
 }
 
+/// Every registered cluster's spec, by name.
+fn registered(s: &State) -> BTreeMap<String, ClusterSpec> {
+    s.clusters()
+        .map(|c| (c.spec.name.clone(), c.spec.clone()))
+        .collect()
+}
+
+/// Under spread ownership (`Owners::in_force`), the clusters `actor` owns with their owner
+/// tokens; None under leader-only ownership.
+fn assigned(s: &State, actor: &str) -> Option<BTreeMap<String, String>> {
+    let owners = s.owners();
+    if !owners.in_force() {
+        return None;
+    }
+    let mine = owners
+        .clusters
+        .iter()
+        .filter(|(_, o)| o.node == actor)
+        .map(|(c, o)| (c.clone(), o.token()))
+        .collect();
+    Some(mine)
+}
+
 /// Handle to the executors of one fedraft node.
 pub struct ExecutorSet {
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
     running: Arc<Mutex<BTreeSet<String>>>,
-    /// This node's prober (every node, leading or not), when configured.
+    /// This node's prober (every node, leading or not) and ownership lease, when configured.
     _prober: Tasks,
 }
 
 impl ExecutorSet {
-    /// Starts the supervisor. Executors run only while `node` is the leader.
+    /// Starts the supervisor. Executors run while `node` leads (leader-only ownership), or,
+    /// once some node holds an ownership lease, for the clusters the log assigns to this node
+    /// while its own lease is fresh (`lease.rs`).
     pub fn start<C: ControlPlane>(node: C, cfg: ExecutorConfig) -> ExecutorSet {
         crate::client::install_crypto_provider();
         let (stop, stop_rx) = watch::channel(false);
         let running = Arc::new(Mutex::new(BTreeSet::new()));
-        let prober = cfg
+        let clock = Arc::new(LeaseClock::default());
+        let mut side: Vec<JoinHandle<()>> = cfg
             .prober_interval
-            .map(|every| tokio::spawn(run_prober(node.clone(), cfg.clone(), every)));
-        let task = tokio::spawn(supervise(node, cfg, stop_rx, running.clone()));
+            .map(|every| tokio::spawn(run_prober(node.clone(), cfg.clone(), every)))
+            .into_iter()
+            .collect();
+        if let Some(lease) = cfg.owner_lease {
+            side.push(tokio::spawn(run_lease(
+                node.clone(),
+                cfg.actor.clone(),
+                lease,
+                cfg.locality.clone(),
+                clock.clone(),
+            )));
+        }
+        let task = tokio::spawn(supervise(node, cfg, stop_rx, running.clone(), clock));
         ExecutorSet {
             stop,
             task: Some(task),
             running,
-            _prober: Tasks(prober.into_iter().collect()),
+            _prober: Tasks(side),
         }
     }
 
@@ -329,9 +397,10 @@ async fn supervise<C: ControlPlane>(
     cfg: ExecutorConfig,
     mut stop: watch::Receiver<bool>,
     running: Arc<Mutex<BTreeSet<String>>>,
+    clock: Arc<LeaseClock>,
 ) {
     let mut applied = ctrl.subscribe();
-    let mut leading: Option<Leading> = None;
+    let mut active: Option<Running> = None;
     // Log index this node must have applied before its executors start (see `log_position`).
     let mut catch_up: Option<u64> = None;
     let mut last_sync = tokio::time::Instant::now();
@@ -351,29 +420,36 @@ async fn supervise<C: ControlPlane>(
         if *stop.borrow() {
             break;
         }
-        let is_leader = ctrl.is_leader();
-        match (&mut leading, is_leader) {
+        // Spread ownership once leases are in force: run while this node's own lease is fresh
+        // (self-fencing). Leader-only otherwise (also while the book forms), as before.
+        let spread = ctrl.read_state(|s| s.owners().in_force());
+        let should_run = match spread {
+            true => clock.is_fresh(),
+            false => ctrl.is_leader(),
+        };
+        match (&mut active, should_run) {
             (None, true) => {
                 let (last, applied) = ctrl.log_position();
                 let mark = *catch_up.get_or_insert(last);
                 if applied < mark {
-                    tracing::debug!(
-                        applied,
-                        mark,
-                        "leading; applying the log before starting executors"
-                    );
+                    tracing::debug!(applied, mark, "applying the log before starting executors");
                     continue;
                 }
                 catch_up = None;
-                tracing::info!("this node leads: starting executors");
-                let mut l = Leading::start(&ctrl, &cfg);
+                tracing::info!(spread, "starting executors");
+                let mut l = Running::start(&ctrl, &cfg);
                 l.sync(&ctrl, &cfg);
                 last_sync = tokio::time::Instant::now();
-                leading = Some(l);
+                active = Some(l);
             }
             (Some(_), false) => {
-                tracing::info!("this node no longer leads: stopping executors");
-                leading = None;
+                match spread {
+                    true => tracing::warn!(
+                        "this node's ownership lease is not fresh: stopping executors"
+                    ),
+                    false => tracing::info!("this node no longer leads: stopping executors"),
+                }
+                active = None;
             }
             (Some(l), true) => {
                 if entries || last_sync.elapsed() >= MEMBERSHIP_RESYNC {
@@ -386,13 +462,19 @@ async fn supervise<C: ControlPlane>(
             }
             (None, false) => catch_up = None,
         }
-        let now_running: BTreeSet<String> = leading
+        let now_running: BTreeSet<String> = active
             .as_ref()
-            .map(|l| l.clusters.keys().cloned().collect())
+            .map(|l| {
+                l.clusters
+                    .iter()
+                    .filter(|(_, r)| !r.finished())
+                    .map(|(c, _)| c.clone())
+                    .collect()
+            })
             .unwrap_or_default();
         *running.lock().unwrap_or_else(PoisonError::into_inner) = now_running;
     }
-    drop(leading);
+    drop(active);
     running
         .lock()
         .unwrap_or_else(PoisonError::into_inner)

@@ -69,7 +69,8 @@ pub struct NodeFile {
     /// Raft timing; defaults suit three data centers at <= 50 ms round trip.
     #[serde(default)]
     pub raft: RaftTiming,
-    /// The executors that converge member clusters; they run only while this node leads.
+    /// The executors that converge member clusters; they run while this node leads, or for the
+    /// clusters it owns when `owner_lease_ms` is set.
     #[serde(default)]
     pub executors: ExecutorTiming,
     /// Audit archive: checkpoint interval and retention. Default: a checkpoint every 10,000
@@ -247,6 +248,20 @@ pub struct ExecutorTiming {
     /// whether or not it leads, so that one broken link is told from a dead cluster. Default
     /// 10000; 0 turns it off (the leader's executors alone then decide, as before).
     pub prober_interval_ms: Option<u64>,
+    /// Spread ownership: with a value, this node's executors renew an ownership lease of this
+    /// length in the log and converge the member clusters the log assigns to this node
+    /// (preferring clusters in its region, then zone; balanced otherwise), handed over when
+    /// the lease lapses. Default none: executors run on the leader only (as every node does
+    /// while no node holds a lease). Clamped to 1000..=600000.
+    pub owner_lease_ms: Option<u64>,
+    /// This node's region and zone, matched against member clusters' labels for the
+    /// assignment. Default none.
+    pub region: Option<String>,
+    pub zone: Option<String>,
+    /// The cluster labels naming a region and a zone. Default `topology.kubernetes.io/region`
+    /// and `topology.kubernetes.io/zone`.
+    pub region_label: Option<String>,
+    pub zone_label: Option<String>,
 }
 
 impl Default for ExecutorTiming {
@@ -262,6 +277,11 @@ impl Default for ExecutorTiming {
             kubeconfig_exec_plugins: Vec::new(),
             max_member_calls: None,
             prober_interval_ms: None,
+            owner_lease_ms: None,
+            region: None,
+            zone: None,
+            region_label: None,
+            zone_label: None,
         }
     }
 }
@@ -297,7 +317,28 @@ impl ExecutorTiming {
             Some(v) => Some(ms(v)),
             None => Some(DEFAULT_PROBER_INTERVAL),
         };
+        cfg.owner_lease = self.owner_lease_ms.map(ms);
+        cfg.locality = self.locality();
         cfg
+    }
+
+    /// (label key, value) pairs this node declares with its lease: region, then zone.
+    fn locality(&self) -> Vec<(String, String)> {
+        let pair = |key: &Option<String>, default: &str, value: &Option<String>| {
+            let key = key.clone().unwrap_or_else(|| default.to_string());
+            value.clone().map(|v| (key, v))
+        };
+        [
+            pair(
+                &self.region_label,
+                "topology.kubernetes.io/region",
+                &self.region,
+            ),
+            pair(&self.zone_label, "topology.kubernetes.io/zone", &self.zone),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 }
 

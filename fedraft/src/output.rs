@@ -284,6 +284,12 @@ pub fn describe_cluster(c: &Value, times: Times) -> String {
         _ => s(&st["health"]),
     };
     kv("Health:", health);
+    if let Some(token) = c["owner"]["token"].as_str() {
+        kv(
+            "Owner:",
+            format!("{} (token {token})", s(&c["owner"]["node"])),
+        );
+    }
     if let Some(why) = st["condition"].as_str() {
         kv("Condition:", why.to_string());
     }

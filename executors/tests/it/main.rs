@@ -10,6 +10,7 @@ mod converge;
 mod deregister;
 mod inventory;
 mod observe;
+mod owners;
 mod raft_e2e;
 mod rollout;
 mod tenancy;

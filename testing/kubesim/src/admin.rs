@@ -4,6 +4,7 @@
 //! | endpoint | effect |
 //! |---|---|
 //! | `GET /_sim/stats`, `POST /_sim/stats/reset` | request / write / change counters ([`StatsSnapshot`]) |
+//! | `GET /_sim/writes` | every client write that changed state, with time and owner token |
 //! | `GET /_sim/faults`, `PUT /_sim/faults` | [`FaultSettings`] (`latencyMs`, `errorRate`, `errorCode`) |
 //! | `POST /_sim/dark` `{"mode":"refuse"\|"hang","durationMs":N?}` | go dark (and come back after N ms) |
 //! | `POST /_sim/light` | come back on the same address |
@@ -47,6 +48,12 @@ pub struct Admin {
 impl Admin {
     pub fn stats(&self) -> StatsSnapshot {
         self.shared.stats.snapshot()
+    }
+
+    /// Every client write that changed stored state, with its time and owner token
+    /// (`crate::writelog`).
+    pub fn write_log(&self) -> crate::writelog::WriteLogSnapshot {
+        self.shared.writes.snapshot()
     }
 
     pub fn reset_stats(&self) {
@@ -213,6 +220,10 @@ pub(crate) fn router() -> Router<Arc<Shared>> {
         .route(
             "/stats",
             get(|State(s): State<Arc<Shared>>| async move { Json(admin(s).stats()) }),
+        )
+        .route(
+            "/writes",
+            get(|State(s): State<Arc<Shared>>| async move { Json(admin(s).write_log()) }),
         )
         .route(
             "/stats/reset",

@@ -64,6 +64,7 @@ pub mod status;
 mod store;
 mod validate;
 mod watch;
+pub mod writelog;
 mod writes;
 
 // Kubernetes semantics shared with fedraft's door; the modules here use them by these names.
@@ -83,6 +84,7 @@ pub use faults::{DarkMode, FaultSettings};
 pub use fleet::{Fleet, FleetConfig, FleetFault, FleetSelector};
 pub use stats::StatsSnapshot;
 pub use status::ApiError;
+pub use writelog::{WriteLogSnapshot, WriteRecord};
 
 use store::{Change, Store};
 
@@ -165,6 +167,7 @@ pub(crate) struct Shared {
     pub config: SimConfig,
     pub store: Store,
     pub stats: stats::Stats,
+    pub writes: writelog::WriteLog,
     pub faults: faults::Faults,
     pub capacity: Mutex<CapacityReport>,
     pub lb_prefix: String,
@@ -211,6 +214,7 @@ impl Simulator {
         let shared = Arc::new(Shared {
             store: Store::new(config.watch_history),
             stats: stats::Stats::default(),
+            writes: writelog::WriteLog::default(),
             faults: faults::Faults::new(config.faults.clone(), seed),
             capacity: Mutex::new(CapacityReport::default()),
             lb_prefix,

@@ -243,6 +243,14 @@ async fn dispatch(
         Ok((code, outcome_changed, v)) => {
             if outcome_changed && !call.params.dry_run() {
                 call.shared.stats.changed(verb);
+                let t = &call.target;
+                let object = format!(
+                    "{}/{}/{}",
+                    t.res.plural,
+                    t.ns_str(),
+                    t.name.as_deref().unwrap_or("")
+                );
+                call.shared.writes.record(verb.as_str(), object, &call.body);
             }
             match verb {
                 Verb::Get => read_reply(&call, code, v, false),

@@ -40,7 +40,7 @@ pub struct Fed {
 }
 
 /// The nodes' config: shortened raft and executor timings, so failover fits in a test.
-fn layout() -> Layout {
+pub fn layout() -> Layout {
     let mut l = Layout::new(BIN, TOKEN);
     l.cluster_id = "fedraft-e2e".into();
     l.secret = "e2e-cluster-secret-0123456789abcdef".into();

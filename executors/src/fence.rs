@@ -1,0 +1,189 @@
+//! The fencing token of one cluster's owner: stamped on every object the executor writes
+//! (annotation `fedraft.io/owner: <node>@<since_index>`) and compared before every write or
+//! delete of a live object. A live token with a higher index means a newer owner wrote it: this
+//! executor is stale, so it refuses, trips the fence and its reconciler stops.
+//!
+//! The token is added to the body sent, never to the prepared body the skip rule compares: an
+//! owner change alone writes nothing, and the token is no part of drift. The write also carries
+//! the live object's resourceVersion, so the check and the write are one compare-and-swap (a
+//! newer owner's write in between makes the member answer 409, retried after a fresh look).
+//!
+//! Deletes go through [`delete`] here for the same reason: the check, then the delete with the
+//! live resourceVersion as its precondition.
+//!
+//! Must not: decide ownership (core does, `fedraft_core::owners`), or write anything but the
+//! fenced delete.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use fedraft_core::owners::{parse_token, OWNER_ANNOTATION};
+use serde_json::Value;
+
+use kube::api::{DeleteParams, Preconditions};
+
+use crate::error::ExecError;
+use crate::plan::{LiveId, LiveObject};
+use crate::reconciler::{api_for, bounded, ClusterCtx};
+
+/// One runner's token, and whether a newer owner was seen.
+#[derive(Debug, Default)]
+pub struct Fence {
+    /// `node@index`; None under leader-only ownership (no token in force).
+    token: Option<(String, u64)>,
+    tripped: AtomicBool,
+}
+
+impl Fence {
+    /// A fence for `token` (`fedraft_core::owners::Owner::token`), if any.
+    pub fn new(token: Option<String>) -> Self {
+        let token = token.and_then(|t| {
+            let (node, index) = parse_token(&t)?;
+            Some((node.to_string(), index))
+        });
+        Fence {
+            token,
+            tripped: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a newer owner was seen: the runner must stop.
+    pub fn tripped(&self) -> bool {
+        self.tripped.load(Ordering::Relaxed)
+    }
+
+    /// Refuses (and trips) when `live` carries a token newer than ours.
+    pub fn check(&self, id: &LiveId, live: Option<&LiveObject>) -> Result<(), ExecError> {
+        let Some((_, mine)) = &self.token else {
+            return Ok(());
+        };
+        let theirs = live
+            .and_then(|l| l.annotation(OWNER_ANNOTATION))
+            .and_then(parse_token);
+        match theirs {
+            Some((node, index)) if index > *mine => {
+                self.tripped.store(true, Ordering::Relaxed);
+                Err(ExecError::Fenced {
+                    id: id.to_string(),
+                    owner: format!("{node}@{index}"),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The body to send: `body` with our token and, for an existing object, its live
+    /// resourceVersion as the precondition. `body` itself when no token is in force.
+    pub fn stamp(&self, body: &Value, live: Option<&LiveObject>) -> Option<Value> {
+        let (node, index) = self.token.as_ref()?;
+        let mut out = body.clone();
+        let meta = out.get_mut("metadata")?.as_object_mut()?;
+        if let Some(rv) = live.and_then(|l| l.resource_version.as_deref()) {
+            meta.insert("resourceVersion".into(), Value::from(rv));
+        }
+        let annotations = meta
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(
+                OWNER_ANNOTATION.into(),
+                Value::from(format!("{node}@{index}")),
+            );
+        }
+        Some(out)
+    }
+}
+
+/// Deletes a managed object no longer desired, unless a newer owner wrote it; with a token in
+/// force, only the version this executor looked at (a 409 otherwise, retried after a fresh
+/// look). Gone already is fine.
+pub(crate) async fn delete(
+    ctx: &ClusterCtx,
+    id: &LiveId,
+    live: Option<&LiveObject>,
+) -> Result<(), ExecError> {
+    ctx.fence.check(id, live)?;
+    let r = ctx.resolver.resolve(&id.api_version, &id.kind).await?;
+    let api = api_for(ctx, &r, &id.namespace);
+    let mut params = DeleteParams::background();
+    if ctx.fence.token.is_some() {
+        params.preconditions = Some(Preconditions {
+            resource_version: live.and_then(|l| l.resource_version.clone()),
+            uid: None,
+        });
+    }
+    let res = bounded(
+        ctx.cfg.request_timeout,
+        || format!("deleting {id}"),
+        async { api.delete(&id.name, &params).await },
+    )
+    .await;
+    match res {
+        Ok(_) => Ok(()),
+        Err(ExecError::Kube {
+            source: kube::Error::Api(s),
+            ..
+        }) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+impl ClusterCtx {
+    /// The same context, writing as the owner holding `token`.
+    pub fn with_token(mut self, token: Option<String>) -> Self {
+        self.fence = Fence::new(token);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn live(token: &str) -> LiveObject {
+        LiveObject::from_value(json!({
+            "metadata": {"name": "a", "resourceVersion": "7", "annotations": {OWNER_ANNOTATION: token}}
+        }))
+    }
+
+    fn id() -> LiveId {
+        LiveId {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "ns".into(),
+            name: "a".into(),
+        }
+    }
+
+    #[test]
+    fn a_newer_token_trips_an_older_or_equal_one_does_not() {
+        let f = Fence::new(Some("node1@10".into()));
+        assert!(f.check(&id(), Some(&live("node2@9"))).is_ok());
+        assert!(f.check(&id(), Some(&live("node1@10"))).is_ok());
+        assert!(f.check(&id(), None).is_ok());
+        assert!(!f.tripped());
+        let e = f.check(&id(), Some(&live("node2@11"))).unwrap_err();
+        assert!(e.to_string().contains("node2@11"), "{e}");
+        assert!(f.tripped());
+        // Leader-only ownership: no token, no check.
+        assert!(Fence::new(None)
+            .check(&id(), Some(&live("node2@11")))
+            .is_ok());
+    }
+
+    #[test]
+    fn the_stamp_carries_the_token_and_the_precondition_only_on_the_wire() {
+        let f = Fence::new(Some("node3@4".into()));
+        let body = json!({"metadata": {"name": "a", "annotations": {"x": "y"}}});
+        let sent = f.stamp(&body, Some(&live("node1@2"))).unwrap();
+        assert_eq!(sent["metadata"]["annotations"][OWNER_ANNOTATION], "node3@4");
+        assert_eq!(sent["metadata"]["annotations"]["x"], "y");
+        assert_eq!(sent["metadata"]["resourceVersion"], "7");
+        assert!(body["metadata"]["annotations"]
+            .get(OWNER_ANNOTATION)
+            .is_none());
+        let created = f.stamp(&body, None).unwrap();
+        assert!(created["metadata"].get("resourceVersion").is_none());
+        assert!(Fence::new(None).stamp(&body, None).is_none());
+    }
+}
