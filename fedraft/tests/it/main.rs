@@ -25,6 +25,7 @@ mod e2e_failover;
 mod e2e_leader_kill;
 mod failpoints;
 mod fleet;
+mod gpu_procs;
 mod kubectl_door;
 mod kubefed_door;
 mod members_door;
