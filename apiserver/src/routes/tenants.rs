@@ -63,6 +63,11 @@ fn with_extended(s: &fedraft_core::state::State, t: &fedraft_core::model::Tenant
     let (quota, used) = super::quota::extended_json(s, &t.spec.name);
     doc["extendedQuota"] = quota;
     doc["perCluster"] = super::quota::per_cluster_json(s, &t.spec.name);
+    // Counted as the quota check counts (Duplicated copies once per cluster they run in), not
+    // the stored sum that counts each object once.
+    if let Some(u) = s.tenant_used(&t.spec.name) {
+        doc["status"]["used"] = json!(u);
+    }
     doc["status"]["extendedUsed"] = used;
     doc["status"]["waiting"] = json!(s.waiting(Some(&t.spec.name)).len());
     doc

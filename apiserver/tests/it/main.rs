@@ -19,5 +19,6 @@ mod list_paging;
 mod node_health;
 mod rendered;
 mod reschedule;
+mod tenant_status;
 mod users_api;
 mod watch_resume;

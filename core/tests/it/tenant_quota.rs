@@ -241,6 +241,13 @@ fn duplicated_copies_count_per_cluster_against_cpu_quotas_from_version_9() {
     h.fleet(&["dc1", "dc2"]);
     h.ok(Command::PutTenant(tenant("t", &["web"], cpu(1000))));
     h.ok(put("one"));
+    // What the tenant shows as used is what the check counted: 800m, not the 400m stored.
+    assert_eq!(h.state.tenant_used("t").map(|u| u.cpu_millis), Some(800));
+    assert_eq!(
+        h.state.tenant("t").map(|t| t.status.used.cpu_millis),
+        Some(400)
+    );
+    assert_eq!(h.state.tenant_used("nobody"), None);
     let r = h.refused(put("two"));
     assert!(
         r.message.contains("cpu millis: needs 1600, quota 1000"),

@@ -26,6 +26,7 @@ mod e2e_leader_kill;
 mod e2e_owners;
 mod failpoints;
 mod fleet;
+mod gpu_procs;
 mod kubectl_door;
 mod kubefed_door;
 mod members_door;

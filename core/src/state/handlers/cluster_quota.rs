@@ -200,6 +200,28 @@ impl State {
         Ok(Some(ctx.index))
     }
 
+    /// What `tenant`'s objects hold of cpu, memory and pods, counted as the quota check counts
+    /// it: each object's requests times its copies (Duplicated: once per cluster it runs in, an
+    /// object not yet placed once). The API shows this as the tenant's `status.used`; the stored
+    /// `TenantStatus::used` counts each object once, as the check of entries older than
+    /// `policy::PER_CLUSTER_QUOTA_SINCE` did, and stays so for their replay. None: no such tenant.
+    pub fn tenant_used(&self, tenant: &str) -> Option<Resources> {
+        let t = self.d.tenants.get(tenant)?;
+        Some(
+            t.spec
+                .namespaces
+                .iter()
+                .flat_map(|ns| self.objects_in(ns))
+                .fold(Resources::ZERO, |acc, o| {
+                    acc.saturating_add(
+                        &o.template_info
+                            .per_replica
+                            .saturating_mul(copies(o, o.status.clusters.len())),
+                    )
+                }),
+        )
+    }
+
     /// Refuses a put that would take its tenant over its cpu, memory or pods quota, counting
     /// every object's copies (Duplicated: once per cluster it runs in).
     #[allow(clippy::too_many_arguments)]
