@@ -39,6 +39,11 @@ use kube::{Client, Config};
 use crate::error::ExecError;
 use crate::metrics::ClusterMetrics;
 
+/// The header naming the fedraft node a member call comes from (`node2`): the member's access
+/// log (and a test simulator's per-peer link cut) can tell the vantage points apart, which
+/// share one source address when the nodes share a host.
+pub const NODE_HEADER: &str = "x-fedraft-node";
+
 static CRYPTO: Once = Once::new();
 
 /// Installs the ring provider as rustls's process default (first caller wins; a provider
@@ -52,13 +57,15 @@ pub fn install_crypto_provider() {
 /// A client for `spec`'s cluster. `connect_timeout` bounds connection setup; watches stay
 /// long-lived, other requests are bounded by the caller.
 /// `keyring` opens sealed credentials (None: this node has no key, and they cannot be used).
+/// `vantage` names this node in [`NODE_HEADER`] on every request.
 pub async fn build_client(
     spec: &ClusterSpec,
     connect_timeout: Duration,
     exec_allow: &[String],
     keyring: Option<&Keyring>,
+    vantage: Option<&str>,
 ) -> Result<Client, ExecError> {
-    let config = client_config(spec, connect_timeout, exec_allow, keyring).await?;
+    let config = client_config(spec, connect_timeout, exec_allow, keyring, vantage).await?;
     Client::try_from(config).map_err(|e| client_error(spec, e))
 }
 
@@ -71,8 +78,9 @@ pub async fn build_measured_client(
     metrics: &ClusterMetrics,
     keyring: Option<&Keyring>,
     gate: &CallGate,
+    vantage: Option<&str>,
 ) -> Result<Client, ExecError> {
-    let config = client_config(spec, connect_timeout, exec_allow, keyring).await?;
+    let config = client_config(spec, connect_timeout, exec_allow, keyring, vantage).await?;
     let builder =
         kube::client::ClientBuilder::try_from(config).map_err(|e| client_error(spec, e))?;
     // The gate outside the timing: the metrics measure the member, not the queue here.
@@ -200,6 +208,7 @@ async fn client_config(
     connect_timeout: Duration,
     exec_allow: &[String],
     keyring: Option<&Keyring>,
+    vantage: Option<&str>,
 ) -> Result<Config, ExecError> {
     install_crypto_provider();
     let bad = |reason: String| ExecError::Credentials {
@@ -238,6 +247,11 @@ async fn client_config(
     };
     config.default_retry = false;
     config.connect_timeout = Some(connect_timeout);
+    if let Some(v) = vantage.and_then(|v| http::HeaderValue::from_str(v).ok()) {
+        config
+            .headers
+            .push((http::HeaderName::from_static(NODE_HEADER), v));
+    }
     Ok(config)
 }
 
@@ -371,17 +385,17 @@ current-context: c
 "#;
         let mut spec = ClusterSpec::new("dc1", "http://127.0.0.1:6443");
         spec.credentials = Credentials::Kubeconfig(kc.to_string());
-        assert!(build_client(&spec, Duration::from_secs(1), &[], None)
+        assert!(build_client(&spec, Duration::from_secs(1), &[], None, None)
             .await
             .is_ok());
         spec.credentials = Credentials::Kubeconfig("clusters: [".to_string());
-        let Err(err) = build_client(&spec, Duration::from_secs(1), &[], None).await else {
+        let Err(err) = build_client(&spec, Duration::from_secs(1), &[], None, None).await else {
             panic!("bad kubeconfig accepted")
         };
         assert!(err.to_string().contains("kubeconfig"), "{err}");
         assert!(!err.to_string().contains("secret-token"));
         spec.credentials = Credentials::BearerToken("t".into());
-        assert!(build_client(&spec, Duration::from_secs(1), &[], None)
+        assert!(build_client(&spec, Duration::from_secs(1), &[], None, None)
             .await
             .is_ok());
     }
@@ -394,15 +408,17 @@ current-context: c
         let plain = Credentials::BearerToken("sealed-secret-token".into());
         spec.credentials = keyring.seal("dc1", &plain).unwrap();
         let t = Duration::from_secs(1);
-        assert!(build_client(&spec, t, &[], Some(&keyring)).await.is_ok());
-        let Err(err) = build_client(&spec, t, &[], None).await else {
+        assert!(build_client(&spec, t, &[], Some(&keyring), None)
+            .await
+            .is_ok());
+        let Err(err) = build_client(&spec, t, &[], None, None).await else {
             panic!("sealed credentials used without a key")
         };
         assert!(err.to_string().contains("\"k1\""), "{err}");
         // A blob registered for another cluster does not open for this one.
         let mut moved = ClusterSpec::new("dc2", "http://127.0.0.1:6443");
         moved.credentials = spec.credentials.clone();
-        let Err(err) = build_client(&moved, t, &[], Some(&keyring)).await else {
+        let Err(err) = build_client(&moved, t, &[], Some(&keyring), None).await else {
             panic!("a blob opened on another cluster")
         };
         assert!(!err.to_string().contains("sealed-secret-token"), "{err}");
@@ -423,7 +439,8 @@ current-context: c
         let mut spec = ClusterSpec::new("dc1", "http://127.0.0.1:6443");
         for (text, path) in cases {
             spec.credentials = Credentials::Kubeconfig(text.clone());
-            let Err(err) = build_client(&spec, Duration::from_secs(1), &[], None).await else {
+            let Err(err) = build_client(&spec, Duration::from_secs(1), &[], None, None).await
+            else {
                 panic!("accepted {text}")
             };
             assert!(err.to_string().contains(path), "{err}");
@@ -435,12 +452,12 @@ current-context: c
         );
         spec.credentials = Credentials::Kubeconfig(exec);
         let refusal = "not in the allowed plugins";
-        let Err(err) = build_client(&spec, Duration::from_secs(1), &[], None).await else {
+        let Err(err) = build_client(&spec, Duration::from_secs(1), &[], None, None).await else {
             panic!("exec accepted without an allowance")
         };
         assert!(err.to_string().contains(refusal), "{err}");
         let allow = ["fedraft-test-plugin".to_string()];
-        if let Err(err) = build_client(&spec, Duration::from_secs(1), &allow, None).await {
+        if let Err(err) = build_client(&spec, Duration::from_secs(1), &allow, None, None).await {
             assert!(!err.to_string().contains(refusal), "{err}");
         }
     }

@@ -96,6 +96,7 @@ pub async fn run_prober<C: ControlPlane>(ctrl: C, cfg: ExecutorConfig, interval:
                 cfg.probe_timeout,
                 &cfg.kubeconfig_exec_allow,
                 cfg.credentials_keys.as_deref(),
+                Some(fedraft_core::health::vantage_name(&cfg.actor)),
             )
             .await
             .map_err(|e| ProbeFailure::new(FailureKind::Error, &e.to_string()));

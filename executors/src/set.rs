@@ -146,6 +146,7 @@ async fn run_cluster<C: ControlPlane>(
             &metrics,
             keyring,
             &cfg.member_calls,
+            Some(fedraft_core::health::vantage_name(&cfg.actor)),
         )
         .await
         {

@@ -8,6 +8,7 @@
 //! | `GET /_sim/faults`, `PUT /_sim/faults` | [`FaultSettings`] (`latencyMs`, `errorRate`, `errorCode`) |
 //! | `POST /_sim/dark` `{"mode":"refuse"\|"hang","durationMs":N?}` | go dark (and come back after N ms) |
 //! | `POST /_sim/light` | come back on the same address |
+//! | `GET`, `PUT /_sim/cuts` `{"peers":["node2"]}` | link cuts: a listed peer's requests hang |
 //! | `POST /_sim/drift` `{"apiVersion","resource","namespace","name","patch"}` | out-of-band merge patch |
 //! | `POST /_sim/compact` | drop watch history: older watches and continue tokens get 410 |
 //! | `GET /_sim/capacity` | node allocatable vs requested, per-workload scheduled pods |
@@ -17,6 +18,7 @@
 //! only through `--admin-listen` (or the Rust API, or `durationMs`). This module must not
 //! bypass the store's write path.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -109,6 +111,26 @@ impl Admin {
     pub fn come_back(&self) {
         self.shared.dark_epoch.fetch_add(1, Ordering::SeqCst);
         self.shared.faults.set_dark(None);
+    }
+
+    /// Cuts the link from `peer` (a fedraft node's name, as its member clients send it in
+    /// [`PEER_HEADER`](crate::faults::PEER_HEADER)): its requests hang until restored, while
+    /// every other client is served.
+    pub fn cut_peer(&self, peer: &str) {
+        let mut peers = self.cut_peers();
+        peers.insert(peer.to_string());
+        self.shared.faults.set_cut_peers(peers);
+    }
+
+    /// Restores the link from `peer`; requests it has hanging are answered 503.
+    pub fn restore_peer(&self, peer: &str) {
+        let mut peers = self.cut_peers();
+        peers.remove(peer);
+        self.shared.faults.set_cut_peers(peers);
+    }
+
+    pub fn cut_peers(&self) -> BTreeSet<String> {
+        self.shared.faults.cut_peers()
     }
 
     /// Edits an object behind the clients' back (a merge patch recorded under
@@ -211,6 +233,11 @@ struct DriftRequest {
 }
 
 #[derive(Deserialize)]
+struct CutsRequest {
+    peers: BTreeSet<String>,
+}
+
+#[derive(Deserialize)]
 struct ReadyRequest {
     ready: bool,
 }
@@ -260,6 +287,18 @@ pub(crate) fn router() -> Router<Arc<Shared>> {
                 admin(s).come_back();
                 Json(json!({ "dark": null }))
             }),
+        )
+        .route(
+            "/cuts",
+            get(|State(s): State<Arc<Shared>>| async move {
+                Json(json!({ "peers": admin(s).cut_peers() }))
+            })
+            .put(
+                |State(s): State<Arc<Shared>>, Json(r): Json<CutsRequest>| async move {
+                    s.faults.set_cut_peers(r.peers);
+                    Json(json!({ "peers": admin(s).cut_peers() }))
+                },
+            ),
         )
         .route(
             "/drift",

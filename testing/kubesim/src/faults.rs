@@ -6,7 +6,13 @@
 //! connections are cut, so clients get "connection refused"; in `Hang` mode connections are
 //! accepted and never answered, and requests already in flight on open connections wait. Coming
 //! back rebinds the same address. This module holds the settings; it must not touch sockets.
+//!
+//! A link cut refuses one peer only: requests naming a cut peer in [`PEER_HEADER`] (fedraft's
+//! member clients name their node there) hang until the cut ends, as across a dead route, while
+//! every other client is served. Requests already past the layer (an open watch) go on: a cut
+//! that also ends streams needs the dark switch.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +26,10 @@ use tokio::sync::watch;
 
 use crate::status::{self, ApiError};
 use crate::Shared;
+
+/// The request header naming the client's vantage (a fedraft node: `node2`), matched against
+/// the cut peers.
+pub const PEER_HEADER: &str = "x-fedraft-node";
 
 /// How the simulator is unreachable while dark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -80,15 +90,18 @@ pub struct Faults {
     settings: Mutex<FaultSettings>,
     rng: Mutex<StdRng>,
     dark: watch::Sender<Option<DarkMode>>,
+    cut: watch::Sender<BTreeSet<String>>,
 }
 
 impl Faults {
     pub fn new(settings: FaultSettings, seed: u64) -> Self {
         let (dark, _) = watch::channel(None);
+        let (cut, _) = watch::channel(BTreeSet::new());
         Faults {
             settings: Mutex::new(settings),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             dark,
+            cut,
         }
     }
 
@@ -113,6 +126,15 @@ impl Faults {
 
     pub fn subscribe_dark(&self) -> watch::Receiver<Option<DarkMode>> {
         self.dark.subscribe()
+    }
+
+    /// The peers whose requests hang (a link cut each).
+    pub fn cut_peers(&self) -> BTreeSet<String> {
+        self.cut.borrow().clone()
+    }
+
+    pub fn set_cut_peers(&self, peers: BTreeSet<String>) {
+        self.cut.send_replace(peers);
     }
 
     fn roll(&self, rate: f64) -> bool {
@@ -148,6 +170,25 @@ pub(crate) async fn middleware(
             code: 503,
             message: "simulated outage ended".into(),
         });
+    }
+    let peer = req
+        .headers()
+        .get(PEER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if let Some(peer) = peer {
+        let mut cut = shared.faults.cut.subscribe();
+        if cut.borrow_and_update().contains(&peer) {
+            while cut.borrow_and_update().contains(&peer) {
+                if cut.changed().await.is_err() {
+                    break;
+                }
+            }
+            return status::respond(ApiError::Internal {
+                code: 503,
+                message: format!("simulated link cut from {peer} ended"),
+            });
+        }
     }
     let s = shared.faults.settings();
     if s.latency_ms > 0 {

@@ -1,5 +1,5 @@
 //! Injected faults as a client sees them: latency, 5xx errors, refusing and hanging
-//! connections, coming back on the same address; and bearer-token auth.
+//! connections, coming back on the same address; one peer's link cut; and bearer-token auth.
 
 use std::time::{Duration, Instant};
 
@@ -111,6 +111,41 @@ async fn hang_accepts_but_never_answers() {
         .unwrap();
     assert!(matches!(r, Ok(0) | Err(_)), "{r:?}");
     let (code, _) = raw(addr, "GET", "/version", &[], "").await;
+    assert_eq!(code, 200);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_cut_peer_hangs_while_other_peers_are_served() {
+    use fedraft_kubesim::faults::PEER_HEADER;
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let addr = sim.addr();
+    sim.admin().cut_peer("node2");
+    assert_eq!(sim.admin().cut_peers().len(), 1);
+    let (code, _) = raw(addr, "GET", "/readyz", &[(PEER_HEADER, "node1")], "").await;
+    assert_eq!(code, 200, "another peer is served");
+    let (code, _) = raw(addr, "GET", "/readyz", &[], "").await;
+    assert_eq!(code, 200, "a client naming no peer is served");
+    let cut =
+        tokio::spawn(
+            async move { raw(addr, "GET", "/readyz", &[(PEER_HEADER, "node2")], "").await },
+        );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!cut.is_finished(), "the cut peer was answered");
+
+    // Restored over the admin API: the hung request fails, new ones are served.
+    let (code, _) = raw(
+        addr,
+        "PUT",
+        "/_sim/cuts",
+        &[("content-type", "application/json")],
+        r#"{"peers":[]}"#,
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, _) = tokio::time::timeout(PATIENCE, cut).await.unwrap().unwrap();
+    assert_eq!(code, 503);
+    let (code, _) = raw(addr, "GET", "/readyz", &[(PEER_HEADER, "node2")], "").await;
     assert_eq!(code, 200);
     sim.shutdown().await;
 }
