@@ -5,8 +5,8 @@
 //! simulators' write logs show that no cluster ever had writes from two owners interleaved (an
 //! older token never writes after a newer one).
 //!
-//! Spread ownership is a config switch, not the e2e default: the other e2e scenarios keep the
-//! leader-only executors they were written against.
+//! Spread ownership is what the shared e2e config runs (`support::layout`); this scenario
+//! spreads six clusters to see two per node.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -17,10 +17,10 @@ use fedraft_testkit::members::start_sims;
 use fedraft_testkit::procs::Cluster;
 use serde_json::{json, Value};
 
-use crate::support::{deployment, eventually, layout, replicas_of};
+use crate::support::{deployment, eventually, layout, replicas_of, OWNER_LEASE_MS};
 
 const NAMES: [&str; 6] = ["m1", "m2", "m3", "m4", "m5", "m6"];
-const LEASE_MS: u64 = 3000;
+const LEASE_MS: u64 = OWNER_LEASE_MS;
 /// Longer than a lease plus a takeover: a handover must not look like a dead cluster.
 const FAILURE_S: u64 = 12;
 /// Any one condition; the whole scenario stays well under 90 s on an idle machine.
@@ -37,9 +37,7 @@ impl Spread {
     async fn start() -> Spread {
         let sims = start_sims(&NAMES).await;
         let dir = fedraft_testkit::temp_dir("e2e-owners");
-        let mut l = layout();
-        l.executors.push(format!("owner_lease_ms = {LEASE_MS}"));
-        let mut procs = Cluster::layout(dir.path(), "fed", &l);
+        let mut procs = Cluster::layout(dir.path(), "fed", &layout());
         procs.start_all();
         procs.wait_agreed_leader(Duration::from_secs(60)).await;
         Spread {

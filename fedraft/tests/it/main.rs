@@ -23,6 +23,7 @@ mod disk_full_cluster;
 mod e2e_converge;
 mod e2e_failover;
 mod e2e_leader_kill;
+mod e2e_link_cut;
 mod e2e_owners;
 mod failpoints;
 mod fleet;

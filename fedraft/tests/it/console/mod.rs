@@ -53,6 +53,7 @@ fn layout() -> Layout {
         "resync_period_ms = 3000".into(),
         "status_flush_interval_ms = 200".into(),
         "backoff_max_ms = 1000".into(),
+        "owner_lease_ms = 3000".into(),
     ];
     l.log_filter = "info,openraft=warn,fedraft_apiserver=warn,kube_client=warn".into();
     l.http_timeout = Duration::from_secs(5);

@@ -1,9 +1,10 @@
 //! End-to-end harness: three real `fedraft server` processes (the binary under test, one Raft
-//! group on loopback, executors on) and three simulated member clusters (fedraft-kubesim in
+//! group on loopback, executors on every node, each converging the member clusters it owns by
+//! lease, `owner_lease_ms`) and three simulated member clusters (fedraft-kubesim in
 //! the test process, labels region=dc1/dc2/dc3), driven only through the HTTP API and the
 //! simulators' own Kubernetes API and fault switches.
 //!
-//! Timings are shortened in the node configs (probe 300 ms, election 1-2 s) and every wait
+//! Timings are shortened in the node configs (probe 300 ms, election 1-2 s, lease 5 s) and every wait
 //! polls a condition with a generous deadline, so a loaded machine slows the tests down
 //! instead of failing them. On a failure the last lines of each node's log are printed.
 //! Processes, simulators and waiting come from fedraft-testkit; this module adds the e2e
@@ -27,6 +28,12 @@ pub const HEARTBEAT_MS: u64 = 200;
 pub const ELECTION_MIN_MS: u64 = 1000;
 pub const ELECTION_MAX_MS: u64 = 2000;
 pub const PROBE_MS: u64 = 300;
+/// Spread ownership (`owner_lease_ms`), with a lease shortened like the other timings:
+/// a dead node's clusters move after it, the others never stop converging. Longer than an
+/// election here (leases lapse in log time: a leader change measured at over 3 s on a loaded
+/// machine would drop every lease and reassign every cluster), shorter than the scenarios'
+/// failure thresholds (10 s), so a handover never looks like a dead cluster.
+pub const OWNER_LEASE_MS: u64 = 5000;
 /// How long any single condition may take on a loaded machine before the test fails.
 pub const LIMIT: Duration = Duration::from_secs(40);
 pub const MANAGED: &str = "fedraft.io/managed-by=fedraft";
@@ -59,6 +66,7 @@ pub fn layout() -> Layout {
         "resync_period_ms = 3000".into(),
         "status_flush_interval_ms = 200".into(),
         "backoff_max_ms = 1000".into(),
+        format!("owner_lease_ms = {OWNER_LEASE_MS}"),
     ];
     l.log_filter = "info,openraft=warn,fedraft_apiserver=warn,kube_client=warn".into();
     l.http_timeout = Duration::from_secs(5);
