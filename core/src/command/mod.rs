@@ -76,7 +76,9 @@ use crate::users::{TokenIssue, UserSpec};
 /// `PutUser` may give a role scoped to some namespaces of a tenant (`tenant:T/NS1,NS2`, or
 /// `tenant-reader:T/...` that writes nothing; `crate::users::SCOPED_ROLES_SINCE`), and a tenant
 /// actor of such a user writes only there; an older entry could not carry that role and is
-/// refused it, so every older entry applies as it did.
+/// refused it, so every older entry applies as it did. And in 10: an object put that
+/// every cluster its placement could use has a per-cluster quota too small for is refused
+/// (`state::handlers::cluster_quota`, `PER_CLUSTER_WRITE_SINCE`), where an older entry's waited.
 pub const LOG_ENTRY_VERSION: u16 = 10;
 
 /// The first envelope version whose entries fail over at once an object whose grace period had
