@@ -352,6 +352,10 @@ fn a_write_no_usable_cluster_has_quota_room_for_is_refused_from_version_10() {
     assert!(apply_at(&mut h, 9, put("pinned", 3, Some(&["dc1"])))
         .outcome
         .is_accepted());
+    // Put again asking no more, where it did: not refused; asking more is.
+    h.ok(put("pinned", 3, Some(&["dc1"])));
+    let r = h.refused(put("pinned", 4, Some(&["dc1"])));
+    assert!(r.message.contains("room for 0 of 4"), "{}", r.message);
 
     // Both clusters quota'd: the rooms add up for a Divided object.
     let mut h = Harness::new();

@@ -271,6 +271,23 @@ impl State {
             return Ok(());
         }
         let existing = self.object(namespace, name);
+        // As with the whole quota, a put that asks no more than the object already did, where
+        // it did, is not refused for a quota that shrank or filled since.
+        if let Some(o) = existing {
+            let old = o.template_info;
+            let old_ext = self.ext.objects.get(&o.key());
+            let no_more = info.replicas <= old.replicas
+                && info.per_replica.cpu_millis <= old.per_replica.cpu_millis
+                && info.per_replica.memory_bytes <= old.per_replica.memory_bytes
+                && info.per_replica.pods <= old.per_replica.pods
+                && per_ext
+                    .0
+                    .iter()
+                    .all(|(n, v)| *v <= old_ext.map_or(0, |e| e.get(n)));
+            if no_more && o.spec.placement == spec.placement {
+                return Ok(());
+            }
+        }
         let candidate = FederatedObject {
             namespace: namespace.to_string(),
             name: name.to_string(),
