@@ -32,6 +32,13 @@ pub const TOKEN_ID_HEX_LEN: usize = 16;
 pub const MAX_USERS: usize = 10_000;
 /// Most tokens one user holds that are neither revoked nor expired.
 pub const MAX_LIVE_TOKENS_PER_USER: usize = 16;
+/// Most namespaces one scoped role lists.
+pub const MAX_ROLE_NAMESPACES: usize = 64;
+/// How a read-only role scoped to namespaces is spelled: `tenant-reader:TENANT/NS1,NS2`.
+pub const READER_ROLE_PREFIX: &str = "tenant-reader:";
+/// The first log version whose `PutUser` may carry [`UserRole::TenantNamespaces`]; an older
+/// entry could not, and one that claims to is refused as a binary of its version would have.
+pub const SCOPED_ROLES_SINCE: u16 = 10;
 /// Longest token lifetime: ten years, in milliseconds.
 pub const MAX_TOKEN_TTL_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
 
@@ -72,21 +79,69 @@ pub enum UserRole {
     Tenant { tenant: String },
     /// Reads everything (the audit log included), writes nothing.
     Auditor,
+    /// A member of `tenant` in the listed namespaces of it only; `read_only`: reads them and
+    /// writes nothing. New in log version 10 ([`SCOPED_ROLES_SINCE`]).
+    TenantNamespaces {
+        tenant: String,
+        namespaces: Vec<String>,
+        read_only: bool,
+    },
 }
 
 impl UserRole {
-    /// Reads `admin`, `operator`, `auditor` or `tenant:TENANT` (the token file's spelling).
+    /// Reads `admin`, `operator`, `auditor` or `tenant:TENANT` (the token file's spelling), or a
+    /// role scoped to namespaces: `tenant:TENANT/NS1,NS2` (a member there) or
+    /// `tenant-reader:TENANT/NS1,NS2` (reads there only). Names are checked by [`validate_spec`].
     pub fn parse(s: &str) -> Option<UserRole> {
         match s {
             "admin" => Some(UserRole::Admin),
             "operator" => Some(UserRole::Operator),
             "auditor" => Some(UserRole::Auditor),
             _ => {
-                let tenant = s.strip_prefix("tenant:")?;
-                (!tenant.is_empty()).then(|| UserRole::Tenant {
-                    tenant: tenant.to_string(),
+                let (rest, read_only) = match s.strip_prefix(READER_ROLE_PREFIX) {
+                    Some(rest) => (rest, true),
+                    None => (s.strip_prefix("tenant:")?, false),
+                };
+                let (tenant, namespaces) = match rest.split_once('/') {
+                    Some((t, ns)) => (t, Some(ns)),
+                    None if read_only => return None,
+                    None => (rest, None),
+                };
+                if tenant.is_empty() {
+                    return None;
+                }
+                let tenant = tenant.to_string();
+                Some(match namespaces {
+                    None => UserRole::Tenant { tenant },
+                    Some(ns) => UserRole::TenantNamespaces {
+                        tenant,
+                        namespaces: ns.split(',').map(str::to_string).collect(),
+                        read_only,
+                    },
                 })
             }
+        }
+    }
+
+    /// The tenant a member role belongs to.
+    pub fn tenant(&self) -> Option<&str> {
+        match self {
+            UserRole::Tenant { tenant } | UserRole::TenantNamespaces { tenant, .. } => Some(tenant),
+            _ => None,
+        }
+    }
+
+    /// Whether this role lets a member of `tenant` act in `namespace` (one its tenant owns):
+    /// reads when `write` is false, writes too when it is true.
+    pub fn allows_in(&self, tenant: &str, namespace: &str, write: bool) -> bool {
+        match self {
+            UserRole::Tenant { tenant: t } => t == tenant,
+            UserRole::TenantNamespaces {
+                tenant: t,
+                namespaces,
+                read_only,
+            } => t == tenant && !(write && *read_only) && namespaces.iter().any(|n| n == namespace),
+            _ => false,
         }
     }
 }
@@ -98,6 +153,18 @@ impl fmt::Display for UserRole {
             UserRole::Operator => f.write_str("operator"),
             UserRole::Auditor => f.write_str("auditor"),
             UserRole::Tenant { tenant } => write!(f, "tenant:{tenant}"),
+            UserRole::TenantNamespaces {
+                tenant,
+                namespaces,
+                read_only,
+            } => {
+                let prefix = if *read_only {
+                    READER_ROLE_PREFIX
+                } else {
+                    "tenant:"
+                };
+                write!(f, "{prefix}{tenant}/{}", namespaces.join(","))
+            }
         }
     }
 }
@@ -226,8 +293,29 @@ impl From<FieldError> for UserError {
 /// Checks a spec on its own (names are DNS labels, as namespaces and tenants are).
 pub fn validate_spec(spec: &UserSpec) -> Result<(), UserError> {
     crate::policy::validate_dns_label(&spec.name, "name")?;
-    if let UserRole::Tenant { tenant } = &spec.role {
-        crate::policy::validate_dns_label(tenant, "role")?;
+    match &spec.role {
+        UserRole::Tenant { tenant } => crate::policy::validate_dns_label(tenant, "role")?,
+        UserRole::TenantNamespaces {
+            tenant, namespaces, ..
+        } => {
+            crate::policy::validate_dns_label(tenant, "role")?;
+            if namespaces.is_empty() || namespaces.len() > MAX_ROLE_NAMESPACES {
+                return Err(UserError::invalid(
+                    "role",
+                    format!("a scoped role lists 1 to {MAX_ROLE_NAMESPACES} namespaces"),
+                ));
+            }
+            for (i, ns) in namespaces.iter().enumerate() {
+                crate::policy::validate_dns_label(ns, "role")?;
+                if namespaces[..i].contains(ns) {
+                    return Err(UserError::invalid(
+                        "role",
+                        format!("namespace {ns:?} is listed twice"),
+                    ));
+                }
+            }
+        }
+        _ => {}
     }
     Ok(())
 }
@@ -264,9 +352,9 @@ fn is_lower_hex(s: &str, len: usize) -> bool {
 /// The actor of replicated user `name` holding `role`: `tenant:T/NAME` for tenant members (the
 /// admission rules' form), `user:NAME` otherwise.
 pub fn user_actor(name: &str, role: &UserRole) -> String {
-    match role {
-        UserRole::Tenant { tenant } => crate::admission::Actor::tenant_actor(tenant, name),
-        _ => format!("{USER_ACTOR_PREFIX}{name}"),
+    match role.tenant() {
+        Some(tenant) => crate::admission::Actor::tenant_actor(tenant, name),
+        None => format!("{USER_ACTOR_PREFIX}{name}"),
     }
 }
 
@@ -302,6 +390,37 @@ mod tests {
         }
         assert_eq!(UserRole::parse("tenant:"), None);
         assert_eq!(UserRole::parse("root"), None);
+    }
+
+    #[test]
+    fn scoped_roles_read_and_print_the_same_and_allow_only_their_namespaces() {
+        for s in ["tenant:blue/web,db", "tenant-reader:blue/web"] {
+            let r = UserRole::parse(s);
+            assert_eq!(r.as_ref().map(|r| r.to_string()).as_deref(), Some(s));
+        }
+        assert_eq!(UserRole::parse("tenant-reader:blue"), None);
+        assert_eq!(UserRole::parse("tenant:/web"), None);
+        let member = UserRole::parse("tenant:blue/web").unwrap();
+        assert!(member.allows_in("blue", "web", true));
+        assert!(!member.allows_in("blue", "db", false));
+        assert!(!member.allows_in("red", "web", false));
+        let reader = UserRole::parse("tenant-reader:blue/web").unwrap();
+        assert!(reader.allows_in("blue", "web", false));
+        assert!(!reader.allows_in("blue", "web", true));
+        let spec = |role: &str| UserSpec {
+            name: "alice".into(),
+            kind: UserKind::User,
+            role: UserRole::parse(role).unwrap(),
+        };
+        assert_eq!(validate_spec(&spec("tenant:blue/web")), Ok(()));
+        for bad in ["tenant:blue/", "tenant:blue/web,web", "tenant:blue/Web"] {
+            assert_eq!(
+                validate_spec(&spec(bad)).unwrap_err().field(),
+                "role",
+                "{bad}"
+            );
+        }
+        assert_eq!(user_actor("alice", &reader), "tenant:blue/alice");
     }
 
     #[test]

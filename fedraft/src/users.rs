@@ -15,7 +15,8 @@ pub enum UserCmd {
     Create {
         /// The user's name (a DNS label).
         name: String,
-        /// admin, operator, auditor or tenant:TENANT.
+        /// admin, operator, auditor, tenant:TENANT, or scoped to some of its namespaces:
+        /// tenant:TENANT/NS1,NS2 (a member there) or tenant-reader:TENANT/NS1,NS2 (reads there).
         #[arg(long)]
         role: String,
         /// A service account rather than a person.
@@ -26,7 +27,8 @@ pub enum UserCmd {
     SetRole {
         /// The user's name.
         name: String,
-        /// admin, operator, auditor or tenant:TENANT.
+        /// admin, operator, auditor, tenant:TENANT, or scoped to some of its namespaces:
+        /// tenant:TENANT/NS1,NS2 (a member there) or tenant-reader:TENANT/NS1,NS2 (reads there).
         #[arg(long)]
         role: String,
     },

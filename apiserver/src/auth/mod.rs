@@ -56,7 +56,9 @@ impl Role {
             UserRole::Admin => Role::Admin,
             UserRole::Operator => Role::Operator,
             UserRole::Auditor => Role::Auditor,
-            UserRole::Tenant { tenant } => Role::Tenant(tenant.clone()),
+            UserRole::Tenant { tenant } | UserRole::TenantNamespaces { tenant, .. } => {
+                Role::Tenant(tenant.clone())
+            }
         }
     }
 }
@@ -76,7 +78,7 @@ pub struct ReplicatedToken {
 /// member, named NAME, whose writes the routes name `tenant:TENANT/NAME`.
 pub fn user_principal(user: &str, role: &UserRole) -> Principal {
     let name = match role {
-        UserRole::Tenant { .. } => user.to_string(),
+        UserRole::Tenant { .. } | UserRole::TenantNamespaces { .. } => user.to_string(),
         _ => fedraft_core::users::user_actor(user, role),
     };
     Principal {
@@ -103,6 +105,20 @@ pub fn replicated_token(
             role: u.spec.role.clone(),
         })
     })
+}
+
+/// The principal for a request's bearer token on this node: the token file, else the
+/// replicated user database as `node` has applied it, by this node's clock. Both doors (the
+/// native API and the Kubernetes-compatible one) authenticate through this.
+pub fn authenticate_on(
+    tokens: &TokenStore,
+    node: &fedraft_raft::FedNode,
+    headers: &HeaderMap,
+) -> Result<Principal, ApiError> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    tokens.authenticate_with(headers, |id| replicated_token(node, id, now_ms))
 }
 
 /// An authenticated caller; its name is the actor on every log entry it causes.
@@ -445,8 +461,23 @@ pub fn authorize(
     access: Access<'_>,
     tenant_namespaces: &[String],
 ) -> Result<(), ApiError> {
+    authorize_scoped(p, access, tenant_namespaces, false)
+}
+
+/// [`authorize`] for a tenant member whose replicated user holds a role scoped to namespaces
+/// (`UserRole::TenantNamespaces`): `tenant_namespaces` are then the namespaces of its tenant
+/// that the role lists, and a `read_only` one may write none of them.
+pub fn authorize_scoped(
+    p: &Principal,
+    access: Access<'_>,
+    tenant_namespaces: &[String],
+    read_only: bool,
+) -> Result<(), ApiError> {
     let deny = |what: &str| Err(ApiError::forbidden(format!("{} may not {what}", p.name)));
     match (&p.role, access) {
+        (Role::Tenant(_), Access::WriteNamespace(ns)) if read_only => {
+            deny(&format!("write in namespace {ns}: its role only reads"))
+        }
         (Role::Admin, _) => Ok(()),
         (
             Role::Auditor,

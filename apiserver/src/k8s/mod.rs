@@ -64,7 +64,8 @@ pub(crate) fn router(app: App) -> Router<App> {
 }
 
 async fn authenticate(State(app): State<App>, mut req: Request, next: Next) -> Response {
-    match app.tokens.authenticate(req.headers()) {
+    // The user database's tokens work here as on the native API.
+    match crate::auth::authenticate_on(&app.tokens, &app.node, req.headers()) {
         Ok(p) => {
             req.extensions_mut().insert(p);
             next.run(req).await

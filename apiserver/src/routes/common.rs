@@ -12,7 +12,9 @@ use fedraft_raft::Proposal;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use crate::auth::{authorize, Access, Principal, Role};
+use fedraft_core::users::UserRole;
+
+use crate::auth::{authorize_scoped, Access, Principal, Role};
 use crate::error::ApiError;
 use crate::App;
 
@@ -70,18 +72,39 @@ pub async fn read<R: Send + 'static>(
     }
 }
 
-/// The namespaces the principal's tenant owns, if the principal is a member. Read from local
+/// The namespaces the principal's tenant owns, if the principal is a member, narrowed to those
+/// its role lists when its replicated user's role is scoped to namespaces. Read from local
 /// state: authorisation may trail a membership change by the replication delay.
 pub fn tenant_namespaces(app: &App, p: &Principal) -> Vec<String> {
+    tenant_scope(app, p).0
+}
+
+/// [`tenant_namespaces`], and whether the principal may only read there. A tenant principal
+/// named NAME is held to the replicated user NAME's scoped role, as the log holds its actor
+/// `tenant:TENANT/NAME` at apply (`State::check_user_tenant`).
+pub fn tenant_scope(app: &App, p: &Principal) -> (Vec<String>, bool) {
     let Role::Tenant(t) = &p.role else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
     let (t, name) = (t.clone(), p.name.clone());
-    app.node.read_stale(move |s| match s.tenant(&t) {
-        Some(ten) if ten.spec.members.is_empty() || ten.spec.members.contains(&name) => {
-            ten.spec.namespaces.clone()
+    app.node.read_stale(move |s| {
+        let mut owned = match s.tenant(&t) {
+            Some(ten) if ten.spec.members.is_empty() || ten.spec.members.contains(&name) => {
+                ten.spec.namespaces.clone()
+            }
+            _ => Vec::new(),
+        };
+        match s.users().user(&name).map(|u| &u.spec.role) {
+            Some(UserRole::TenantNamespaces {
+                tenant,
+                namespaces,
+                read_only,
+            }) if *tenant == t => {
+                owned.retain(|ns| namespaces.contains(ns));
+                (owned, *read_only)
+            }
+            _ => (owned, false),
         }
-        _ => Vec::new(),
     })
 }
 
@@ -113,10 +136,10 @@ pub fn allow(app: &App, p: &Principal, access: Access<'_>) -> Result<(), ApiErro
         (
             Role::Tenant(_),
             Access::ReadNamespace(_) | Access::WriteNamespace(_) | Access::ReadSomeNamespace,
-        ) => tenant_namespaces(app, p),
-        _ => Vec::new(),
+        ) => tenant_scope(app, p),
+        _ => (Vec::new(), false),
     };
-    authorize(p, access, &owned)
+    authorize_scoped(p, access, &owned.0, owned.1)
 }
 
 /// The request id of a write: the Idempotency-Key header, else a fresh random id.

@@ -154,7 +154,8 @@ fn spec_of(doc: UserIn, name: &str) -> Result<UserSpec, ApiError> {
         ApiError::invalid(
             "role",
             format!(
-                "{:?}: expected admin, operator, auditor or tenant:TENANT",
+                "{:?}: expected admin, operator, auditor, tenant:TENANT, tenant:TENANT/NS1,NS2 \
+                 or tenant-reader:TENANT/NS1,NS2",
                 doc.role
             ),
         )

@@ -21,4 +21,5 @@ mod rendered;
 mod reschedule;
 mod tenant_status;
 mod users_api;
+mod users_scoped;
 mod watch_resume;

@@ -72,7 +72,13 @@ use crate::users::{TokenIssue, UserSpec};
 /// once), so it replays as it did. 10, the same envelope, whose entries that turn a cluster
 /// NotReady already past an object's failover grace period (a grace shorter than the time it
 /// took to notice) queue the object for failover at once ([`FAILOVER_OVERDUE_SINCE`]); in an
-/// older entry such an object waited for the next placement change, as it did.
+/// older entry such an object waited for the next placement change, as it did. Also in 10: a
+/// `PutUser` may give a role scoped to some namespaces of a tenant (`tenant:T/NS1,NS2`, or
+/// `tenant-reader:T/...` that writes nothing; `crate::users::SCOPED_ROLES_SINCE`), and a tenant
+/// actor of such a user writes only there; an older entry could not carry that role and is
+/// refused it, so every older entry applies as it did. And in 10: an object put that
+/// every cluster its placement could use has a per-cluster quota too small for is refused
+/// (`state::handlers::cluster_quota`, `PER_CLUSTER_WRITE_SINCE`), where an older entry's waited.
 pub const LOG_ENTRY_VERSION: u16 = 10;
 
 /// The first envelope version whose entries fail over at once an object whose grace period had

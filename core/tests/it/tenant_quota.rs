@@ -182,12 +182,15 @@ fn a_per_cluster_quota_caps_placement_and_is_what_the_member_gets() {
     assert_eq!(hard("dc2"), json!({"requests.cpu": "8000m"}));
     assert_eq!(h.state.tenant_per_cluster("team-a").len(), 1);
 
-    // Only dc1 may hold the tenant: what does not fit its quota waits.
-    h.put(
-        "ml",
-        "pinned",
-        spec(deployment("pinned", 3, 500), divided(Some(&["dc1"]))),
-    );
+    // Only dc1 may hold the tenant: in a version-9 entry what does not fit its quota waits
+    // (from version 10 the put is refused: `a_write_no_usable_cluster_has_quota_room_for_...`).
+    let pinned_put = Command::PutObject {
+        namespace: "ml".into(),
+        name: "pinned".into(),
+        spec: spec(deployment("pinned", 3, 500), divided(Some(&["dc1"]))),
+        expected_version: None,
+    };
+    assert!(apply_at(&mut h, 9, pinned_put).outcome.is_accepted());
     let pinned = h.obj("ml", "pinned");
     assert_eq!(h.placement("ml", "pinned").get("dc1"), None);
     assert_eq!(
@@ -309,4 +312,87 @@ fn capacity_growth_from_heartbeats_places_waiting_work_in_fair_order_from_versio
     assert_eq!(run(9), (0, 1));
     // Before version 9 a heartbeat queued the waiting objects in key order.
     assert_eq!(run(8), (1, 0));
+}
+
+#[test]
+fn a_write_no_usable_cluster_has_quota_room_for_is_refused_from_version_10() {
+    let put = |name: &str, replicas: u32, clusters: Option<&[&str]>| Command::PutObject {
+        namespace: "ml".into(),
+        name: name.into(),
+        spec: spec(deployment(name, replicas, 500), divided(clusters)),
+        expected_version: None,
+    };
+    let mut h = Harness::new();
+    h.fleet(&["dc1", "dc2"]);
+    h.ok(Command::PutTenantWithQuotas {
+        spec: tenant("team-a", &["ml"], cpu(8000)),
+        quota: Extended::new(),
+        per_cluster: per_cluster(&[("dc1", cpu(1000), Extended::new())]),
+    });
+    // dc2 has no per-cluster quota: never refused for dc1's.
+    h.ok(put("web", 6, None));
+    assert_eq!(total(&h.placement("ml", "web")), 6);
+    // Only dc1 is usable and web holds its whole quota there: refused, as over-quota writes are.
+    let before = h.state.state_hash_hex();
+    let r = h.refused(put("pinned", 3, Some(&["dc1"])));
+    assert_eq!(r.field.as_deref(), Some("spec"));
+    assert!(
+        r.message.contains("exceeds the quota of tenant \"team-a\"")
+            && r.message.contains("leave room for 0 of 3 replicas")
+            && r.message.contains("cpu millis"),
+        "{}",
+        r.message
+    );
+    assert_eq!(
+        h.state.state_hash_hex(),
+        before,
+        "a refusal changes nothing"
+    );
+    // A version-9 entry waits instead.
+    assert!(apply_at(&mut h, 9, put("pinned", 3, Some(&["dc1"])))
+        .outcome
+        .is_accepted());
+    // Put again asking no more, where it did: not refused; asking more is.
+    h.ok(put("pinned", 3, Some(&["dc1"])));
+    let r = h.refused(put("pinned", 4, Some(&["dc1"])));
+    assert!(r.message.contains("room for 0 of 4"), "{}", r.message);
+
+    // Both clusters quota'd: the rooms add up for a Divided object.
+    let mut h = Harness::new();
+    h.fleet(&["dc1", "dc2"]);
+    h.ok(Command::PutTenantWithQuotas {
+        spec: tenant("team-a", &["ml"], Resources::ZERO),
+        quota: Extended::new(),
+        per_cluster: per_cluster(&[
+            ("dc1", cpu(1000), Extended::new()),
+            ("dc2", cpu(1000), Extended::new()),
+        ]),
+    });
+    h.ok(put("four", 4, None));
+    assert_eq!(total(&h.placement("ml", "four")), 4);
+    let r = h.refused(put("one-more", 1, None));
+    assert!(r.message.contains("room for 0 of 1"), "{}", r.message);
+
+    // A capacity shortfall waits: the quota has room, the cluster has not.
+    let mut h = Harness::new();
+    h.register("dc1", &[]);
+    h.heartbeat(&["dc1"], Some(capacity(500)));
+    h.ok(Command::PutTenantWithQuotas {
+        spec: tenant("team-a", &["ml"], Resources::ZERO),
+        quota: Extended::new(),
+        per_cluster: per_cluster(&[("dc1", cpu(4000), Extended::new())]),
+    });
+    h.ok(Command::PutObject {
+        namespace: "ml".into(),
+        name: "waits".into(),
+        spec: spec(deployment("waits", 2, 500), dynamic(false)),
+        expected_version: None,
+    });
+    let shortfall = h
+        .obj("ml", "waits")
+        .status
+        .shortfall
+        .as_ref()
+        .map(|s| s.replicas);
+    assert_eq!(shortfall, Some(1));
 }

@@ -226,6 +226,87 @@ fn a_tenant_member_user_writes_only_while_the_log_gives_it_the_role() {
     assert!(h.state.object("team-a", "b").is_none());
 }
 
+/// A scoped role's entry at `version` (the envelope is otherwise this binary's).
+fn entry_at(h: &mut Harness, version: u16, actor: &str, command: Command) -> Outcome {
+    h.index += 1;
+    let mut e = LogEntry::new("", actor, h.now_ms, command);
+    e.version = version;
+    h.state.apply(h.index, &e).outcome
+}
+
+#[test]
+fn a_role_scoped_to_namespaces_writes_only_there_and_needs_version_10() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1"]);
+    h.ok(Command::PutTenant(TenantSpec {
+        name: "acme".into(),
+        namespaces: vec!["team-a".into(), "team-b".into()],
+        quota: Default::default(),
+        slice_size: None,
+        members: vec![],
+    }));
+    let put = |ns: &str, name: &str| Command::PutObject {
+        namespace: ns.into(),
+        name: name.into(),
+        spec: ObjectSpec {
+            template: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+                .to_string(),
+            placement: Default::default(),
+            overrides: vec![],
+        },
+        expected_version: None,
+    };
+    let scoped = |s: &str| UserRole::parse(s).unwrap();
+    // A version-9 entry could not carry a scoped role: refused, nothing stored.
+    let before = h.state.state_hash_hex();
+    let r = refusal(entry_at(
+        &mut h,
+        9,
+        ROOT,
+        put_user("erin", scoped("tenant:acme/team-a")),
+    ));
+    assert_eq!(
+        (r.code, r.field.as_deref()),
+        (RejectCode::Invalid, Some("role"))
+    );
+    assert_eq!(h.state.state_hash_hex(), before);
+    // A version-9 tenant role applies as it did: every namespace of the tenant.
+    let member = UserRole::Tenant {
+        tenant: "acme".into(),
+    };
+    assert!(entry_at(&mut h, 9, ROOT, put_user("dave", member)).is_accepted());
+    assert!(entry_at(&mut h, 9, "tenant:acme/dave", put("team-b", "d")).is_accepted());
+    // Namespaces the tenant does not own are refused when the role is made.
+    let r = refusal(entry(
+        &mut h,
+        ROOT,
+        put_user("erin", scoped("tenant:acme/other")),
+    ));
+    assert_eq!(
+        (r.code, r.field.as_deref()),
+        (RejectCode::Invalid, Some("role"))
+    );
+    assert!(entry(&mut h, ROOT, put_user("erin", scoped("tenant:acme/team-a"))).is_accepted());
+    assert!(entry(&mut h, "tenant:acme/erin", put("team-a", "a")).is_accepted());
+    let r = refusal(entry(&mut h, "tenant:acme/erin", put("team-b", "b")));
+    assert_eq!(r.code, RejectCode::Forbidden);
+    assert!(r.message.contains("team-b"), "{}", r.message);
+    assert!(h.state.object("team-b", "b").is_none());
+    // A reader writes nothing, even in its namespaces.
+    let reader = scoped("tenant-reader:acme/team-a");
+    assert!(entry(&mut h, ROOT, put_user("erin", reader.clone())).is_accepted());
+    let r = refusal(entry(&mut h, "tenant:acme/erin", put("team-a", "c")));
+    assert!(r.message.contains("only read"), "{}", r.message);
+    assert_eq!(
+        h.state.users().user("erin").map(|u| &u.spec.role),
+        Some(&reader)
+    );
+    // The table, scoped roles included, survives a snapshot.
+    let restored = State::from_snapshot(&h.state.to_snapshot()).unwrap();
+    assert_eq!(restored.state_hash_hex(), h.state.state_hash_hex());
+    assert_eq!(restored.users(), h.state.users());
+}
+
 #[test]
 fn an_empty_user_database_leaves_the_hash_alone_and_snapshots_keep_it() {
     let (mut a, mut b) = (Harness::new(), Harness::new());

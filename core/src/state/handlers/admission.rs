@@ -58,7 +58,7 @@ impl State {
             .get(tenant)
             .is_some_and(|t| t.spec.members.is_empty() || t.spec.members.contains(name));
         if owner == Some(tenant) && member {
-            return self.check_user_tenant(tenant, name);
+            return self.check_user_tenant(tenant, name, namespace);
         }
         let why = if owner != Some(tenant) {
             format!("namespace {namespace:?} does not belong to tenant {tenant:?}")

@@ -27,6 +27,7 @@ use super::extended::copies;
 use super::tenants::{over, refuse_over};
 use crate::model::{FederatedObject, ObjectKey, ObjectSpec, TemplateInfo, TenantSpec};
 use crate::policy::{validate_per_cluster, ClusterQuota, Extended, Resources};
+use crate::scheduler::DropReason;
 use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
 
 /// Free capacity a per-cluster quota leaves for one object: unlimited dimensions are `u64::MAX`,
@@ -63,6 +64,29 @@ impl QuotaRoom {
         }
         out
     }
+}
+
+/// The first log entry version whose object puts are refused when the tenant's per-cluster
+/// quotas leave no room for them on every cluster they could use
+/// ([`State::check_quota_counting_copies`]); an older entry's object waited, as it did.
+pub const PER_CLUSTER_WRITE_SINCE: u16 = 10;
+
+/// How many replicas of `per` (base) and `per_ext` (extended, per replica) `room` holds, and
+/// the resource that limits it (`unlimited` when none does).
+fn replicas_in(room: &QuotaRoom, per: &Resources, per_ext: &Extended) -> (u64, &'static str) {
+    let mut best = (u64::MAX, "unlimited");
+    let mut take = |room: u64, need: u64, name: &'static str| {
+        if need > 0 && room != u64::MAX && room / need < best.0 {
+            best = (room / need, name);
+        }
+    };
+    take(room.base.cpu_millis, per.cpu_millis, "cpu millis");
+    take(room.base.memory_bytes, per.memory_bytes, "memory bytes");
+    take(room.base.pods, per.pods, "pods");
+    for (name, &left) in &room.extended.0 {
+        take(left, per_ext.get(name), "extended resources");
+    }
+    best
 }
 
 /// What `q` leaves after `used`: zero dimensions stay unlimited.
@@ -223,9 +247,134 @@ impl State {
     }
 
     /// Refuses a put that would take its tenant over its cpu, memory or pods quota, counting
-    /// every object's copies (Duplicated: once per cluster it runs in).
+    /// every object's copies (Duplicated: once per cluster it runs in); and from `version`
+    /// [`PER_CLUSTER_WRITE_SINCE`] one that its tenant's per-cluster quotas leave no room for
+    /// ([`State::check_per_cluster_room`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn check_quota_counting_copies(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: &ObjectSpec,
+        info: TemplateInfo,
+        per_ext: &Extended,
+        now_ms: u64,
+        version: u16,
+    ) -> Result<(), Rejection> {
+        let Some(tenant) = self.tenant_of_namespace(namespace) else {
+            return Ok(());
+        };
+        self.check_whole_quota(namespace, name, spec, info, per_ext, now_ms)?;
+        if version < PER_CLUSTER_WRITE_SINCE
+            || !self.ext.per_cluster.contains_key(&tenant.spec.name)
+        {
+            return Ok(());
+        }
+        let existing = self.object(namespace, name);
+        // As with the whole quota, a put that asks no more than the object already did, where
+        // it did, is not refused for a quota that shrank or filled since.
+        if let Some(o) = existing {
+            let old = o.template_info;
+            let old_ext = self.ext.objects.get(&o.key());
+            let no_more = info.replicas <= old.replicas
+                && info.per_replica.cpu_millis <= old.per_replica.cpu_millis
+                && info.per_replica.memory_bytes <= old.per_replica.memory_bytes
+                && info.per_replica.pods <= old.per_replica.pods
+                && per_ext
+                    .0
+                    .iter()
+                    .all(|(n, v)| *v <= old_ext.map_or(0, |e| e.get(n)));
+            if no_more && o.spec.placement == spec.placement {
+                return Ok(());
+            }
+        }
+        let candidate = FederatedObject {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            spec: spec.clone(),
+            template_info: info,
+            status: existing.map(|o| o.status.clone()).unwrap_or_default(),
+            resource_version: 0,
+        };
+        self.check_per_cluster_room(&tenant.spec.name, &candidate, per_ext, now_ms)
+    }
+
+    /// Refuses an object of `tenant` when every cluster its placement could use (by the
+    /// scheduler's filters other than capacity: cluster list, selector, slices, taints, cordon,
+    /// health) has a per-cluster quota of the tenant, and those quotas, less what the tenant's
+    /// other objects hold there, have room for fewer of its replicas than it asks (Divided: all
+    /// of them summed over those clusters; Duplicated: one whole copy on one of them). A usable
+    /// cluster without a per-cluster quota, or no usable cluster at all, refuses nothing: the
+    /// object waits for capacity or health as any shortfall does.
+    fn check_per_cluster_room(
+        &self,
+        tenant: &str,
+        candidate: &FederatedObject,
+        per_ext: &Extended,
+        now_ms: u64,
+    ) -> Result<(), Rejection> {
+        let Some(rooms) = self.quota_rooms(candidate) else {
+            return Ok(());
+        };
+        let replicas = u64::from(candidate.template_info.replicas);
+        if replicas == 0 {
+            return Ok(());
+        }
+        let decision = self.decide_with(candidate, per_ext, false, now_ms);
+        // Dropped for capacity only (a quota's cap shows as capacity too): still usable.
+        let by_capacity = decision.dropped.iter().filter(|d| {
+            matches!(
+                d.reason,
+                DropReason::NoCapacity
+                    | DropReason::CapacityNotReported
+                    | DropReason::SpreadConstraint { .. }
+            )
+        });
+        let usable: Vec<&str> = decision
+            .candidates
+            .iter_str()
+            .chain(by_capacity.map(|d| d.cluster.as_str()))
+            .collect();
+        if usable.is_empty() {
+            return Ok(());
+        }
+        let per = candidate.template_info.per_replica;
+        let (mut sum, mut most) = (0u64, 0u64);
+        let mut short: Vec<&str> = Vec::new();
+        for c in &usable {
+            let Some(room) = rooms.get(c) else {
+                return Ok(());
+            };
+            let (fit, limit) = replicas_in(room, &per, per_ext);
+            sum = sum.saturating_add(fit);
+            most = most.max(fit);
+            if fit < replicas && !short.contains(&limit) {
+                short.push(limit);
+            }
+        }
+        let (room_for, what) = if candidate.spec.placement.replicas.mode.divides() {
+            (sum, "replicas")
+        } else {
+            (most, "replicas in one copy")
+        };
+        if room_for >= replicas {
+            return Ok(());
+        }
+        let mut clusters = usable.clone();
+        clusters.sort_unstable();
+        refuse_over(
+            tenant,
+            vec![format!(
+                "its per-cluster quotas on {} leave room for {room_for} of {replicas} {what} \
+                 ({})",
+                clusters.join(", "),
+                short.join(", ")
+            )],
+        )
+    }
+
+    /// The whole-tenant part of [`State::check_quota_counting_copies`].
+    fn check_whole_quota(
         &self,
         namespace: &str,
         name: &str,

@@ -132,7 +132,15 @@ impl State {
         let new_need = info.per_replica.saturating_mul(u64::from(info.replicas));
         if ctx.version >= PER_CLUSTER_QUOTA_SINCE {
             // Duplicated copies count once per cluster they run in (`cluster_quota`).
-            self.check_quota_counting_copies(namespace, name, spec, info, &per_ext, ctx.now_ms)?;
+            self.check_quota_counting_copies(
+                namespace,
+                name,
+                spec,
+                info,
+                &per_ext,
+                ctx.now_ms,
+                ctx.version,
+            )?;
         } else {
             self.check_quota(namespace, old_need.unwrap_or_default(), new_need)?;
         }

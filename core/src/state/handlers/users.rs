@@ -12,7 +12,7 @@ use crate::admission::Actor;
 use crate::state::{Ctx, HandlerResult, RejectCode, Rejection, State};
 use crate::users::{
     validate_issue, validate_spec, TokenIssue, TokenRecord, User, UserError, UserRole, UserSpec,
-    MAX_LIVE_TOKENS_PER_USER, MAX_USERS, USER_ACTOR_PREFIX,
+    MAX_LIVE_TOKENS_PER_USER, MAX_USERS, SCOPED_ROLES_SINCE, USER_ACTOR_PREFIX,
 };
 
 impl From<UserError> for Rejection {
@@ -66,22 +66,36 @@ impl State {
     }
 
     /// A tenant-form actor that names a replicated user acts for its tenant only while the log
-    /// still gives that user that tenant's role (rule 1 of `crate::admission` adds this).
-    pub(crate) fn check_user_tenant(&self, tenant: &str, name: &str) -> Result<(), Rejection> {
-        match self.users.user(name) {
-            Some(u)
-                if u.spec.role
-                    != (UserRole::Tenant {
-                        tenant: tenant.into(),
-                    }) =>
-            {
-                Err(Rejection::from(UserError::Forbidden {
-                    field: "actor".into(),
-                    message: format!("user {name:?} is no longer a member of tenant {tenant:?}"),
-                }))
-            }
-            _ => Ok(()),
+    /// still gives that user that tenant's role, and a role scoped to namespaces only in those
+    /// and only if it may write (rule 1 of `crate::admission` adds this). A scoped role cannot
+    /// be in an entry older than [`SCOPED_ROLES_SINCE`], so older entries check what they did.
+    pub(crate) fn check_user_tenant(
+        &self,
+        tenant: &str,
+        name: &str,
+        namespace: &str,
+    ) -> Result<(), Rejection> {
+        let Some(u) = self.users.user(name) else {
+            return Ok(());
+        };
+        if u.spec.role.allows_in(tenant, namespace, true) {
+            return Ok(());
         }
+        let message = match &u.spec.role {
+            UserRole::TenantNamespaces {
+                tenant: t,
+                read_only: true,
+                ..
+            } if t == tenant => format!("user {name:?} may only read in tenant {tenant:?}"),
+            UserRole::TenantNamespaces { tenant: t, .. } if t == tenant => {
+                format!("user {name:?} may not write in namespace {namespace:?}")
+            }
+            _ => format!("user {name:?} is no longer a member of tenant {tenant:?}"),
+        };
+        Err(Rejection::from(UserError::Forbidden {
+            field: "actor".into(),
+            message,
+        }))
     }
 
     pub(crate) fn on_put_user(
@@ -105,11 +119,33 @@ impl State {
             }
             .into());
         }
-        if let UserRole::Tenant { tenant } = &spec.role {
+        if let UserRole::TenantNamespaces { .. } = &spec.role {
+            if ctx.version < SCOPED_ROLES_SINCE {
+                return Err(UserError::invalid(
+                    "role",
+                    format!("roles scoped to namespaces need log version {SCOPED_ROLES_SINCE}"),
+                )
+                .into());
+            }
+        }
+        if let Some(tenant) = spec.role.tenant() {
             if !self.d.tenants.contains_key(tenant) {
                 return Err(UserError::NotFound {
                     field: "role".into(),
                     what: format!("tenant {tenant:?}"),
+                }
+                .into());
+            }
+        }
+        if let UserRole::TenantNamespaces { namespaces, .. } = &spec.role {
+            let tenant = spec.role.tenant().unwrap_or_default();
+            if let Some(ns) = namespaces
+                .iter()
+                .find(|ns| self.ix.ns_owner.get(ns.as_str()).map(String::as_str) != Some(tenant))
+            {
+                return Err(UserError::Invalid {
+                    field: "role".into(),
+                    message: format!("namespace {ns:?} does not belong to tenant {tenant:?}"),
                 }
                 .into());
             }
