@@ -615,6 +615,18 @@ impl State {
         self.d.objects.iter_ns(namespace)
     }
 
+    /// The objects of several namespaces (a tenant's), namespace by namespace.
+    pub fn objects_in_each<'a, I>(
+        &'a self,
+        namespaces: I,
+    ) -> impl Iterator<Item = &'a FederatedObject>
+    where
+        I: IntoIterator<Item = &'a String>,
+        I::IntoIter: 'a,
+    {
+        namespaces.into_iter().flat_map(|ns| self.objects_in(ns))
+    }
+
     pub fn object(&self, namespace: &str, name: &str) -> Option<&FederatedObject> {
         self.d.objects.get(namespace, name)
     }

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 
 use super::extended::copies;
 use super::tenants::{over, refuse_over};
-use crate::model::{FederatedObject, ObjectKey, ObjectSpec, TemplateInfo, TenantSpec};
+use crate::model::{FederatedObject, ObjectSpec, TemplateInfo, TenantSpec};
 use crate::policy::{validate_per_cluster, ClusterQuota, Extended, Resources};
 use crate::scheduler::DropReason;
 use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
@@ -140,12 +140,7 @@ impl State {
         let tenant = self.tenant_of_namespace(&obj.namespace)?;
         let quotas = self.ext.per_cluster.get(&tenant.spec.name)?;
         let mut used: BTreeMap<&str, (Resources, Extended)> = BTreeMap::new();
-        for o in tenant
-            .spec
-            .namespaces
-            .iter()
-            .flat_map(|ns| self.objects_in(ns))
-        {
+        for o in self.objects_in_each(&tenant.spec.namespaces) {
             if o.namespace == obj.namespace && o.name == obj.name {
                 continue;
             }
@@ -212,15 +207,7 @@ impl State {
             }
         }
         // The caps changed: the tenant's objects are re-placed under the new ones.
-        let keys: Vec<ObjectKey> = spec
-            .namespaces
-            .iter()
-            .flat_map(|ns| self.objects_in(ns))
-            .map(|o| o.key())
-            .collect();
-        for k in &keys {
-            self.enqueue(k);
-        }
+        self.enqueue_objects_in(&spec.namespaces);
         Ok(Some(ctx.index))
     }
 
@@ -232,17 +219,8 @@ impl State {
     pub fn tenant_used(&self, tenant: &str) -> Option<Resources> {
         let t = self.d.tenants.get(tenant)?;
         Some(
-            t.spec
-                .namespaces
-                .iter()
-                .flat_map(|ns| self.objects_in(ns))
-                .fold(Resources::ZERO, |acc, o| {
-                    acc.saturating_add(
-                        &o.template_info
-                            .per_replica
-                            .saturating_mul(copies(o, o.status.clusters.len())),
-                    )
-                }),
+            self.objects_in_each(&t.spec.namespaces)
+                .fold(Resources::ZERO, |acc, o| acc.saturating_add(&held(o))),
         )
     }
 
@@ -395,17 +373,10 @@ impl State {
                 .per_replica
                 .saturating_mul(copies(o, clusters))
         };
-        let mut others = Resources::ZERO;
-        for o in tenant
-            .spec
-            .namespaces
-            .iter()
-            .flat_map(|ns| self.objects_in(ns))
-        {
-            if o.namespace != namespace || o.name != name {
-                others = others.saturating_add(&need(o, o.status.clusters.len()));
-            }
-        }
+        let others = self
+            .objects_in_each(&tenant.spec.namespaces)
+            .filter(|o| o.namespace != namespace || o.name != name)
+            .fold(Resources::ZERO, |acc, o| acc.saturating_add(&held(o)));
         let existing = self.object(namespace, name);
         let candidate = FederatedObject {
             namespace: namespace.to_string(),
@@ -422,12 +393,18 @@ impl State {
             decision.placement.values().filter(|n| **n > 0).count()
         };
         let mine = need(&candidate, clusters);
-        let before = existing
-            .map(|o| need(o, o.status.clusters.len()))
-            .unwrap_or_default();
+        let before = existing.map(held).unwrap_or_default();
         refuse_over(
             &tenant.spec.name,
             over(&others.saturating_add(&mine), &quota, &before, &mine),
         )
     }
+}
+
+/// What an object holds of cpu, memory and pods as the quota checks count it: its requests
+/// times its copies where it is placed now (Duplicated: once per cluster, unplaced: once).
+fn held(o: &FederatedObject) -> Resources {
+    o.template_info
+        .per_replica
+        .saturating_mul(copies(o, o.status.clusters.len()))
 }

@@ -227,14 +227,7 @@ impl State {
         ctx.change(ChangeKind::Tenant, spec.name.clone(), op);
         self.replace_slices(&spec.name, ctx);
         // Ownership, quota or slices may have changed for these namespaces: re-place them.
-        let keys: Vec<ObjectKey> = affected
-            .iter()
-            .flat_map(|ns| self.objects_in(ns))
-            .map(|o| o.key())
-            .collect();
-        for k in &keys {
-            self.enqueue(k);
-        }
+        self.enqueue_objects_in(&affected);
         Ok(Some(ctx.index))
     }
 
@@ -318,8 +311,16 @@ impl State {
             }
             t.resource_version = ctx.index;
         }
+        self.enqueue_objects_in(&namespaces);
+    }
+
+    /// Queues every object of these namespaces for a reschedule (their tenant's caps changed).
+    pub(crate) fn enqueue_objects_in<'a>(
+        &mut self,
+        namespaces: impl IntoIterator<Item = &'a String>,
+    ) {
         let keys: Vec<ObjectKey> = namespaces
-            .iter()
+            .into_iter()
             .flat_map(|ns| self.objects_in(ns))
             .map(|o| o.key())
             .collect();
