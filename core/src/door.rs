@@ -256,6 +256,45 @@ pub fn is_credentials_namespace(namespace: &str) -> bool {
 /// ordinary resource template, and replays as one.
 pub const MEMBERS_SINCE: u16 = 8;
 
+/// The annotation of a PropagationPolicy or ClusterPropagationPolicy that gives the templates it
+/// binds a rollout strategy (the JSON of [`RolloutStrategy`], as the native API's `rollout`
+/// field). Karmada has no rollout API; an annotation keeps its documents valid for Karmada.
+pub const ROLLOUT_STRATEGY_ANNOTATION: &str = "fedraft.io/rollout-strategy";
+
+/// The first log entry version whose door templates roll out under their propagation policy's
+/// strategy ([`ROLLOUT_STRATEGY_ANNOTATION`]), and whose Deployments' `spec.paused` pauses and
+/// resumes that rollout instead of reaching the members, and whose `Rollout` commands (pause,
+/// resume, abort, undo, promote) may name a template's object (`deployment.apps:web`). Older
+/// entries ignored the annotation (it was any annotation), stored `spec.paused` in the template
+/// and refused such a name, and replay so.
+pub const DOOR_ROLLOUTS_SINCE: u16 = 11;
+
+/// The strategy a policy document's [`ROLLOUT_STRATEGY_ANNOTATION`] carries: None without the
+/// annotation, an error naming the field when it is not a valid strategy.
+pub fn rollout_annotation(
+    manifest: &serde_json::Value,
+) -> Result<Option<crate::rollout::RolloutStrategy>, crate::error::FieldError> {
+    let field = format!("metadata.annotations[{ROLLOUT_STRATEGY_ANNOTATION}]");
+    let Some(raw) = manifest
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(ROLLOUT_STRATEGY_ANNOTATION))
+    else {
+        return Ok(None);
+    };
+    let text = raw
+        .as_str()
+        .ok_or_else(|| crate::error::FieldError::new(&field, "must be a string"))?;
+    let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        crate::error::FieldError::new(
+            &field,
+            format!("not JSON ({e}); write it as the native rollout field, e.g. {{\"type\":\"Progressive\",\"maxConcurrency\":{{\"count\":1}}}}"),
+        )
+    })?;
+    let strategy: crate::rollout::RolloutStrategy = crate::karmada::typed(&doc, &field)?;
+    strategy.validate(&field)?;
+    Ok(Some(strategy))
+}
+
 /// The Secret a member cluster document names: its namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SecretRef {

@@ -12,16 +12,21 @@
 //! is placed on (replicas, ready replicas, applied, message) and condition `Placed` says why it
 //! is or is not placed; for Deployments, StatefulSets and ReplicaSets `replicas`,
 //! `updatedReplicas`, `readyReplicas` and `availableReplicas` are summed over the members, so
-//! `kubectl get deploy` and `kubectl rollout status` read the federation as one cluster.
+//! `kubectl get deploy` and `kubectl rollout status` read the federation as one cluster. Under
+//! a rollout strategy, updated replicas are those the members report on the target revision,
+//! condition `Progressing` follows the rollout's phase, and a Deployment's `spec.paused` is
+//! shown from it (core keeps it out of the template: `door_rollout`).
 //!
 //! Must not: read anything but the state it is given; change it.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fedraft_core::door::{
     self, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord,
 };
 use fedraft_core::model::{Cluster, FederatedObject, Health, Tenant};
+use fedraft_core::rollout::Phase;
 use fedraft_core::state::State;
 use fedraft_kubeapi::meta;
 use serde_json::{json, Map, Value};
@@ -36,6 +41,8 @@ pub enum Loaded {
         key: ResourceKey,
         rec: TemplateRecord,
         obj: Arc<FederatedObject>,
+        /// Its rollout, when it rolls out under a strategy.
+        rollout: Option<Box<RolloutView>>,
     },
     /// A namespace; `tpl` when it was created through the door (a `Namespace` template).
     Namespace {
@@ -70,8 +77,101 @@ pub fn load_template(s: &State, key: &ResourceKey) -> Option<Loaded> {
     Some(Loaded::Template {
         key: key.clone(),
         rec: rec.clone(),
+        rollout: RolloutView::load(s, key),
         obj,
     })
+}
+
+/// What a template's status shows of its rollout (kept small: it is cloned under the lock).
+#[derive(Debug, Clone)]
+pub struct RolloutView {
+    pub phase: Phase,
+    pub reason: String,
+    pub target: u32,
+    /// Per cluster: the revision it should run, and what it last reported.
+    pub clusters: BTreeMap<String, (u32, Option<Reported>)>,
+}
+
+/// One cluster's report of the workload, as far as the rolled-out counts need it.
+#[derive(Debug, Clone, Copy)]
+pub struct Reported {
+    pub revision: Option<u32>,
+    /// The member's controller has seen its latest spec.
+    pub caught_up: bool,
+    pub updated: u32,
+    pub available: u32,
+}
+
+impl RolloutView {
+    pub fn load(s: &State, key: &ResourceKey) -> Option<Box<RolloutView>> {
+        let (ns, name) = (key.object_namespace(), key.object_name());
+        let rec = s.rollout(ns, &name)?;
+        let reports = s.workload_status(ns, &name);
+        let obj = s.object(ns, &name)?;
+        let clusters = obj
+            .status
+            .clusters
+            .iter()
+            .map(|p| {
+                let w = reports.and_then(|m| m.get(&p.cluster)).map(|w| Reported {
+                    revision: w.observed.revision,
+                    caught_up: w.observed.observed_generation >= w.observed.generation,
+                    updated: w.observed.updated,
+                    available: w.observed.available,
+                });
+                (p.cluster.clone(), (rec.revision_for(&p.cluster), w))
+            })
+            .collect();
+        Some(Box::new(RolloutView {
+            phase: rec.phase,
+            reason: rec.reason.clone(),
+            target: rec.target,
+            clusters,
+        }))
+    }
+
+    /// Replicas on `cluster` that run the target revision, as its member reports them.
+    fn updated_on(&self, cluster: &str, replicas: u32) -> u32 {
+        match self.clusters.get(cluster) {
+            Some((want, Some(r)))
+                if *want == self.target && r.revision == Some(self.target) && r.caught_up =>
+            {
+                r.updated.min(replicas)
+            }
+            _ => 0,
+        }
+    }
+
+    fn available_on(&self, cluster: &str, replicas: u32) -> u32 {
+        match self.clusters.get(cluster) {
+            Some((_, Some(r))) => r.available.min(replicas),
+            _ => 0,
+        }
+    }
+
+    /// Kubernetes' `Progressing` condition for the rollout: kubectl's `rollout status` stops
+    /// with an error on reason `ProgressDeadlineExceeded`, which is what a failed gate is.
+    fn progressing(&self) -> Value {
+        let (status, reason, message) = match self.phase {
+            Phase::Complete => (
+                "True",
+                "NewReplicaSetAvailable",
+                format!("revision {} rolled out to every cluster", self.target),
+            ),
+            Phase::Progressing => (
+                "True",
+                "ReplicaSetUpdated",
+                format!("rolling out revision {} in waves", self.target),
+            ),
+            Phase::Paused if self.reason.starts_with("paused by") => {
+                ("Unknown", "DeploymentPaused", self.reason.clone())
+            }
+            Phase::Paused => ("False", "ProgressDeadlineExceeded", self.reason.clone()),
+            Phase::Aborted => ("False", "RolloutAborted", self.reason.clone()),
+            Phase::RolledBack => ("False", "RolloutRolledBack", self.reason.clone()),
+        };
+        json!({"type": "Progressing", "status": status, "reason": reason, "message": message})
+    }
 }
 
 /// A namespace exists when a `Namespace` template names it, a tenant owns it or an object
@@ -135,7 +235,12 @@ impl Loaded {
 
     pub fn render(&self) -> Value {
         match self {
-            Loaded::Template { key, rec, obj } => template_object(key, rec, obj),
+            Loaded::Template {
+                key,
+                rec,
+                obj,
+                rollout,
+            } => template_object(key, rec, obj, rollout.as_deref()),
             Loaded::Namespace { name, tpl } => namespace_object(name, tpl.as_ref()),
             Loaded::Policy { key, rec, member } => policy_object(key, rec, member.as_deref()),
             Loaded::Cluster(c) => cluster_object(c),
@@ -177,8 +282,22 @@ fn parse_or_empty(text: &str) -> Value {
     }
 }
 
-fn template_object(key: &ResourceKey, rec: &TemplateRecord, obj: &FederatedObject) -> Value {
+fn template_object(
+    key: &ResourceKey,
+    rec: &TemplateRecord,
+    obj: &FederatedObject,
+    rollout: Option<&RolloutView>,
+) -> Value {
     let mut doc = parse_or_empty(&obj.spec.template);
+    // A Deployment's pause is its rollout's, kept out of the template (core's `door_rollout`).
+    if rollout.is_some_and(|r| r.phase == Phase::Paused)
+        && key.group == "apps"
+        && key.kind == "Deployment"
+    {
+        if let Some(spec) = doc.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.insert("paused".into(), json!(true));
+        }
+    }
     doc["apiVersion"] = json!(rec.api_version);
     doc["kind"] = json!(key.kind);
     stamp(
@@ -189,11 +308,16 @@ fn template_object(key: &ResourceKey, rec: &TemplateRecord, obj: &FederatedObjec
         (rec.created_ms, rec.created_index),
         rec.generation,
     );
-    doc["status"] = template_status(key, rec, obj);
+    doc["status"] = template_status(key, rec, obj, rollout);
     doc
 }
 
-fn template_status(key: &ResourceKey, rec: &TemplateRecord, obj: &FederatedObject) -> Value {
+fn template_status(
+    key: &ResourceKey,
+    rec: &TemplateRecord,
+    obj: &FederatedObject,
+    rollout: Option<&RolloutView>,
+) -> Value {
     let st = &obj.status;
     let clusters: Vec<Value> = st
         .clusters
@@ -248,16 +372,35 @@ fn template_status(key: &ResourceKey, rec: &TemplateRecord, obj: &FederatedObjec
         )
     {
         let replicas: u32 = st.clusters.iter().map(|c| c.replicas).sum();
-        let updated: u32 = st
-            .clusters
-            .iter()
-            .filter(|c| c.applied)
-            .map(|c| c.replicas)
-            .sum();
+        // Under a rollout, updated means running the target revision (as each member reports
+        // it), so `kubectl rollout status` waits for the last wave; otherwise applied.
+        let (updated, available) = match rollout {
+            Some(r) => (
+                st.clusters
+                    .iter()
+                    .map(|c| r.updated_on(&c.cluster, c.replicas))
+                    .sum(),
+                st.clusters
+                    .iter()
+                    .map(|c| r.available_on(&c.cluster, c.replicas))
+                    .sum(),
+            ),
+            None => (
+                st.clusters
+                    .iter()
+                    .filter(|c| c.applied)
+                    .map(|c| c.replicas)
+                    .sum::<u32>(),
+                st.ready_replicas,
+            ),
+        };
         out["replicas"] = json!(replicas);
         out["updatedReplicas"] = json!(updated);
         out["readyReplicas"] = json!(st.ready_replicas);
-        out["availableReplicas"] = json!(st.ready_replicas);
+        out["availableReplicas"] = json!(available);
+        if let (Some(r), Some(conds)) = (rollout, out["conditions"].as_array_mut()) {
+            conds.push(r.progressing());
+        }
         if key.kind == "StatefulSet" {
             out["currentReplicas"] = json!(updated);
         }

@@ -106,14 +106,16 @@ impl Filter {
                     namespace: ns.to_string(),
                     name: name.to_string(),
                 };
-                let rec = app
-                    .node
-                    .read_stale(|s| s.door().templates.get(&key).cloned());
-                rec.map(|rec| {
+                let found = app.node.read_stale(|s| {
+                    let rec = s.door().templates.get(&key).cloned()?;
+                    Some((rec, render::RolloutView::load(s, &key)))
+                });
+                found.map(|(rec, rollout)| {
                     Loaded::Template {
                         key,
                         rec,
                         obj: obj.clone(),
+                        rollout,
                     }
                     .render()
                 })

@@ -79,7 +79,11 @@ use crate::users::{TokenIssue, UserSpec};
 /// refused it, so every older entry applies as it did. And in 10: an object put that
 /// every cluster its placement could use has a per-cluster quota too small for is refused
 /// (`state::handlers::cluster_quota`, `PER_CLUSTER_WRITE_SINCE`), where an older entry's waited.
-pub const LOG_ENTRY_VERSION: u16 = 10;
+/// 11, the same envelope, whose door templates roll out under the strategy their propagation
+/// policy's `fedraft.io/rollout-strategy` annotation gives, a Deployment's `spec.paused` pausing
+/// that rollout (`door::DOOR_ROLLOUTS_SINCE`); an older entry ignored the annotation and kept
+/// `spec.paused` in the template, and replays so.
+pub const LOG_ENTRY_VERSION: u16 = 11;
 
 /// The first envelope version whose entries fail over at once an object whose grace period had
 /// already run out when its cluster was seen NotReady.

@@ -137,7 +137,11 @@ pub fn parse_spec(
     let spec = match kind {
         PolicyKind::Propagation | PolicyKind::ClusterPropagation => {
             let raw: propagation::RawPropagationSpec = typed(spec, "spec")?;
-            PolicySpec::Propagation(raw.check(version)?)
+            let mut p = raw.check(version)?;
+            // Lenient whatever the version: a restored state must read the strategy an older
+            // entry's policy carried exactly as replay does (its use is what is versioned).
+            p.rollout = crate::door::rollout_annotation(manifest).ok().flatten();
+            PolicySpec::Propagation(p)
         }
         PolicyKind::Override | PolicyKind::ClusterOverride => {
             let raw: overrides::RawOverrideSpec = typed(spec, "spec")?;

@@ -36,6 +36,7 @@ use crate::policy::{
     ReplicaPolicy, SelectorOperator, SpreadConstraint, TaintEffect, Toleration, TolerationOperator,
     CLUSTER_NAME_KEY,
 };
+use crate::rollout::RolloutStrategy;
 
 /// A propagation policy's spec as fedraft keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +50,10 @@ pub struct PropagationSpec {
     /// (`super::deps`, `state/handlers/deps.rs`).
     pub propagate_deps: bool,
     pub placement: Placement,
+    /// fedraft's rollout strategy for the templates it binds, from the policy's
+    /// `fedraft.io/rollout-strategy` annotation (`crate::door::rollout_annotation`); set by
+    /// `parse_spec`, None when absent or unreadable (a put checks it strictly).
+    pub rollout: Option<RolloutStrategy>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -261,6 +266,7 @@ impl RawPropagationSpec {
             preempts: matches!(self.preemption, Some(Preemption::Always)),
             propagate_deps: self.propagate_deps,
             placement: self.placement.check(version)?,
+            rollout: None,
         })
     }
 }

@@ -12,6 +12,7 @@ mod door;
 mod door_deps;
 mod door_kubefed;
 mod door_members;
+mod door_rollout;
 mod door_scope;
 mod failback;
 mod gpu;

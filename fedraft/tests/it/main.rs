@@ -29,6 +29,7 @@ mod failpoints;
 mod fleet;
 mod gpu_procs;
 mod kubectl_door;
+mod kubectl_rollout;
 mod kubefed_door;
 mod members_door;
 mod metrics_exposition;

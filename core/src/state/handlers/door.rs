@@ -26,18 +26,19 @@ use super::binding::nowhere;
 use super::deps::Required;
 use super::door_identity::labels_of;
 pub(super) use super::door_identity::{read_manifest, Identity};
+use super::door_rollout::{pausable, take_paused};
 use super::{members, validate};
 use crate::admission::Actor;
 use crate::command::LOG_ENTRY_VERSION;
 use crate::door::{
     self, DoorTables, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord,
-    CLUSTER_TEMPLATES_SINCE, MEMBERS_SINCE,
+    CLUSTER_TEMPLATES_SINCE, DOOR_ROLLOUTS_SINCE, MEMBERS_SINCE,
 };
 use crate::error::CodecError;
 use crate::error::FieldError;
 use crate::karmada::{self, PolicyKind, PolicySpec, TemplateIdentity};
 use crate::kubefed;
-use crate::model::ObjectSpec;
+use crate::model::{ObjectKey, ObjectSpec};
 use crate::state::{Ctx, HandlerResult, RejectCode, Rejection, State};
 
 /// The manifest without metadata and status: what a change of generation compares.
@@ -173,7 +174,7 @@ impl State {
 
     fn put_template(
         &mut self,
-        doc: Value,
+        mut doc: Value,
         id: Identity,
         expected: Option<u64>,
         ctx: &mut Ctx,
@@ -197,7 +198,6 @@ impl State {
             ));
         }
         let labels = labels_of(&doc);
-        let template = doc.to_string();
         let previous = self.door.templates.get(&key).cloned();
         let ident = TemplateIdentity {
             api_version: &id.api_version,
@@ -229,11 +229,19 @@ impl State {
             (None, None, Some(spec)) => spec.placement.clone(),
             (None, None, None) => nowhere(),
         };
+        let object = ObjectKey::new(key.object_namespace(), &object_name);
+        let strategy = (ctx.version >= DOOR_ROLLOUTS_SINCE)
+            .then(|| self.door_strategy(&object, bound_to.as_ref()))
+            .flatten();
+        let paused = (strategy.is_some() && pausable(&key)).then(|| take_paused(&mut doc));
         let spec = ObjectSpec {
-            template,
+            template: doc.to_string(),
             placement,
             overrides: self.overrides_for(&ident),
         };
+        if let (Some(true), Some(s)) = (paused, &strategy) {
+            self.check_door_pause(&object, &spec.template, s)?;
+        }
         let generation = match (&previous, &existing_spec) {
             (Some(r), Some(old)) => {
                 let old_doc: Value = serde_json::from_str(&old.template).unwrap_or(Value::Null);
@@ -245,8 +253,21 @@ impl State {
             }
             _ => 1,
         };
-        let version =
-            self.put_object(key.object_namespace(), &object_name, &spec, expected, ctx)?;
+        let version = match &strategy {
+            Some(s) => self.put_under_strategy(
+                key.object_namespace(),
+                &object_name,
+                &spec,
+                s,
+                expected,
+                ctx,
+                State::put_object,
+            )?,
+            None => self.put_object(key.object_namespace(), &object_name, &spec, expected, ctx)?,
+        };
+        if let Some(p) = paused {
+            self.door_pause_after_put(&object, p, ctx);
+        }
         let record = TemplateRecord {
             api_version: id.api_version,
             labels,
@@ -289,6 +310,9 @@ impl State {
         self.check_policy_rights(kind, &id.namespace, &ctx.actor)?;
         validate::dns_subdomain(&id.name, "metadata.name")?;
         let spec = karmada::parse_spec(kind, &doc, ctx.version)?;
+        if ctx.version >= DOOR_ROLLOUTS_SINCE && kind.propagates() {
+            door::rollout_annotation(&doc)?;
+        }
         let key = PolicyRef {
             kind: PolicyKindTag::from(kind),
             namespace: id.namespace,
@@ -422,6 +446,9 @@ impl State {
             if let Some(r) = self.door.templates.get_mut(&key) {
                 r.bound_to = bound_to;
             }
+        }
+        if ctx.version >= DOOR_ROLLOUTS_SINCE {
+            self.door_strategies_follow_policies(ctx);
         }
         Ok(())
     }

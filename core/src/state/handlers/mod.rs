@@ -15,6 +15,7 @@ mod credentials;
 mod deps;
 pub(crate) mod door;
 mod door_identity;
+mod door_rollout;
 pub(crate) mod extended;
 pub mod failback;
 pub mod handover;

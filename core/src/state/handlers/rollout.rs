@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::validate;
 use crate::command::{RolloutAction, WorkloadReport};
+use crate::door::DOOR_ROLLOUTS_SINCE;
 use crate::error::FieldError;
 use crate::model::{ObjectKey, ObjectSpec};
 use crate::rollout::{
@@ -44,6 +45,10 @@ impl Rollouts {
     }
 }
 
+/// A put of an object without a strategy: `State::on_put_object` or the door's `put_object`.
+pub(crate) type PlainPut =
+    fn(&mut State, &str, &str, &ObjectSpec, Option<u64>, &mut Ctx) -> HandlerResult;
+
 impl State {
     pub(crate) fn on_put_object_with_rollout(
         &mut self,
@@ -55,6 +60,30 @@ impl State {
         ctx: &mut Ctx,
     ) -> HandlerResult {
         strategy.validate("rollout")?;
+        self.put_under_strategy(
+            namespace,
+            name,
+            spec,
+            strategy,
+            expected,
+            ctx,
+            State::on_put_object,
+        )
+    }
+
+    /// A put that records (or changes) the object's rollout strategy: `put` is the plain put
+    /// (the native one checks names; the door's templates have names of their own).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn put_under_strategy(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        spec: &ObjectSpec,
+        strategy: &RolloutStrategy,
+        expected: Option<u64>,
+        ctx: &mut Ctx,
+        put: PlainPut,
+    ) -> HandlerResult {
         let key = ObjectKey::new(namespace, name);
         // The template the clusters run now, if the object exists without a record: it becomes
         // revision 1, so the put's template rolls out as revision 2.
@@ -70,7 +99,7 @@ impl State {
             .records
             .get_mut(&key)
             .map(|r| std::mem::replace(&mut r.strategy, strategy.clone()));
-        let rv = match self.on_put_object(namespace, name, spec, expected, ctx) {
+        let rv = match put(self, namespace, name, spec, expected, ctx) {
             Ok(rv) => rv,
             Err(e) => {
                 if let (Some(old), Some(r)) = (old, self.rollouts.records.get_mut(&key)) {
@@ -161,7 +190,7 @@ impl State {
     }
 
     /// Evaluates one object's gate; bumps the object when the rollout moved.
-    fn rollout_step(&mut self, key: &ObjectKey, ctx: &mut Ctx) {
+    pub(super) fn rollout_step(&mut self, key: &ObjectKey, ctx: &mut Ctx) {
         let Some(obj) = self.d.objects.get(&key.namespace, &key.name) else {
             return;
         };
@@ -230,7 +259,7 @@ impl State {
         self.failback_forget(key);
     }
 
-    fn touch_object(&mut self, key: &ObjectKey, ctx: &mut Ctx) {
+    pub(super) fn touch_object(&mut self, key: &ObjectKey, ctx: &mut Ctx) {
         if let Some(obj) = self.d.objects.get_mut(&key.namespace, &key.name) {
             if obj.resource_version != ctx.index {
                 obj.resource_version = ctx.index;
@@ -247,9 +276,13 @@ impl State {
         ctx: &mut Ctx,
     ) -> HandlerResult {
         validate::dns_label(namespace, "metadata.namespace")?;
-        validate::dns_subdomain(name, "metadata.name")?;
-        self.check_rights(namespace, &ctx.actor)?;
         let key = ObjectKey::new(namespace, name);
+        // A door template's object has a name of its own (`deployment.apps:web`).
+        let door_template = ctx.version >= DOOR_ROLLOUTS_SINCE && self.template_of(&key).is_some();
+        if !door_template {
+            validate::dns_subdomain(name, "metadata.name")?;
+        }
+        self.check_rights(namespace, &ctx.actor)?;
         if self.object(namespace, name).is_none() {
             return Err(Rejection::not_found(
                 "metadata.name",
@@ -324,7 +357,15 @@ impl State {
                 move |e: FieldError| FieldError::new(format!("reports[{i}].{what}"), e.message)
             };
             validate::dns_label(&r.namespace, "").map_err(at("namespace"))?;
-            validate::dns_subdomain(&r.name, "").map_err(at("name"))?;
+            // A door template's object is named `kind.group:name` (from version 11 its
+            // rollout is gated on these reports too).
+            let door_template = ctx.version >= DOOR_ROLLOUTS_SINCE
+                && self
+                    .template_of(&ObjectKey::new(&r.namespace, &r.name))
+                    .is_some();
+            if !door_template {
+                validate::dns_subdomain(&r.name, "").map_err(at("name"))?;
+            }
             validate::dns_label(&r.cluster, "").map_err(at("cluster"))?;
             if r.observed.conditions.len() > MAX_CONDITIONS {
                 return Err(FieldError::new(
