@@ -14,7 +14,8 @@ use fedraft_core::karmada;
 use fedraft_core::kubefed::{self, FederatedKind};
 use fedraft_kubeapi::resource::{self, ResourceDef};
 
-/// fedraft's own API group, where its native model is served read-only.
+/// fedraft's own API group, where its clusters and tenants are served read-only and its user
+/// database read and written.
 pub const FEDRAFT_GROUP: &str = "fedraft.io";
 pub const FEDRAFT_VERSION: &str = "v1alpha1";
 
@@ -31,6 +32,10 @@ pub enum Store {
     Cluster,
     /// A tenant of the native model (read-only).
     Tenant,
+    /// A user or service account of the replicated user database (`super::users`).
+    User,
+    /// An API token of the user database, named by its id (`super::users`).
+    UserToken,
 }
 
 /// One served type.
@@ -93,6 +98,21 @@ fn build() -> Vec<Served> {
     out.push(Served {
         def: fedraft("tenants", "Tenant", &[]),
         store: Store::Tenant,
+        columns: None,
+    });
+    // The user database: an administrator's to write, every non-tenant role's to read.
+    out.push(Served {
+        def: ResourceDef::new(FEDRAFT_GROUP, FEDRAFT_VERSION, "users", "User")
+            .cluster_scoped()
+            .verbs(&["create", "delete", "get", "list", "patch", "update"]),
+        store: Store::User,
+        columns: None,
+    });
+    out.push(Served {
+        def: ResourceDef::new(FEDRAFT_GROUP, FEDRAFT_VERSION, "usertokens", "UserToken")
+            .cluster_scoped()
+            .verbs(&["create", "delete", "get", "list"]),
+        store: Store::UserToken,
         columns: None,
     });
     let policy = |plural: &str, kind: &str, short: &str, tag: PolicyKindTag| {

@@ -7,7 +7,8 @@
 //! subresource), `watch`.
 //! Templates and policies are read from `State::door()` and the templates' federated objects
 //! (`render` turns them into Kubernetes objects); every write is ONE `PutResource` or
-//! `DeleteResource` proposal computed on a linearizable read, with the principal as actor.
+//! `DeleteResource` proposal computed on a linearizable read, with the principal as actor
+//! (users and tokens: one user-database command each, `users`).
 //! Authentication is the native API's bearer tokens; authorisation the native checks.
 //!
 //! Must not: keep objects of its own (one model: the log's state), write except by proposing,
@@ -22,6 +23,7 @@ mod protobuf;
 mod read;
 mod render;
 mod scale;
+mod users;
 mod watch;
 mod write;
 
@@ -301,6 +303,7 @@ async fn dispatch(
         "get" => read::get(&call).await,
         "list" => read::list(&call).await,
         "watch" => watch::watch(&call).await,
+        "create" if call.target.store() == Store::UserToken => users::issue(&call, body).await,
         "create" => write::create(&call, body).await,
         "update" => write::replace(&call, body).await,
         "patch" => write::patch(&call, body).await,

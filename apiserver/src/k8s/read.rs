@@ -24,13 +24,14 @@ use serde_json::{json, Map, Value};
 
 use super::render::{self, Loaded};
 use super::{Call, KResult, Refusal, Store, Target};
-use crate::auth::{Access, Role};
-use crate::routes::common::{allow, read, tenant_namespaces};
+use crate::auth::{Access, Principal, Role};
+use crate::routes::common::{allow, member_scope, read, tenant_for_scope, tenant_namespaces};
 
 /// Authorises reading `target` in `ns` (None: every namespace, or a cluster-scoped type).
 pub fn authorize_read(call: &Call, ns: Option<&str>) -> KResult<()> {
     let (app, p) = (&call.app, &call.principal);
     let access = match (call.target.store(), ns) {
+        (Store::User | Store::UserToken, _) => return super::users::authorize_read(call),
         (Store::Cluster, _) => Access::ReadClusters,
         (Store::Tenant, _) => match call.target.name.as_deref() {
             Some(name) => Access::ReadTenant(name),
@@ -51,7 +52,11 @@ pub fn authorize_read(call: &Call, ns: Option<&str>) -> KResult<()> {
 pub async fn load_one(call: &Call, name: &str) -> KResult<Option<Loaded>> {
     let t = call.target.clone();
     let name = name.to_string();
-    Ok(read(&call.app, false, move |s| load(s, &t, &name)).await?)
+    let p = call.principal.clone();
+    Ok(read(&call.app, false, move |s| {
+        load(s, &t, &name).map(|l| as_seen(s, &p, l))
+    })
+    .await?)
 }
 
 pub fn load(s: &State, t: &Target, name: &str) -> Option<Loaded> {
@@ -80,6 +85,20 @@ pub fn load(s: &State, t: &Target, name: &str) -> Option<Loaded> {
             .cloned()
             .map(|c| Loaded::Cluster(Box::new(c))),
         Store::Tenant => s.tenant(name).cloned().map(|t| Loaded::Tenant(Box::new(t))),
+        Store::User => super::users::load_user(s, name),
+        Store::UserToken => super::users::load_token(s, name),
+    }
+}
+
+/// `l` as `p` may see it: a tenant member whose role is scoped to some of its tenant's
+/// namespaces sees the tenant with those only (`common::tenant_for_scope`).
+pub fn as_seen(s: &State, p: &Principal, l: Loaded) -> Loaded {
+    match l {
+        Loaded::Tenant(t) => match member_scope(s, p) {
+            Some(ns) => Loaded::Tenant(Box::new(tenant_for_scope(s, &t, &ns, &p.name))),
+            None => Loaded::Tenant(t),
+        },
+        other => other,
     }
 }
 
@@ -226,6 +245,14 @@ pub fn candidates<'s>(
                 .filter(move |t| !continuing || t.spec.name > after_name)
                 .map(|t| Loaded::Tenant(Box::new(t.clone()))),
         ),
+        Store::User => Box::new(super::users::users_after(
+            s,
+            continuing.then_some(after_name),
+        )),
+        Store::UserToken => Box::new(super::users::tokens_after(
+            s,
+            continuing.then_some(after_name),
+        )),
     }
 }
 
@@ -249,6 +276,7 @@ pub async fn list(call: &Call) -> KResult<Response> {
         Role::Tenant(name) if t.store() == Store::Tenant => Some(vec![name.clone()]),
         _ => None,
     };
+    let viewer = call.principal.clone();
     let (at, page, more) = read(&call.app, false, move |s| {
         let mut page = Vec::new();
         let mut more = false;
@@ -271,7 +299,7 @@ pub async fn list(call: &Call) -> KResult<Response> {
                 more = true;
                 break;
             }
-            page.push(l);
+            page.push(as_seen(s, &viewer, l));
         }
         (s.applied_index(), page, more)
     })
@@ -316,6 +344,7 @@ fn printer_columns(t: &Target) -> Option<Vec<Value>> {
         ]),
         Store::Tenant => Some(vec![col("Namespaces", "string", ".spec.namespaces[*]")]),
         Store::Policy(_) => Some(vec![age]),
+        Store::User | Store::UserToken => Some(super::users::columns(t.store())),
         Store::Template | Store::Namespace => None,
     }
 }

@@ -1,6 +1,7 @@
 //! The door's objects as Kubernetes shows them, read out of the one model: a template is its
 //! door record plus its federated object, a policy its record, a cluster or tenant the native
-//! model's, a namespace a `Namespace` template or a namespace in use.
+//! model's, a namespace a `Namespace` template or a namespace in use, a user or token its
+//! record of the user database (drawn by `users`).
 //!
 //! [`Loaded`] is what a read takes under the state's lock (records cloned, objects shared);
 //! [`Loaded::render`] builds the document after the lock is released. Server-populated
@@ -28,6 +29,7 @@ use fedraft_core::door::{
 use fedraft_core::model::{Cluster, FederatedObject, Health, Tenant};
 use fedraft_core::rollout::Phase;
 use fedraft_core::state::State;
+use fedraft_core::users::{TokenRecord, User};
 use fedraft_kubeapi::meta;
 use serde_json::{json, Map, Value};
 
@@ -58,6 +60,16 @@ pub enum Loaded {
     },
     Cluster(Box<Cluster>),
     Tenant(Box<Tenant>),
+    /// A user of the user database, with its live tokens counted (`super::users`).
+    User {
+        user: Box<User>,
+        live_tokens: usize,
+    },
+    /// A token's record; `live` by the reading node's clock and log time.
+    Token {
+        rec: Box<TokenRecord>,
+        live: bool,
+    },
 }
 
 /// The key of the template a namespace created through the door is stored as: a `Namespace`
@@ -219,6 +231,9 @@ impl Loaded {
             Loaded::Policy { rec, .. } => rec.resource_version,
             Loaded::Cluster(c) => c.resource_version,
             Loaded::Tenant(t) => t.resource_version,
+            Loaded::User { user, .. } => user.resource_version,
+            // A token changes once (its revocation) and is never replaced.
+            Loaded::Token { .. } => 0,
         }
     }
 
@@ -230,6 +245,8 @@ impl Loaded {
             Loaded::Policy { key, .. } => (&key.namespace, &key.name),
             Loaded::Cluster(c) => ("", &c.spec.name),
             Loaded::Tenant(t) => ("", &t.spec.name),
+            Loaded::User { user, .. } => ("", &user.spec.name),
+            Loaded::Token { rec, .. } => ("", &rec.id),
         }
     }
 
@@ -245,6 +262,8 @@ impl Loaded {
             Loaded::Policy { key, rec, member } => policy_object(key, rec, member.as_deref()),
             Loaded::Cluster(c) => cluster_object(c),
             Loaded::Tenant(t) => tenant_object(t),
+            Loaded::User { user, live_tokens } => super::users::render_user(user, *live_tokens),
+            Loaded::Token { rec, live } => super::users::render_token(rec, *live),
         }
     }
 }

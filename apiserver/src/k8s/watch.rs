@@ -23,10 +23,10 @@ use fedraft_kubeapi::table::IncludeObject;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::read::{authorize_read, candidates, selectors, table_of};
+use super::read::{as_seen, authorize_read, candidates, selectors, table_of};
 use super::render::{self, Loaded};
 use super::{Call, KResult, Refusal, Store, Target};
-use crate::auth::Role;
+use crate::auth::{Principal, Role};
 use crate::routes::common::{read, tenant_namespaces};
 use crate::watch::ring::{EventType, LiveMsg, Payload, WatchEvent};
 use crate::watch::stream::{follow, Lines};
@@ -48,6 +48,8 @@ struct Filter {
     prefix: String,
     /// Events carry one-row Tables when the client asked for Tables (`kubectl get -w`).
     table: Option<(&'static str, IncludeObject)>,
+    /// Who watches: a tenant is shown as this principal may see it (`read::as_seen`).
+    viewer: Principal,
 }
 
 impl Filter {
@@ -134,7 +136,12 @@ impl Filter {
                 })
             }
             (Some(Payload::Cluster(c)), _) => Some(Loaded::Cluster(c.clone()).render()),
-            (Some(Payload::Tenant(t)), _) => Some(Loaded::Tenant(t.clone()).render()),
+            (Some(Payload::Tenant(t)), _) => {
+                let seen = app
+                    .node
+                    .read_stale(|s| as_seen(s, &self.viewer, Loaded::Tenant(t.clone())));
+                Some(seen.render())
+            }
             _ => None,
         };
         // A deleted object (or one whose record went with it) is named, as it was last seen.
@@ -220,6 +227,7 @@ pub async fn watch(call: &Call) -> KResult<Response> {
         only,
         prefix,
         table,
+        viewer: call.principal.clone(),
     };
     let bookmarks = call.params.flag("allowWatchBookmarks");
     let timeout = Duration::from_secs(
@@ -249,8 +257,11 @@ pub async fn watch(call: &Call) -> KResult<Response> {
                 })
             })?;
             let tt = t.clone();
+            let p = call.principal.clone();
             let (at, initial) = read(&call.app, false, move |s| {
-                let all: Vec<Loaded> = candidates(s, &tt, tt.ns.as_deref(), None).collect();
+                let all: Vec<Loaded> = candidates(s, &tt, tt.ns.as_deref(), None)
+                    .map(|l| as_seen(s, &p, l))
+                    .collect();
                 (s.applied_index(), all)
             })
             .await?;

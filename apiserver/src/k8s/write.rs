@@ -1,5 +1,6 @@
 //! The write verbs: create (POST), replace (PUT), patch (JSON, merge, strategic merge, apply)
-//! and delete, for templates, namespaces and policies (the `scale` subresource is `scale`).
+//! and delete, for templates, namespaces, policies and users (the `scale` subresource is
+//! `scale`; a token is created by `users::issue`).
 //!
 //! Each computes the new object on a linearizable read with `fedraft_kubeapi` and proposes it
 //! as ONE `PutResource` or `DeleteResource` entry whose `expected_version` is the read's
@@ -32,6 +33,9 @@ use crate::routes::objects::as_actor;
 pub(super) const CONFLICT_ATTEMPTS: usize = 5;
 
 fn authorize_write(call: &Call, name: &str) -> KResult<()> {
+    if matches!(call.target.store(), Store::User | Store::UserToken) {
+        return super::users::authorize_write(call);
+    }
     // Registering a member, or holding its credentials, is the native cluster routes' right.
     if matches!(call.target.store(), Store::Policy(tag) if tag.is_member()) {
         return Ok(allow(&call.app, &call.principal, Access::WriteClusters)?);
@@ -61,7 +65,7 @@ fn authorize_write(call: &Call, name: &str) -> KResult<()> {
     )?)
 }
 
-async fn read_body(call: &Call, body: Body) -> KResult<Value> {
+pub(super) async fn read_body(call: &Call, body: Body) -> KResult<Value> {
     let yaml = call
         .header(header::CONTENT_TYPE)
         .is_some_and(|ct| ct.contains("yaml"));
@@ -70,7 +74,7 @@ async fn read_body(call: &Call, body: Body) -> KResult<Value> {
 
 /// The body must be an object of the path's type in the path's namespace; what it leaves out
 /// (apiVersion, kind, namespace) is taken from the path.
-fn check_identity(t: &Target, obj: &mut Value) -> KResult<()> {
+pub(super) fn check_identity(t: &Target, obj: &mut Value) -> KResult<()> {
     if !obj.is_object() {
         return Err(Refusal::bad_request(
             "the body must be a JSON or YAML object",
@@ -194,6 +198,7 @@ pub(super) async fn propose_put(call: &Call, obj: &Value, expected: u64) -> KRes
         Store::Policy(tag) if tag.is_member() => {
             super::members::command(call, tag, obj, expected).await?
         }
+        Store::User => super::users::put_command(call, obj, expected).await?,
         _ => Command::PutResource {
             manifest: manifest(&call.target, obj),
             expected_version: Some(expected),
@@ -493,6 +498,7 @@ pub async fn delete(call: &Call, body: Body) -> KResult<Response> {
             return Err(Refusal::stale(t.subject(&name), &t.plural()));
         }
         let key = match (&cur, t.store()) {
+            (Loaded::User { .. } | Loaded::Token { .. }, _) => None,
             (Loaded::Namespace { tpl: None, .. }, _) => {
                 return Err(Refusal::from(crate::ApiError::Conflict {
                     message: format!(
@@ -502,19 +508,19 @@ pub async fn delete(call: &Call, body: Body) -> KResult<Response> {
                     found: None,
                 }))
             }
-            (_, Store::Namespace) => render::namespace_key(&name),
-            (_, Store::Policy(tag)) => ResourceKey {
+            (_, Store::Namespace) => Some(render::namespace_key(&name)),
+            (_, Store::Policy(tag)) => Some(ResourceKey {
                 group: tag.group().to_string(),
                 kind: render::policy_kind(tag).to_string(),
                 namespace: t.ns_str().to_string(),
                 name: name.clone(),
-            },
-            _ => ResourceKey {
+            }),
+            _ => Some(ResourceKey {
                 group: t.served.def.group.clone(),
                 kind: t.served.def.kind.clone(),
                 namespace: t.ns_str().to_string(),
                 name: name.clone(),
-            },
+            }),
         };
         let gone = json!({
             "kind": "Status",
@@ -531,9 +537,13 @@ pub async fn delete(call: &Call, body: Body) -> KResult<Response> {
         if call.params.dry_run() {
             return Ok(Json(gone).into_response());
         }
-        let command = Command::DeleteResource {
-            key,
-            expected_version: Some(rv),
+        let command = match key {
+            Some(key) => Command::DeleteResource {
+                key,
+                expected_version: Some(rv),
+            },
+            None => super::users::delete_command(&cur)
+                .ok_or_else(|| Refusal::method_not_allowed("DELETE"))?,
         };
         match propose(call, &name, command).await {
             Err(e) if e.is_conflict() && pre.is_none() && attempts < CONFLICT_ATTEMPTS => continue,

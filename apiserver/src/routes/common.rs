@@ -108,6 +108,36 @@ pub fn tenant_scope(app: &App, p: &Principal) -> (Vec<String>, bool) {
     })
 }
 
+/// The namespaces a tenant member's replicated role is scoped to (`tenant:T/NS1,NS2` or
+/// `tenant-reader:T/NS1,NS2`); None when it sees its whole tenant, or is no tenant member.
+pub fn member_scope(s: &State, p: &Principal) -> Option<Vec<String>> {
+    let Role::Tenant(t) = &p.role else {
+        return None;
+    };
+    match s.users().user(&p.name).map(|u| &u.spec.role) {
+        Some(UserRole::TenantNamespaces {
+            tenant, namespaces, ..
+        }) if tenant == t => Some(namespaces.clone()),
+        _ => None,
+    }
+}
+
+/// Tenant `t` as a member scoped to `namespaces` may see it: only those of its namespaces,
+/// itself as the only member named, and as `status.used` what those namespaces' objects hold.
+/// The quota, slices and per-cluster limits stay: they bound the member's own writes.
+pub fn tenant_for_scope(
+    s: &State,
+    t: &fedraft_core::model::Tenant,
+    namespaces: &[String],
+    member: &str,
+) -> fedraft_core::model::Tenant {
+    let mut out = t.clone();
+    out.spec.namespaces.retain(|n| namespaces.contains(n));
+    out.spec.members.retain(|m| m == member);
+    out.status.used = s.namespaces_used(&out.spec.namespaces);
+    out
+}
+
 /// A decision as `role` may see it: whole for admins and operators; for a tenant member only
 /// the clusters of its tenant's slices and those the decision places on or moves replicas from
 /// ([`crate::wire::redact_decision`]).

@@ -22,7 +22,7 @@ mod rotate;
 mod schedule;
 pub(crate) mod system;
 mod tenants;
-mod users;
+pub(crate) mod users;
 
 use axum::routing::{get, post, put};
 use axum::{middleware, Router};

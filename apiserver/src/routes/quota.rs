@@ -17,7 +17,7 @@ use fedraft_core::policy::{
 use fedraft_core::render::parse_quantity;
 use serde_json::{json, Value};
 
-use super::common::{allow, read, ReadParams, P, Q};
+use super::common::{allow, member_scope, read, ReadParams, P, Q};
 use crate::auth::{Access, Principal};
 use crate::error::ApiError;
 use crate::wire::valid_label;
@@ -125,12 +125,18 @@ pub async fn queue(
     allow(&app, &p, Access::ReadTenant(&name))?;
     let n = name.clone();
     let doc = read(&app, q.stale, move |s| {
+        // A member scoped to some namespaces sees the waiting work of those only.
+        let scope = member_scope(s, &p);
         s.tenant(&n).map(|_| {
+            let mut items = s.waiting(Some(&n));
+            if let Some(ns) = &scope {
+                items.retain(|w| ns.contains(&w.namespace));
+            }
             json!({
                 "kind": "TenantQueue",
                 "name": n,
                 "resourceVersion": s.applied_index(),
-                "items": s.waiting(Some(&n)),
+                "items": items,
             })
         })
     })

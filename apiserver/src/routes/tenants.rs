@@ -11,7 +11,8 @@ use fedraft_core::model::TenantSpec;
 use serde_json::{json, Value};
 
 use super::common::{
-    allow, check_version, expected_version, read, resource_version, submit, ReadParams, P, Q,
+    allow, check_version, expected_version, member_scope, read, resource_version, submit,
+    tenant_for_scope, ReadParams, P, Q,
 };
 use crate::auth::{Access, Principal, Role};
 use crate::body::decode_body;
@@ -32,7 +33,7 @@ pub async fn list(
         let items = s
             .tenants()
             .filter(|t| only.as_ref().is_none_or(|o| *o == t.spec.name))
-            .map(|t| with_extended(s, t))
+            .map(|t| with_extended(s, t, &p))
             .collect();
         wire::list_json("Tenant", s.applied_index(), items)
     })
@@ -50,26 +51,47 @@ pub async fn get_one(
     allow(&app, &p, Access::ReadTenant(&name))?;
     let n = name.clone();
     read(&app, q.stale, move |s| {
-        s.tenant(&n).map(|t| with_extended(s, t))
+        s.tenant(&n).map(|t| with_extended(s, t, &p))
     })
     .await?
     .map(Json)
     .ok_or_else(|| ApiError::not_found("tenant", &name))
 }
 
-/// A tenant's document with its extended quota, use and waiting work.
-fn with_extended(s: &fedraft_core::state::State, t: &fedraft_core::model::Tenant) -> Value {
-    let mut doc = tenant_json(t);
+/// A tenant's document with its extended quota, use and waiting work, as `p` may see it: a
+/// member whose role is scoped to some of the tenant's namespaces sees those only
+/// (`common::tenant_for_scope`), and no use or waiting work of the others.
+fn with_extended(
+    s: &fedraft_core::state::State,
+    t: &fedraft_core::model::Tenant,
+    p: &Principal,
+) -> Value {
+    let scope = member_scope(s, p);
+    let scoped = scope.as_ref().map(|ns| tenant_for_scope(s, t, ns, &p.name));
+    let mut doc = tenant_json(scoped.as_ref().unwrap_or(t));
     let (quota, used) = super::quota::extended_json(s, &t.spec.name);
     doc["extendedQuota"] = quota;
     doc["perCluster"] = super::quota::per_cluster_json(s, &t.spec.name);
-    // Counted as the quota check counts (Duplicated copies once per cluster they run in), not
-    // the stored sum that counts each object once.
-    if let Some(u) = s.tenant_used(&t.spec.name) {
-        doc["status"]["used"] = json!(u);
+    let waiting = s.waiting(Some(&t.spec.name));
+    match &scoped {
+        Some(seen) => {
+            // Extended use is kept per tenant only: none of it is the scoped member's to see.
+            let mine = waiting
+                .iter()
+                .filter(|w| seen.spec.namespaces.contains(&w.namespace))
+                .count();
+            doc["status"]["waiting"] = json!(mine);
+        }
+        None => {
+            // Counted as the quota check counts (Duplicated copies once per cluster they run
+            // in), not the stored sum that counts each object once.
+            if let Some(u) = s.tenant_used(&t.spec.name) {
+                doc["status"]["used"] = json!(u);
+            }
+            doc["status"]["extendedUsed"] = used;
+            doc["status"]["waiting"] = json!(waiting.len());
+        }
     }
-    doc["status"]["extendedUsed"] = used;
-    doc["status"]["waiting"] = json!(s.waiting(Some(&t.spec.name)).len());
     doc
 }
 
@@ -134,7 +156,7 @@ pub async fn put(
     let n = name.clone();
     let out = app
         .node
-        .read_stale(move |s| s.tenant(&n).map(|t| with_extended(s, t)))
+        .read_stale(move |s| s.tenant(&n).map(|t| with_extended(s, t, &p)))
         .unwrap_or_else(|| json!({"kind": "Tenant", "name": name, "resourceVersion": rv}));
     Ok((StatusCode::OK, Json(out)).into_response())
 }

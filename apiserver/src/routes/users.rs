@@ -260,6 +260,31 @@ pub async fn delete(
     ))
 }
 
+/// A new token for `user`: its text (for the one answer that carries it) and the issue to
+/// propose, which holds only its hash. Id and secret come from the operating system's CSPRNG.
+pub(crate) fn draw_token(
+    user: &str,
+    ttl_ms: Option<u64>,
+) -> Result<(String, TokenIssue), ApiError> {
+    let mut id = [0u8; 8];
+    let mut secret = [0u8; 32];
+    let mut os = rand::rngs::OsRng;
+    os.try_fill_bytes(&mut id)
+        .and_then(|()| os.try_fill_bytes(&mut secret))
+        .map_err(|e| ApiError::Unavailable {
+            message: format!("the operating system's random source failed: {e}"),
+        })?;
+    let id = hex::encode(id);
+    let token = format_token(&id, &hex::encode(secret));
+    let issue = TokenIssue {
+        user: user.to_string(),
+        id,
+        sha256_hex: token_hash_hex(&token),
+        ttl_ms,
+    };
+    Ok((token, issue))
+}
+
 /// Issues a token: the only answer that ever holds its text.
 pub async fn issue_token(
     State(app): State<App>,
@@ -287,22 +312,8 @@ pub async fn issue_token(
         }
         Some(s) => Some(s * 1000),
     };
-    let mut id = [0u8; 8];
-    let mut secret = [0u8; 32];
-    let mut os = rand::rngs::OsRng;
-    os.try_fill_bytes(&mut id)
-        .and_then(|()| os.try_fill_bytes(&mut secret))
-        .map_err(|e| ApiError::Unavailable {
-            message: format!("the operating system's random source failed: {e}"),
-        })?;
-    let id = hex::encode(id);
-    let token = format_token(&id, &hex::encode(secret));
-    let issue = TokenIssue {
-        user: name.clone(),
-        id: id.clone(),
-        sha256_hex: token_hash_hex(&token),
-        ttl_ms,
-    };
+    let (token, issue) = draw_token(&name, ttl_ms)?;
+    let id = issue.id.clone();
     let applied = submit(&app, &p, &headers, Command::IssueToken(issue)).await?;
     let record = app.node.read_stale(|s| s.users().token(&id).cloned());
     let mut out = match &record {

@@ -21,5 +21,6 @@ mod rendered;
 mod reschedule;
 mod tenant_status;
 mod users_api;
+mod users_door;
 mod users_scoped;
 mod watch_resume;

@@ -187,3 +187,95 @@ async fn scoped_roles_hold_in_both_doors() {
         .await,
     );
 }
+
+fn deploy(name: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                                 "spec": {"containers": [{"name": "c", "image": "nginx",
+                                          "resources": {"requests": {"cpu": "100m"}}}]}}}})
+}
+
+/// A member scoped to one namespace of its tenant reads the tenant (native and door, get, list
+/// and queue) with that namespace only: no other namespace's name and none of its use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_scoped_member_sees_only_its_namespaces_of_its_tenant() {
+    let c = crate::common::start(ApiConfig::default()).await;
+    let seen = Mutex::new(Vec::new());
+    let leader = c.leader();
+    let call = |m: Method, path: &str, token: &str, body: Option<Value>| {
+        let mut rb = c.req(leader, m, path, Some(token));
+        if let Some(b) = body {
+            rb = rb.json(&b);
+        }
+        send(rb, &seen)
+    };
+    let r = call(
+        Method::PUT,
+        "/v1/tenants/blue",
+        ADMIN,
+        Some(json!({"namespaces": ["blue-a", "hidden-b"], "quota": {"cpuMillis": 100000}})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = call(
+        Method::POST,
+        "/apis/apps/v1/namespaces/hidden-b/deployments",
+        ADMIN,
+        Some(deploy("big")),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let mut tokens = Vec::new();
+    for (name, role) in [
+        ("sam", "tenant:blue/blue-a"),
+        ("rita", "tenant-reader:blue/blue-a"),
+    ] {
+        let body = json!({"name": name, "role": role});
+        let r = call(Method::POST, "/v1/users", ADMIN, Some(body)).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let path = format!("/v1/users/{name}/tokens");
+        let r = call(Method::POST, &path, ADMIN, Some(json!({}))).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        tokens.push(r.json["token"].as_str().unwrap_or_default().to_string());
+    }
+
+    // The administrator sees the whole tenant and its use.
+    let r = call(Method::GET, "/v1/tenants/blue", ADMIN, None).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.text.contains("hidden-b"), "{}", r.text);
+    assert_eq!(r.json["status"]["used"]["cpuMillis"], 200, "{}", r.text);
+
+    for token in &tokens {
+        let door = "/apis/fedraft.io/v1alpha1/tenants";
+        for path in [
+            "/v1/tenants/blue".to_string(),
+            "/v1/tenants".to_string(),
+            "/v1/tenants/blue/queue".to_string(),
+            format!("{door}/blue"),
+            door.to_string(),
+        ] {
+            let r = call(Method::GET, &path, token, None).await;
+            assert_eq!(r.status, 200, "{path}: {}", r.text);
+            assert!(!r.text.contains("hidden-b"), "{path}: {}", r.text);
+        }
+        let r = call(Method::GET, "/v1/tenants/blue", token, None).await;
+        assert_eq!(r.json["namespaces"], json!(["blue-a"]), "{}", r.text);
+        assert_eq!(r.json["status"]["used"]["cpuMillis"], 0, "{}", r.text);
+        assert!(r.json["status"].get("extendedUsed").is_none(), "{}", r.text);
+        let r = call(
+            Method::GET,
+            "/apis/fedraft.io/v1alpha1/tenants/blue",
+            token,
+            None,
+        )
+        .await;
+        assert_eq!(
+            r.json["spec"]["namespaces"],
+            json!(["blue-a"]),
+            "{}",
+            r.text
+        );
+        assert_eq!(r.json["status"]["used"]["cpuMillis"], 0, "{}", r.text);
+    }
+}

@@ -36,4 +36,5 @@ mod metrics_exposition;
 mod peer_samples;
 mod secrets_at_rest;
 mod tidy;
+mod users_door_procs;
 mod users_procs;

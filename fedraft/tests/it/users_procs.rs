@@ -12,7 +12,7 @@ use crate::deploy_common::*;
 use fedraft_testkit::eventually;
 
 /// Every file under `dir` whose bytes contain `needle`.
-fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
+pub(crate) fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
     let mut hits = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

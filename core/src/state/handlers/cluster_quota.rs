@@ -218,10 +218,14 @@ impl State {
     /// `policy::PER_CLUSTER_QUOTA_SINCE` did, and stays so for their replay. None: no such tenant.
     pub fn tenant_used(&self, tenant: &str) -> Option<Resources> {
         let t = self.d.tenants.get(tenant)?;
-        Some(
-            self.objects_in_each(&t.spec.namespaces)
-                .fold(Resources::ZERO, |acc, o| acc.saturating_add(&held(o))),
-        )
+        Some(self.namespaces_used(&t.spec.namespaces))
+    }
+
+    /// What the objects of `namespaces` hold, counted as [`State::tenant_used`] counts: the
+    /// share of a tenant's use that a member scoped to those namespaces may see.
+    pub fn namespaces_used(&self, namespaces: &[String]) -> Resources {
+        self.objects_in_each(namespaces)
+            .fold(Resources::ZERO, |acc, o| acc.saturating_add(&held(o)))
     }
 
     /// Refuses a put that would take its tenant over its cpu, memory or pods quota, counting
