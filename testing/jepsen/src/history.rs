@@ -32,6 +32,14 @@ pub enum Call {
     Add { element: Value },
     /// Set: read every element (the final read is the one the set checker judges).
     ReadAll,
+    /// Rollout: put the workload's template carrying `value`, which makes it a new revision.
+    Roll { value: Value },
+    /// Rollout: drain a member cluster (its replicas move elsewhere, make-before-break).
+    Drain { cluster: String },
+    /// Rollout: make a drained member cluster schedulable again.
+    Uncordon { cluster: String },
+    /// Rollout: ask for the workload to be placed afresh (spread again over uncordoned members).
+    Reschedule,
 }
 
 /// What an `ok` operation returned.

@@ -104,6 +104,27 @@ pub fn check_floor(samples: &[FloorSample], dark: &[DarkWindow], limits: &FloorC
     verdict(problems)
 }
 
+/// How many samples [`check_floor`] holds to the floor: those after the first that reached it,
+/// outside every excused stretch. A run that judged none proved nothing about the floor.
+pub fn judged(samples: &[FloorSample], dark: &[DarkWindow], limits: &FloorCheck) -> usize {
+    let mut list: Vec<&FloorSample> = samples.iter().collect();
+    list.sort_by_key(|s| s.t_ns);
+    let ready = |s: &FloorSample| -> u64 {
+        s.members
+            .iter()
+            .filter(|(c, _)| !is_dark(dark, c, s.t_ns))
+            .map(|(_, m)| m.ready)
+            .sum()
+    };
+    let Some(first) = list.iter().position(|s| ready(s) >= limits.floor) else {
+        return 0;
+    };
+    list[first + 1..]
+        .iter()
+        .filter(|s| !excused(dark, s.t_ns, limits.excuse_ns))
+        .count()
+}
+
 /// Judges the revisions every member ran against what the log rolled out to it.
 pub fn check_revisions(
     samples: &[FloorSample],
@@ -251,6 +272,15 @@ mod tests {
             },
         );
         assert_eq!(v, Verdict::Valid, "inside the window itself");
+    }
+
+    #[test]
+    fn judged_counts_the_samples_held_to_the_floor() {
+        // The first sample is short (not armed), the second arms, the rest are judged.
+        assert_eq!(judged(&drain(), &[], &LIMITS), 2);
+        // Samples within a dark window's excuse are not judged.
+        assert_eq!(judged(&drain(), &[dark("dc9", 2, 2)], &LIMITS), 0);
+        assert_eq!(judged(&drain()[..1], &[], &LIMITS), 0);
     }
 
     #[test]

@@ -128,6 +128,11 @@ impl Api {
         send(rb).await
     }
 
+    /// A GET of any URL (simulators) with its own timeout, for samplers that must not stall.
+    pub async fn plain_get_quick(&self, url: &str, timeout: Duration) -> Reply {
+        send(self.http.get(url).timeout(timeout)).await
+    }
+
     /// A request to any URL (simulators), without the API token.
     pub async fn plain(&self, method: Method, url: &str, body: Option<&Value>) -> Reply {
         let mut rb = self.http.request(method, url);

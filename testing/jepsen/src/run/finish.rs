@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::api::Api;
 use super::monitor::sample_states;
+use super::rollout::ROLLOUT_NS;
 use super::workload::{object_value, REGISTER_NS, SET_NS};
 use crate::check::agreement::StateSample;
 use crate::check::convergence::{diff, Holdings, Workload};
@@ -36,7 +37,7 @@ async fn wanted(api: &Api, clusters: &[String]) -> Option<(Holdings, usize)> {
             ) else {
                 continue;
             };
-            if ns != REGISTER_NS && ns != SET_NS {
+            if ![REGISTER_NS, SET_NS, ROLLOUT_NS].contains(&ns) {
                 continue;
             }
             objects += 1;
@@ -65,7 +66,7 @@ async fn held(api: &Api, sims: &[(String, String)]) -> Result<Holdings, String> 
     let mut have = Holdings::new();
     for (name, url) in sims {
         let mut m = BTreeMap::new();
-        for ns in [REGISTER_NS, SET_NS] {
+        for ns in [REGISTER_NS, SET_NS, ROLLOUT_NS] {
             let reply = api
                 .plain(
                     Method::GET,

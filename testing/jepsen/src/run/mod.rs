@@ -4,6 +4,9 @@
 //! and agreement (`finish`), runs every checker and writes the results directory. Every process it started
 //! is killed when the run ends, fails or panics (`procs::Proc` kills on drop).
 //!
+//! The rollout workload (`--workload rollout`) adds a sampler of what the members run (`floor`) and the
+//! floor checker, fed with the audit's rollout steps after the run.
+//!
 //! Results directory: `history.jsonl`, `verdicts.json` (every checker) and `verdict-<checker>.json`,
 //! `schedule.json` (planned and applied faults), `samples.json`, `latency.svg`, `logs/` (every process), the
 //! node configs. Data directories are removed after a passing run and kept after a failing one.
@@ -12,9 +15,11 @@ pub mod api;
 pub mod env;
 pub mod faults;
 pub mod finish;
+pub mod floor;
 pub mod membership;
 pub mod monitor;
 pub mod procs;
+pub mod rollout;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -28,6 +33,7 @@ use tokio::sync::Mutex;
 
 use crate::check::agreement::check_agreement;
 use crate::check::clock::{check_clock, ClockCheck, DarkWindow};
+use crate::check::floor::FloorCheck;
 use crate::check::leadership::{check_leadership, terms_seen};
 use crate::check::register::{check_registers, RegisterCheck};
 use crate::check::set::check_sets;
@@ -36,6 +42,7 @@ use crate::history::{write_jsonl, Outcome};
 use crate::nemesis::{self, NemesisConfig, NemesisKind};
 use crate::plot::{latency_svg, Shade};
 use env::{Binaries, Env, CLUSTERS, SUCCESS_THRESHOLD_S};
+use workload::FAILOVER_GRACE_S;
 use workload::{Kind, Recorder};
 
 /// The bound on leadership changes under slow links: latency below a fifth of the shortest election
@@ -48,7 +55,10 @@ pub const SLOW_MAX_TERM_CHANGES: usize = 1;
 pub enum WorkloadChoice {
     Register,
     Set,
+    /// Register and set.
     All,
+    /// A Deployment-like object under progressive rollouts and drains, judged by the floor checker.
+    Rollout,
 }
 
 /// Which nemeses the schedule draws from.
@@ -178,6 +188,7 @@ pub async fn run(cfg: RunConfig) -> Result<Report> {
     let env = Arc::new(Mutex::new(env));
 
     let start = Instant::now();
+    let start_wall_ms = monitor::wall_ms();
     let stop_at = start + cfg.time_limit;
     let rec = Recorder::new(start, cfg.max_requests);
     let now_ns = {
@@ -186,14 +197,42 @@ pub async fn run(cfg: RunConfig) -> Result<Report> {
     };
     let samples = Arc::new(StdMutex::new(monitor::Samples::default()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut workers = Vec::new();
     let monitor = tokio::spawn(monitor::run(
         api.clone(),
         samples.clone(),
         now_ns.clone(),
         Duration::from_millis(500),
-        stop_rx,
+        stop_rx.clone(),
     ));
 
+    let rollouts = cfg.workload == WorkloadChoice::Rollout;
+    let floor_samples = Arc::new(StdMutex::new(Vec::new()));
+    let mut floor_sampler = None;
+    if rollouts {
+        floor_sampler = Some(tokio::spawn(floor::run(
+            api.clone(),
+            sims.clone(),
+            floor_samples.clone(),
+            now_ns.clone(),
+            Duration::from_millis(250),
+            stop_rx.clone(),
+        )));
+        workers.push(tokio::spawn(rollout::roller(
+            cfg.seed,
+            api.clone(),
+            rec.clone(),
+            stop_at,
+            CLUSTERS.to_vec(),
+        )));
+        workers.push(tokio::spawn(rollout::drainer(
+            cfg.seed,
+            api.clone(),
+            rec.clone(),
+            stop_at,
+            CLUSTERS.to_vec(),
+        )));
+    }
     let mut kinds = Vec::new();
     if matches!(cfg.workload, WorkloadChoice::Register | WorkloadChoice::All) {
         kinds.push(Kind::Register);
@@ -201,7 +240,6 @@ pub async fn run(cfg: RunConfig) -> Result<Report> {
     if matches!(cfg.workload, WorkloadChoice::Set | WorkloadChoice::All) {
         kinds.push(Kind::Set);
     }
-    let mut workers = Vec::new();
     for (k, kind) in kinds.iter().enumerate() {
         for w in 0..cfg.workers {
             workers.push(tokio::spawn(workload::worker(
@@ -225,11 +263,24 @@ pub async fn run(cfg: RunConfig) -> Result<Report> {
     if kinds.contains(&Kind::Set) {
         workload::final_set_read(&api, &rec, Duration::from_secs(30)).await;
     }
+    if rollouts {
+        // A drain the deadline left in place would keep a member empty for good.
+        rollout::uncordon_all(&api, &rec, &CLUSTERS, Duration::from_secs(30)).await;
+    }
     let final_from_ns = rec.now_ns();
     let (last_diff, waited_ms, objects) = finish::converge(&api, &sims, cfg.converge_limit).await;
     let settled = finish::settle_states(&api, now_ns.clone(), Duration::from_secs(20)).await;
     let _ = stop_tx.send(true);
     let _ = monitor.await;
+    if let Some(f) = floor_sampler {
+        let _ = f.await;
+    }
+    let cluster_names: Vec<String> = CLUSTERS.iter().map(|c| c.to_string()).collect();
+    let rolled = if rollouts {
+        Some(floor::rolled_out(&api, &cluster_names, start_wall_ms).await)
+    } else {
+        None
+    };
     let end_ns = rec.now_ns();
     env.lock().await.stop_all();
 
@@ -292,6 +343,24 @@ pub async fn run(cfg: RunConfig) -> Result<Report> {
         recovery_ns: Duration::from_secs(SUCCESS_THRESHOLD_S + 10).as_nanos() as u64,
     };
     verdicts.insert("clock", check_clock(&states, &health, &dark, &clock_limits));
+    let floor_samples = floor_samples
+        .lock()
+        .map(|mut s| std::mem::take(&mut *s))
+        .unwrap_or_default();
+    let mut floor_doc = None;
+    if let Some(rolled) = &rolled {
+        let limits = FloorCheck {
+            floor: u64::from(rollout::REPLICAS - rollout::ALLOWED_UNAVAILABLE),
+            // Past a dark window: the failover grace and the time the re-placed replicas take to
+            // report ready on a loaded machine. Dark windows outlast the failure threshold and the
+            // grace (`nemesis_config`), so failover has started before one ends.
+            excuse_ns: Duration::from_secs(FAILOVER_GRACE_S + 8).as_nanos() as u64,
+            skew_ns: cfg.clock_tolerance.max(Duration::from_secs(1)).as_nanos() as u64,
+        };
+        let (v, doc) = floor::judge(&floor_samples, &dark, rolled, &limits);
+        verdicts.insert("floor", v);
+        floor_doc = Some(doc);
+    }
     if cfg.nemesis == NemesisChoice::Slow {
         verdicts.insert(
             "leadership",
@@ -306,6 +375,9 @@ pub async fn run(cfg: RunConfig) -> Result<Report> {
     write_jsonl(std::io::BufWriter::new(file), &history)?;
     for (name, v) in &verdicts {
         write_json(&cfg.out.join(format!("verdict-{name}.json")), &json!(v))?;
+    }
+    if let Some(doc) = &floor_doc {
+        write_json(&cfg.out.join("verdict-floor.json"), doc)?;
     }
     let count = |f: fn(&Outcome) -> bool| history.iter().filter(|o| f(&o.outcome)).count();
     let (ok, fail, info) = (
@@ -336,7 +408,7 @@ pub async fn run(cfg: RunConfig) -> Result<Report> {
     )?;
     write_json(
         &cfg.out.join("samples.json"),
-        &json!({"states": states, "health": health, "terms": terms}),
+        &json!({"states": states, "health": health, "terms": terms, "floor": floor_samples}),
     )?;
     let shades: Vec<Shade> = applied
         .iter()

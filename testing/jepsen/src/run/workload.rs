@@ -28,6 +28,8 @@ pub const REGISTER_NS: &str = "jepsen";
 pub const SET_NS: &str = "jepsen-set";
 pub const SET_KEY: &str = "set";
 pub const VALUE_ANNOTATION: &str = "jepsen.fedraft.io/value";
+/// How long a member stays NotReady before its replicas fail over, on every object.
+pub const FAILOVER_GRACE_S: u64 = 2;
 /// Registers (objects) the register workload spreads over.
 pub const REGISTER_KEYS: u64 = 3;
 
@@ -55,16 +57,16 @@ impl Recorder {
         self.start.elapsed().as_nanos() as u64
     }
 
-    fn process(&self) -> u64 {
+    pub(crate) fn process(&self) -> u64 {
         self.next_process.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn value(&self) -> u64 {
+    pub(crate) fn value(&self) -> u64 {
         self.next_value.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Takes one request from the budget; false when it is spent.
-    fn spend(&self) -> bool {
+    pub(crate) fn spend(&self) -> bool {
         self.budget
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| b.checked_sub(1))
             .is_ok()
@@ -121,7 +123,7 @@ pub fn object_body(name: &str, value: u64, replicas: u32, clusters: &[&str]) -> 
         "template": template(name, value, replicas),
         "placement": {
             "replicas": {"mode": "Divided", "division": {"staticWeights": {"weights": weights}}},
-            "failover": {"enabled": true, "gracePeriodSeconds": 2},
+            "failover": {"enabled": true, "gracePeriodSeconds": FAILOVER_GRACE_S},
         },
     })
 }
@@ -135,7 +137,7 @@ pub fn object_value(doc: &Value) -> Option<u64> {
         .ok()
 }
 
-fn classify_write(reply: &Reply) -> Outcome {
+pub(crate) fn classify_write(reply: &Reply) -> Outcome {
     match reply {
         Reply::Answered { status, .. } if (200..300).contains(status) => Outcome::Ok {
             // The PUT answer shows the object as this node holds it after the write, possibly already

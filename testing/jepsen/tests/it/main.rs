@@ -10,4 +10,5 @@ mod proxy;
 mod register;
 mod register_prop;
 mod run_nemeses;
+mod run_rollout;
 mod set;

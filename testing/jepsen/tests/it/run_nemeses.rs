@@ -77,7 +77,7 @@ fn verdict_of(out: &Path, checker: &str) -> serde_json::Value {
 }
 
 /// Runs one nemesis and asserts every checker passed; returns the applied faults.
-fn run(
+pub(crate) fn run(
     nemesis: &str,
     workload: &str,
     seconds: u64,
@@ -115,11 +115,15 @@ fn run(
     );
     assert!(stdout.starts_with("PASS "), "{stdout}");
     let mut checkers = vec!["convergence", "agreement", "clock"];
-    if workload != "set" {
-        checkers.push("linearizable");
-    }
-    if workload != "register" {
-        checkers.push("set");
+    if workload == "rollout" {
+        checkers.push("floor");
+    } else {
+        if workload != "set" {
+            checkers.push("linearizable");
+        }
+        if workload != "register" {
+            checkers.push("set");
+        }
     }
     if nemesis == "slow" {
         checkers.push("leadership");
@@ -133,7 +137,18 @@ fn run(
         );
     }
     let history = std::fs::read_to_string(keep.join("history.jsonl")).unwrap();
-    assert!(history.lines().count() > 20, "too few operations recorded");
+    // The rollout workload puts a template every few seconds and drains now and then.
+    let least = if workload == "rollout" { 5 } else { 20 };
+    assert!(
+        history.lines().count() > least,
+        "too few operations recorded"
+    );
+    if workload == "rollout" {
+        let floor = verdict_of(&keep, "floor");
+        assert_eq!(floor["floor"], 6, "{floor:#}");
+        assert!(floor["judged"].as_u64().unwrap() > 0, "{floor:#}");
+        assert!(floor["rolloutSteps"].as_u64().unwrap() > 0, "{floor:#}");
+    }
     let schedule: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(keep.join("schedule.json")).unwrap())
             .unwrap();
