@@ -13,6 +13,7 @@ mod door_deps;
 mod door_kubefed;
 mod door_members;
 mod door_scope;
+mod exact_reports;
 mod failback;
 mod gpu;
 mod handover;
