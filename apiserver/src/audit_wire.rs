@@ -83,6 +83,7 @@ pub fn target(c: &Command) -> String {
             .join(","),
         Command::ClusterUnreachable { cluster } => cluster.clone(),
         Command::StatusReports(r) => format!("{} reports", r.len()),
+        Command::StatusReportsAt(r) => format!("{} reports", r.len()),
         Command::ServiceEndpoints(r) => format!("{} endpoint reports", r.len()),
         Command::RewrapCredentials(r) => r
             .iter()

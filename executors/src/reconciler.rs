@@ -328,7 +328,10 @@ impl<C: ControlPlane> Reconciler<C> {
         let now = Instant::now();
         let mut next = now + ctx.cfg.resync_period;
         let cache = &mut self.desired;
-        let scan = self.ctrl.read_state(|s| cache.scan(s, &cluster));
+        // What this pass reports holds for the state at this index (`report.rs`).
+        let (scan, as_of) = self
+            .ctrl
+            .read_state(|s| (cache.scan(s, &cluster), s.applied_index()));
         let rules = self.ctrl.read_state(|s| s.health_rules());
 
         let mut statuses = Vec::with_capacity(scan.keys.len());
@@ -544,7 +547,7 @@ impl<C: ControlPlane> Reconciler<C> {
         self.memo.retain(|id, _| desired_ids.contains(id));
         // Derived tenant quotas have no federated object to take a status.
         statuses.retain(|r| r.name != fedraft_core::state::TENANT_QUOTA_KEY);
-        self.obs.set_statuses(&cluster, statuses, workloads);
+        self.obs.set_statuses(&cluster, as_of, statuses, workloads);
         next
     }
 

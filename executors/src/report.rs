@@ -11,9 +11,12 @@
 //! - on a probe turning from success (or no result) to failure, that cluster's failure (the
 //!   error or timeout) in one `Reachability` entry per flush, then nothing more until it answers
 //!   again.
-//! - every status flush interval, one `StatusReports` entry with the per-object observations that
-//!   differ from what the state holds. A report already proposed is not sent again until
-//!   `RESEND_AFTER` passes without the state reflecting it (lost or refused proposals heal).
+//! - every status flush interval, one `StatusReportsAt` entry with the per-object observations
+//!   that differ from what the state holds, each naming the applied index of the state the
+//!   pass that made it read (core counts a report only if the object has not changed since,
+//!   and only from the cluster's owner: `fedraft_core::state` reports). A report already
+//!   proposed is not sent again until `RESEND_AFTER` passes without the state reflecting it, or
+//!   a later pass made it anew (lost or dropped proposals heal).
 //!   Alike, one `WorkloadReports` entry with the workload status ([`crate::workload::observe_workload`]: the
 //!   template revision, generations, replica counts, conditions) that differs from the state's.
 //!
@@ -28,7 +31,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use fedraft_core::command::{
-    CapacityDetail, Command, Heartbeat, ObjectStatusReport, ReachabilityReport, WorkloadReport,
+    CapacityDetail, Command, Heartbeat, ObjectStatusReport, ReachabilityReport, StatusReportAt,
+    WorkloadReport,
 };
 use fedraft_core::health::ProbeFailure;
 use fedraft_core::model::Capacity;
@@ -74,7 +78,8 @@ struct ProbeState {
 #[derive(Default)]
 struct Inner {
     probes: BTreeMap<String, ProbeState>,
-    statuses: BTreeMap<String, Vec<ObjectStatusReport>>,
+    /// cluster -> the applied index the latest pass read, and its reports.
+    statuses: BTreeMap<String, (u64, Vec<ObjectStatusReport>)>,
     workloads: BTreeMap<String, Vec<WorkloadReport>>,
 }
 
@@ -120,15 +125,16 @@ impl Observations {
     }
 
     /// Replaces the cluster's per-object and workload observations with those of the latest
-    /// pass.
+    /// pass, which read the state at applied index `as_of`.
     pub fn set_statuses(
         &self,
         cluster: &str,
+        as_of: u64,
         reports: Vec<ObjectStatusReport>,
         workloads: Vec<WorkloadReport>,
     ) {
         let mut g = self.lock();
-        g.statuses.insert(cluster.to_string(), reports);
+        g.statuses.insert(cluster.to_string(), (as_of, reports));
         g.workloads.insert(cluster.to_string(), workloads);
     }
 
@@ -153,7 +159,7 @@ pub struct Flush {
 pub struct Sent {
     capacity: HashMap<String, (Capacity, Instant)>,
     details: HashMap<String, (ExtendedCapacity, Instant)>,
-    statuses: HashMap<(String, String, String), (ObjectStatusReport, Instant)>,
+    statuses: HashMap<(String, String, String), (StatusReportAt, Instant)>,
     workloads: HashMap<(String, String, String), (WorkloadObservation, Instant)>,
 }
 
@@ -238,10 +244,10 @@ impl Observations {
         state: &State,
         sent: &mut Sent,
         now: Instant,
-    ) -> Vec<ObjectStatusReport> {
+    ) -> Vec<StatusReportAt> {
         let g = self.lock();
         let mut out = Vec::new();
-        for reports in g.statuses.values() {
+        for (as_of, reports) in g.statuses.values() {
             for r in reports {
                 let key = (r.namespace.clone(), r.name.clone(), r.cluster.clone());
                 let Some(placed) = state
@@ -257,13 +263,17 @@ impl Observations {
                     sent.statuses.remove(&key);
                     continue;
                 }
+                let at = StatusReportAt {
+                    report: r.clone(),
+                    as_of: *as_of,
+                };
                 if sent.statuses.get(&key).is_some_and(|(s, t)| {
-                    s == r && now.saturating_duration_since(*t) < RESEND_AFTER
+                    *s == at && now.saturating_duration_since(*t) < RESEND_AFTER
                 }) {
                     continue;
                 }
-                sent.statuses.insert(key, (r.clone(), now));
-                out.push(r.clone());
+                sent.statuses.insert(key, (at.clone(), now));
+                out.push(at);
                 if out.len() == MAX_BATCH_ITEMS {
                     return out;
                 }
@@ -366,7 +376,7 @@ pub async fn run_reporter<C: ControlPlane>(ctrl: C, obs: Arc<Observations>, cfg:
             _ = statuses.tick() => {
                 let batch = ctrl.read_state(|s| obs.take_statuses(s, &mut sent, Instant::now()));
                 if !batch.is_empty() {
-                    propose(&ctrl, next_id(), &cfg.actor, Command::StatusReports(batch)).await;
+                    propose(&ctrl, next_id(), &cfg.actor, Command::StatusReportsAt(batch)).await;
                 }
                 let batch = ctrl.read_state(|s| obs.take_workloads(s, &mut sent, Instant::now()));
                 if !batch.is_empty() {

@@ -354,9 +354,10 @@ const DEFAULT_PROBER_INTERVAL: std::time::Duration = std::time::Duration::from_s
 /// shorter stalls; 10 s: 1.2 renewals a second over three nodes, well under a 30 s threshold.
 const DEFAULT_OWNER_LEASE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Whether a node without `owner_lease_ms` spreads ownership. Not yet: the e2e scenarios pass
-/// with it, but `fedraft bench fleet` (30 clusters) finds members behind what fedraft reports
-/// applied (an old replica count, an object moved away), in two runs of two.
+/// Whether a node without `owner_lease_ms` spreads ownership. Not yet: status reports now count
+/// only from a cluster's owner and for the object's current version, but `fedraft bench fleet`
+/// (30 clusters) has not been seen to pass with it since (docs/ownership.md, "Not on by default
+/// yet").
 const SPREAD_BY_DEFAULT: bool = false;
 
 fn default_true() -> bool {

@@ -72,6 +72,9 @@ impl Record {
             Command::Heartbeats(hb) => out.extend(hb.iter().map(|h| h.cluster.as_str())),
             Command::Reachability(rs) => out.extend(rs.iter().map(|r| r.cluster.as_str())),
             Command::StatusReports(rs) => out.extend(rs.iter().map(|r| r.cluster.as_str())),
+            Command::StatusReportsAt(rs) => {
+                out.extend(rs.iter().map(|r| r.report.cluster.as_str()))
+            }
             Command::RewrapCredentials(items) => {
                 out.extend(items.iter().map(|i| i.cluster.as_str()))
             }
@@ -89,8 +92,15 @@ impl Record {
         if let Some((ns, n)) = self.command_object() {
             out.insert(format!("{ns}/{n}"));
         }
-        if let Command::StatusReports(rs) = &self.entry.command {
-            out.extend(rs.iter().map(|r| format!("{}/{}", r.namespace, r.name)));
+        match &self.entry.command {
+            Command::StatusReports(rs) => {
+                out.extend(rs.iter().map(|r| format!("{}/{}", r.namespace, r.name)))
+            }
+            Command::StatusReportsAt(rs) => out.extend(
+                rs.iter()
+                    .map(|r| format!("{}/{}", r.report.namespace, r.report.name)),
+            ),
+            _ => {}
         }
         out.extend(self.applied.decisions.iter().map(|(k, _)| k.to_string()));
         out.extend(

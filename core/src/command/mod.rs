@@ -79,11 +79,20 @@ use crate::users::{TokenIssue, UserSpec};
 /// refused it, so every older entry applies as it did. And in 10: an object put that
 /// every cluster its placement could use has a per-cluster quota too small for is refused
 /// (`state::handlers::cluster_quota`, `PER_CLUSTER_WRITE_SINCE`), where an older entry's waited.
-/// 11, the same envelope, whose door templates roll out under the strategy their propagation
-/// policy's `fedraft.io/rollout-strategy` annotation gives, a Deployment's `spec.paused` pausing
-/// that rollout (`door::DOOR_ROLLOUTS_SINCE`); an older entry ignored the annotation and kept
-/// `spec.paused` in the template, and replays so.
+/// 11, the same envelope, with `StatusReportsAt` (status reports that name the state they were
+/// observed against, counted only if that is still what the member must hold and only from the
+/// cluster's current owner), and whose puts and placement decisions that change what a placed
+/// cluster must hold mark it not applied until such a report comes ([`EXACT_REPORTS_SINCE`]);
+/// also in 11, door templates roll out under the strategy their propagation policy's
+/// `fedraft.io/rollout-strategy` annotation gives, a Deployment's `spec.paused` pausing that
+/// rollout (`door::DOOR_ROLLOUTS_SINCE`). An older entry kept the applied flag of an earlier
+/// version, ignored the annotation and kept `spec.paused` in the template, and applies as it did.
 pub const LOG_ENTRY_VERSION: u16 = 11;
+
+/// The first envelope version whose entries may carry `StatusReportsAt` and whose changes of
+/// what a placed cluster must hold (a new template, a new replica count) reset its applied
+/// flag (`state/handlers/reports.rs`).
+pub const EXACT_REPORTS_SINCE: u16 = 11;
 
 /// The first envelope version whose entries fail over at once an object whose grace period had
 /// already run out when its cluster was seen NotReady.
@@ -359,6 +368,10 @@ pub enum Command {
     /// A node's executors renew their ownership lease (the actor is the node's executor
     /// actor); `crate::owners`.
     ExecutorLease(ExecutorLease),
+    /// `StatusReports`, each naming the applied index of the state the executor converged the
+    /// member against (version 11, `state/handlers/reports.rs`): a report counts only from the
+    /// cluster's current owner and only if the object has not changed since.
+    StatusReportsAt(Vec<StatusReportAt>),
 }
 
 /// What a user may do to a rollout (`crate::rollout::gate`).
@@ -439,6 +452,7 @@ impl Command {
             Command::PutTenantWithQuotas { .. } => "PutTenantWithQuotas",
             Command::PutObjectWithFailBack { .. } => "PutObjectWithFailBack",
             Command::ExecutorLease(_) => "ExecutorLease",
+            Command::StatusReportsAt(_) => "StatusReportsAt",
         }
     }
 }
@@ -495,6 +509,26 @@ pub struct ObjectStatusReport {
     pub applied: bool,
     pub ready_replicas: u32,
     pub message: Option<String>,
+}
+
+/// A status report and the applied index of the state its executor's pass read: the member
+/// held what that state asked of it (applied), or failed to take it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusReportAt {
+    pub report: ObjectStatusReport,
+    pub as_of: u64,
+}
+
+impl AsRef<ObjectStatusReport> for ObjectStatusReport {
+    fn as_ref(&self) -> &ObjectStatusReport {
+        self
+    }
+}
+
+impl AsRef<ObjectStatusReport> for StatusReportAt {
+    fn as_ref(&self) -> &ObjectStatusReport {
+        &self.report
+    }
 }
 
 #[cfg(test)]

@@ -336,6 +336,7 @@ impl State {
             Command::Heartbeats(batch) => self.on_heartbeats(batch, ctx),
             Command::ClusterUnreachable { cluster } => self.on_cluster_unreachable(cluster, ctx),
             Command::StatusReports(batch) => self.on_status_reports(batch, ctx),
+            Command::StatusReportsAt(batch) => self.on_status_reports_at(batch, ctx),
             Command::Tick => Ok(None),
             Command::PutObjectWithDiscovery {
                 namespace,

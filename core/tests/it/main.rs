@@ -14,6 +14,7 @@ mod door_kubefed;
 mod door_members;
 mod door_rollout;
 mod door_scope;
+mod exact_reports;
 mod failback;
 mod gpu;
 mod handover;

@@ -93,7 +93,11 @@ async fn read_load(api: FedApi, objects: u64, into: Shared) {
             Ok((took, _)) => lock(&into).reads.push(took),
             // Not written yet early in the convergence phase: a 404 is a read all the same.
             Err(e) if e.to_string().contains("404") => {}
-            Err(_) => lock(&into).errors += 1,
+            Err(e) => {
+                // Rare, and each one is an error of the run: say which call and why.
+                eprintln!("read failed: {e:#}");
+                lock(&into).errors += 1;
+            }
         }
     }
 }
@@ -257,6 +261,9 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         .build()?;
     let (diff, lines) =
         work::compare_members(&member_http, &members, &placed, &BTreeSet::new(), 10).await?;
+    if diff > 0 {
+        super::fleet_explain::explain(&api, &member_http, &members, &placed, &lines, 10).await;
+    }
     rep.check("after convergence", diff, lines);
     rep.member_objects = placed.values().map(|p| p.placement.len() as u64).sum();
 
@@ -343,6 +350,9 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         .await?;
         let (diff, lines) =
             work::compare_members(&member_http, &members, &settled, &dark, 10).await?;
+        if diff > 0 {
+            super::fleet_explain::explain(&api, &member_http, &members, &settled, &lines, 10).await;
+        }
         rep.check("after the region went dark", diff, lines);
     }
     println!("{}", rep.render());

@@ -23,9 +23,10 @@ use crate::policy::Resources;
 // to 11 changed what apply checks and accepts, added a replica mode inside object specs and
 // appended commands: 6 the rollout commands, 7 `CapacityDetails` and `PutTenantWithExtended`,
 // 8 the member commands, 9 `Reachability`, `SetHealthPolicy`, `PutTenantWithQuotas`,
-// `PutObjectWithFailBack` and `ExecutorLease`; 10 and 11 changed apply only; this reader decodes none
-// of those commands, and the layouts it reads are unchanged); a new version must teach this
-// reader its layout (or make it decline) before it may answer.
+// `PutObjectWithFailBack` and `ExecutorLease`; 10 changed apply only; 11 appended
+// `StatusReportsAt`; this reader decodes none of those commands, and the layouts it reads are
+// unchanged); a new version must teach this reader its layout (or make it decline) before it
+// may answer.
 const _: () = assert!(LOG_ENTRY_VERSION == 11);
 
 // bincode's varint markers (standard configuration): a value below 251 is one byte, else a

@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 
 use super::validate::{self, TemplateFacts};
+use crate::command::EXACT_REPORTS_SINCE;
 use crate::error::FieldError;
 use crate::model::{FederatedObject, ObjectKey, ObjectSpec, ObjectStatus};
 use crate::policy::{
@@ -188,6 +189,12 @@ impl State {
                 );
             }
             let old_len = obj.spec.template.len();
+            // A new spec is on no member yet (`reports.rs`).
+            if ctx.version >= EXACT_REPORTS_SINCE {
+                for p in &mut obj.status.clusters {
+                    p.applied = false;
+                }
+            }
             obj.spec = spec.clone();
             obj.template_info = info;
             self.ix

@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::command::FAILOVER_OVERDUE_SINCE;
+use crate::command::{EXACT_REPORTS_SINCE, FAILOVER_OVERDUE_SINCE};
 use crate::model::{
     Cluster, FederatedObject, Health, ObjectKey, PlacedCluster, ShortfallStatus, Tenant,
 };
@@ -277,6 +277,8 @@ impl State {
                 .map(|(c, n)| (c.as_str(), *n)),
         );
         // Keep what executors reported for clusters that stay; new clusters start unreported.
+        // From version 11 a staying cluster's new replica count is not applied until reported.
+        let exact = ctx.version >= EXACT_REPORTS_SINCE;
         let mut old: BTreeMap<String, PlacedCluster> = std::mem::take(&mut obj.status.clusters)
             .into_iter()
             .map(|p| (p.cluster.clone(), p))
@@ -286,7 +288,11 @@ impl State {
             .iter()
             .filter(|(_, n)| **n > 0)
             .map(|(c, n)| match old.remove(c) {
-                Some(p) => PlacedCluster { replicas: *n, ..p },
+                Some(p) => PlacedCluster {
+                    replicas: *n,
+                    applied: p.applied && (!exact || p.replicas == *n),
+                    ..p
+                },
                 None => PlacedCluster {
                     cluster: c.clone(),
                     replicas: *n,

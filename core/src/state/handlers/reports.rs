@@ -4,9 +4,29 @@
 //!
 //! This is the busiest command: every executor reports about every object it runs, in
 //! batches, so the lookups are arranged for the memory system (see [`locate`]).
+//!
+//! Exact reports (`StatusReportsAt`, version 11): "applied" must mean the member holds what
+//! the state asks of it now, not what it asked when the executor looked. Each report names the
+//! applied index of the state its executor's pass read, and counts only if
+//! - ownership is not in force, or it comes from the cluster's owner, read after that owner
+//!   took the cluster (a stale owner's report, or one its predecessor's runner read, is
+//!   dropped: the new owner has not written yet);
+//! - the object has not changed since (its resource version before the batch is at most that
+//!   index): a report about an older template, replica count or placement is dropped, and
+//!   the executor's next pass, which the change woke, reports again. Another cluster's report
+//!   also moves the version; such a report is dropped too and comes again, a pass later.
+//!
+//! And from version 11, a put that changes an object's spec (`objects.rs`), and a decision
+//! that changes a staying cluster's replica count (`placement.rs`), mark the clusters
+//! concerned not applied; before, the flag of the older version stayed. Dropped reports are
+//! skipped, not refused (a stale report is no bad input).
+//!
+//! Not covered by the reset (the version check still drops their stale reports): a rollout
+//! moving a cluster to another revision, an override policy or a cluster's labels changing
+//! what is rendered.
 
 use super::validate;
-use crate::command::ObjectStatusReport;
+use crate::command::{ObjectStatusReport, StatusReportAt, EXACT_REPORTS_SINCE};
 use crate::error::FieldError;
 use crate::model::{FederatedObject, ObjectKey, PlacedCluster};
 use crate::state::store::table::ObjectTable;
@@ -29,6 +49,56 @@ impl State {
         batch: &[ObjectStatusReport],
         ctx: &mut Ctx,
     ) -> HandlerResult {
+        self.status_batch(batch, ctx, |_, _, _| true)
+    }
+
+    pub(crate) fn on_status_reports_at(
+        &mut self,
+        batch: &[StatusReportAt],
+        ctx: &mut Ctx,
+    ) -> HandlerResult {
+        if ctx.version < EXACT_REPORTS_SINCE {
+            return Err(FieldError::new(
+                "reports",
+                format!("reports naming a state need envelope version {EXACT_REPORTS_SINCE}"),
+            )
+            .into());
+        }
+        for (i, r) in batch.iter().enumerate() {
+            // The executor's node read that state before this entry existed.
+            if r.as_of >= ctx.index {
+                return Err(FieldError::new(
+                    format!("reports[{i}].asOf"),
+                    format!("{} is not before this entry ({})", r.as_of, ctx.index),
+                )
+                .into());
+            }
+        }
+        self.status_batch(batch, ctx, |s, r, ctx| s.report_counts(r, ctx))
+    }
+
+    /// Whether an exact report still speaks of what the member must hold (module doc).
+    fn report_counts(&self, at: &StatusReportAt, ctx: &Ctx) -> bool {
+        let r = &at.report;
+        if self.owners.in_force() {
+            match self.owners.owner(&r.cluster) {
+                Some(o) if o.node == ctx.actor_id && at.as_of >= o.since_index => {}
+                _ => return false,
+            }
+        }
+        self.d
+            .objects
+            .get(&r.namespace, &r.name)
+            .is_some_and(|o| o.resource_version <= at.as_of)
+    }
+
+    /// Validates a batch, then records the reports that `counts`.
+    fn status_batch<R: AsRef<ObjectStatusReport>>(
+        &mut self,
+        batch: &[R],
+        ctx: &mut Ctx,
+        counts: impl Fn(&State, &R, &Ctx) -> bool,
+    ) -> HandlerResult {
         check_batch_len(batch.len(), "reports")?;
         let found = locate(&self.d.objects, batch);
         // A report that landed names an existing object and one of its placed clusters, whose
@@ -38,6 +108,7 @@ impl State {
             if at.is_some() {
                 continue;
             }
+            let r = r.as_ref();
             let at = |what: &'static str| {
                 move |e: FieldError| FieldError::new(format!("reports[{i}].{what}"), e.message)
             };
@@ -47,15 +118,22 @@ impl State {
         }
         // Reports never change which clusters an object is placed on, so the positions found
         // above stay valid while the batch is written.
-        for (r, at) in batch.iter().zip(found) {
-            if let Some(i) = at {
-                self.status_report(r, i, ctx);
+        // Judged on the state before the batch: its own reports bump the objects' versions.
+        let counted: Vec<bool> = batch.iter().map(|r| counts(self, r, ctx)).collect();
+        for ((r, at), counts) in batch.iter().zip(found).zip(&counted) {
+            if let (Some(i), true) = (at, counts) {
+                self.status_report(r.as_ref(), i, ctx);
             }
         }
         if !self.rollouts.handovers.is_empty() {
             let keys: Vec<ObjectKey> = batch
                 .iter()
-                .map(|r| ObjectKey::new(r.namespace.clone(), r.name.clone()))
+                .zip(&counted)
+                .filter(|(_, counts)| **counts)
+                .map(|(r, _)| {
+                    let r = r.as_ref();
+                    ObjectKey::new(r.namespace.clone(), r.name.clone())
+                })
                 .collect();
             self.handovers_reported(&keys, ctx);
         }
@@ -99,12 +177,12 @@ impl State {
 /// reports, the loads of one level do not depend on each other, so the processor keeps many of
 /// them in flight and a group costs about one chain instead of sixteen. Read-only: the writing
 /// pass then finds everything in cache.
-fn locate(objects: &ObjectTable, batch: &[ObjectStatusReport]) -> Vec<Option<usize>> {
+fn locate<R: AsRef<ObjectStatusReport>>(objects: &ObjectTable, batch: &[R]) -> Vec<Option<usize>> {
     let mut found = Vec::with_capacity(batch.len());
     for group in batch.chunks(GROUP) {
         // Level 1: the table slots, which hold pointers to the objects.
         let objs: [Option<&FederatedObject>; GROUP] = std::array::from_fn(|k| {
-            let r = group.get(k)?;
+            let r = group.get(k)?.as_ref();
             objects.get(&r.namespace, &r.name)
         });
         // Level 2: the objects, which point to their placement lists.
@@ -122,6 +200,7 @@ fn locate(objects: &ObjectTable, batch: &[ObjectStatusReport]) -> Vec<Option<usi
         std::hint::black_box(touched);
         // The searches, now on cached data.
         for (r, placed) in group.iter().zip(lists) {
+            let r = r.as_ref();
             // Reports from clusters the object no longer runs on are stale: executors report
             // while they remove what fedraft moved away.
             found.push(
