@@ -21,6 +21,7 @@ use crate::health::{HealthPolicy, ProbeFailure};
 use crate::model::{Capacity, ClusterSpec, Credentials, ObjectSpec, SealedCredentials, TenantSpec};
 use crate::owners::ExecutorLease;
 use crate::policy::{ClusterQuota, Extended, ExtendedCapacity};
+use crate::rollout::deschedule::Descheduling;
 use crate::rollout::failback::FailBack;
 use crate::rollout::{RolloutStrategy, WorkloadObservation};
 use crate::service::{DiscoverySpec, EndpointsReport};
@@ -79,7 +80,17 @@ use crate::users::{TokenIssue, UserSpec};
 /// refused it, so every older entry applies as it did. And in 10: an object put that
 /// every cluster its placement could use has a per-cluster quota too small for is refused
 /// (`state::handlers::cluster_quota`, `PER_CLUSTER_WRITE_SINCE`), where an older entry's waited.
-pub const LOG_ENTRY_VERSION: u16 = 10;
+/// 11, the same envelope, whose commands include `PutObjectWithDescheduling` (a put that sets
+/// the object's descheduling policy, `crate::rollout::deschedule`), and whose `WorkloadReports`
+/// record, per object and cluster, the replicas Pending unschedulable and since when
+/// ([`DESCHEDULE_SINCE`]); an older entry's reports recorded only the workload status, as they
+/// did, and a binary that knows only version 10 declines a version-11 entry rather than
+/// misreads it.
+pub const LOG_ENTRY_VERSION: u16 = 11;
+
+/// The first envelope version whose workload reports record replicas stuck Pending
+/// (`state/handlers/deschedule.rs`).
+pub const DESCHEDULE_SINCE: u16 = 11;
 
 /// The first envelope version whose entries fail over at once an object whose grace period had
 /// already run out when its cluster was seen NotReady.
@@ -355,6 +366,18 @@ pub enum Command {
     /// A node's executors renew their ownership lease (the actor is the node's executor
     /// actor); `crate::owners`.
     ExecutorLease(ExecutorLease),
+    /// A put that also sets the object's descheduling policy
+    /// (`state/handlers/deschedule.rs`; version 11), with the rollout strategy and fail-back
+    /// choice the put may carry too; a plain put keeps the policy an object has.
+    PutObjectWithDescheduling {
+        namespace: String,
+        name: String,
+        spec: ObjectSpec,
+        rollout: Option<RolloutStrategy>,
+        failback: Option<FailBack>,
+        descheduling: Descheduling,
+        expected_version: Option<u64>,
+    },
 }
 
 /// What a user may do to a rollout (`crate::rollout::gate`).
@@ -435,6 +458,7 @@ impl Command {
             Command::PutTenantWithQuotas { .. } => "PutTenantWithQuotas",
             Command::PutObjectWithFailBack { .. } => "PutObjectWithFailBack",
             Command::ExecutorLease(_) => "ExecutorLease",
+            Command::PutObjectWithDescheduling { .. } => "PutObjectWithDescheduling",
         }
     }
 }

@@ -23,10 +23,11 @@ use crate::policy::Resources;
 // to 10 changed what apply checks and accepts, added a replica mode inside object specs and
 // appended commands: 6 the rollout commands, 7 `CapacityDetails` and `PutTenantWithExtended`,
 // 8 the member commands, 9 `Reachability`, `SetHealthPolicy`, `PutTenantWithQuotas`,
-// `PutObjectWithFailBack` and `ExecutorLease`; 10 changed apply only; this reader decodes none
-// of those commands, and the layouts it reads are unchanged); a new version must teach this
-// reader its layout (or make it decline) before it may answer.
-const _: () = assert!(LOG_ENTRY_VERSION == 10);
+// `PutObjectWithFailBack` and `ExecutorLease`; 10 changed apply only; 11 appended
+// `PutObjectWithDescheduling` and changed what `WorkloadReports` record at apply; this reader
+// decodes none of those commands, and the layouts it reads are unchanged); a new version must
+// teach this reader its layout (or make it decline) before it may answer.
+const _: () = assert!(LOG_ENTRY_VERSION == 11);
 
 // bincode's varint markers (standard configuration): a value below 251 is one byte, else a
 // marker byte and a little-endian integer follow. Larger forms than the value needs are
