@@ -192,6 +192,17 @@ impl Inventory {
         )
     }
 
+    /// Pods Pending unschedulable per workload; None until the pod list is complete (a
+    /// partial list would report replicas as schedulable that are not).
+    pub fn unschedulable(&self) -> Option<BTreeMap<(String, String), u32>> {
+        if !self.pods.is_ready() {
+            return None;
+        }
+        Some(capacity::unschedulable_by_workload(
+            self.pods.items().values(),
+        ))
+    }
+
     /// Nodes and running pods held.
     pub fn held(&self) -> (usize, usize) {
         (self.nodes.items().len(), self.pods.items().len())
@@ -281,6 +292,9 @@ pub async fn run_probe(ctx: Arc<ClusterCtx>, obs: Arc<Observations>) {
                     }
                 }
                 obs.probe_ok(&ctx.cluster, capacity);
+                if let Some(stuck) = inventory.unschedulable() {
+                    ctx.set_unschedulable(stuck);
+                }
             }
             Err(e) => {
                 tracing::info!(cluster = %ctx.cluster, error = %e, "health probe failed");
