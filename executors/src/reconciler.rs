@@ -17,7 +17,7 @@
 //! Must not: decide placement, touch objects without the ownership label, or block other
 //! clusters (each reconciler is its own task with its own client).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,12 +75,8 @@ pub struct ClusterCtx {
     /// This runner's owner token (`crate::fence`); none under leader-only ownership.
     pub fence: crate::fence::Fence,
     known_namespaces: Mutex<BTreeSet<String>>,
-    /// Pods Pending unschedulable per workload (namespace, name), as the probe's inventory
-    /// last counted them; reported with each workload's status.
-    unschedulable: std::sync::Mutex<BTreeMap<(String, String), u32>>,
-    /// Wakes this cluster's reconciler, so a new count is reported without waiting for the
-    /// workload itself to change.
-    wake: Arc<Notify>,
+    /// Pods Pending unschedulable per workload, as the probe last counted them.
+    pub unschedulable: crate::probe::Unschedulable,
 }
 
 impl ClusterCtx {
@@ -94,31 +90,8 @@ impl ClusterCtx {
             cfg,
             fence: Default::default(),
             known_namespaces: Mutex::new(BTreeSet::new()),
-            unschedulable: Default::default(),
-            wake,
+            unschedulable: crate::probe::Unschedulable::new(wake),
         }
-    }
-
-    /// Replaces the unschedulable counts; wakes the reconciler when they changed.
-    pub fn set_unschedulable(&self, counts: BTreeMap<(String, String), u32>) {
-        let mut g = self
-            .unschedulable
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if *g != counts {
-            *g = counts;
-            self.wake.notify_one();
-        }
-    }
-
-    /// Pods of the workload `key` Pending unschedulable here.
-    pub fn unschedulable_of(&self, key: &fedraft_core::model::ObjectKey) -> u32 {
-        self.unschedulable
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&(key.namespace.clone(), key.name.clone()))
-            .copied()
-            .unwrap_or(0)
     }
 }
 
@@ -464,7 +437,7 @@ impl<C: ControlPlane> Reconciler<C> {
                         &cluster,
                         object,
                         rules.get(&p.key),
-                        ctx.unschedulable_of(&p.key),
+                        ctx.unschedulable.of(&p.key),
                     ));
                 }
                 Verdict::Apply(_) => work.push((p.clone(), live.cloned(), memo.cloned())),
@@ -518,7 +491,7 @@ impl<C: ControlPlane> Reconciler<C> {
                         &cluster,
                         object.as_ref(),
                         rules.get(&p.key),
-                        ctx.unschedulable_of(&p.key),
+                        ctx.unschedulable.of(&p.key),
                     ));
                 }
                 Err(e) => {
