@@ -72,6 +72,9 @@ pub fn target(c: &Command) -> String {
         | Command::PutObjectWithFailBack {
             namespace, name, ..
         }
+        | Command::PutObjectWithDescheduling {
+            namespace, name, ..
+        }
         | Command::Rollout {
             namespace, name, ..
         } => format!("{namespace}/{name}"),

@@ -287,7 +287,8 @@ fn schemas() -> Value {
             "autoRollback": {"type": "boolean"},
             "healthRule": {"type": "object", "description": "for kinds whose status fedraft does not read: healthy when the value at this JSON pointer equals value", "properties": {
                 "path": {"type": "string", "description": "e.g. /status/phase"}, "value": {"type": "string"}}}}},
-        "failBack": {"description": "after failover, whether replicas return to the recovered cluster: \"never\" (the default) or {\"afterRecoveryHeld\": SECONDS} (Ready that long in log time, then re-placed make-before-break); absent keeps the object's"}}});
+        "failBack": {"description": "after failover, whether replicas return to the recovered cluster: \"never\" (the default) or {\"afterRecoveryHeld\": SECONDS} (Ready that long in log time, then re-placed make-before-break); absent keeps the object's"},
+        "descheduling": {"description": "whether replicas a cluster leaves Pending unschedulable move elsewhere: {\"pendingSeconds\": N} (stuck N seconds of log time, a Divided object's share there shrinks by the stuck count, never below its ready replicas, and the scheduler places the rest elsewhere, make-before-break); 0 turns it off (the default); absent keeps the object's"}}});
     let mut tenant_in = json!({"type": "object", "properties": {
         "namespaces": {"type": "array", "items": {"type": "string"}},
         "quota": {"type": "object", "description": "cpuMillis/memoryBytes/pods as integers, or Kubernetes quantities: cpu \"100\", memory \"512Gi\", pods, and extended resources such as nvidia.com/gpu: 16", "additionalProperties": {"oneOf": [{"type": "integer"}, {"type": "string"}]}},

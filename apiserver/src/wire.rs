@@ -149,6 +149,10 @@ pub struct ObjectIn {
     /// or `{"afterRecoveryHeld": SECONDS}`); a put without it keeps the object's choice.
     #[serde(default)]
     pub fail_back: Option<fedraft_core::rollout::failback::FailBack>,
+    /// Whether replicas left Pending unschedulable on a cluster move elsewhere
+    /// (`{"pendingSeconds": N}`, 0 for off); a put without it keeps the object's policy.
+    #[serde(default)]
+    pub descheduling: Option<fedraft_core::rollout::deschedule::Descheduling>,
     #[serde(default)]
     pub status: Option<serde::de::IgnoredAny>,
 }

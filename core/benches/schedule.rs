@@ -69,6 +69,7 @@ fn views<'a>(f: &'a Fleet, cpu: bool) -> Vec<ClusterView<'a>> {
                 pods: 110,
             }),
             extended: None,
+            held_to: None,
         })
         .collect()
 }

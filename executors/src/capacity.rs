@@ -70,6 +70,8 @@ pub struct PodShare {
     extended: Extended,
     /// The node it is bound to; None while unscheduled.
     node: Option<String>,
+    /// Pending with `PodScheduled=False`, reason `Unschedulable`: the scheduler found no node.
+    unschedulable: bool,
 }
 
 impl PodShare {
@@ -95,6 +97,7 @@ impl PodShare {
             requests: pod_requests(p),
             extended: pod_extended(p),
             node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
+            unschedulable: unschedulable(p),
         }
     }
 
@@ -118,6 +121,39 @@ impl PodShare {
             direct || via_replicaset
         })
     }
+}
+
+/// Pods Pending unschedulable per workload, keyed (namespace, name): a pod counts for its
+/// controller and, when that is a ReplicaSet `<deployment>-<hash>`, for the Deployment too, as
+/// [`PodShare`] attributes pods to fedraft's workloads.
+pub fn unschedulable_by_workload<'a>(
+    pods: impl Iterator<Item = &'a PodShare>,
+) -> BTreeMap<(String, String), u32> {
+    let mut out: BTreeMap<(String, String), u32> = BTreeMap::new();
+    for p in pods.filter(|p| p.unschedulable) {
+        for (kind, name) in &p.controllers {
+            *out.entry((p.namespace.clone(), name.clone())).or_default() += 1;
+            if kind == "ReplicaSet" {
+                if let Some((deploy, _)) = name.rsplit_once('-') {
+                    *out.entry((p.namespace.clone(), deploy.to_string()))
+                        .or_default() += 1;
+                }
+            }
+        }
+    }
+    out
+}
+
+fn unschedulable(p: &Pod) -> bool {
+    let Some(st) = p.status.as_ref() else {
+        return false;
+    };
+    st.phase.as_deref() == Some("Pending")
+        && st.conditions.iter().flatten().any(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
 }
 
 /// Sum of allocatable over Ready, schedulable nodes.
@@ -408,6 +444,58 @@ mod tests {
     }
 
     use serde_json::Value;
+
+    #[test]
+    fn unschedulable_pods_count_for_their_workload() {
+        let mut stuck = pod(
+            "shop",
+            json!({}),
+            Some(("ReplicaSet", "web-5d9f")),
+            "1",
+            "Pending",
+        );
+        let mut waiting = stuck.clone();
+        let cond = |reason: &str| {
+            serde_json::from_value(
+                json!({"type": "PodScheduled", "status": "False", "reason": reason}),
+            )
+            .unwrap()
+        };
+        if let Some(st) = stuck.status.as_mut() {
+            st.conditions = Some(vec![cond("Unschedulable")]);
+        }
+        // Not placed yet for another reason (a scheduling gate): not counted.
+        if let Some(st) = waiting.status.as_mut() {
+            st.conditions = Some(vec![cond("SchedulingGated")]);
+        }
+        let mut db = pod(
+            "shop",
+            json!({}),
+            Some(("StatefulSet", "db")),
+            "1",
+            "Pending",
+        );
+        if let Some(st) = db.status.as_mut() {
+            st.conditions = Some(vec![cond("Unschedulable")]);
+        }
+        let running = pod(
+            "shop",
+            json!({}),
+            Some(("ReplicaSet", "web-5d9f")),
+            "1",
+            "Running",
+        );
+        let shares: Vec<PodShare> = [&stuck, &stuck, &waiting, &db, &running]
+            .into_iter()
+            .map(PodShare::of)
+            .collect();
+        let counts = unschedulable_by_workload(shares.iter());
+        let of = |n: &str| counts.get(&("shop".to_string(), n.to_string())).copied();
+        assert_eq!(of("web"), Some(2), "{counts:?}");
+        assert_eq!(of("web-5d9f"), Some(2));
+        assert_eq!(of("db"), Some(1));
+        assert_eq!(counts.len(), 3);
+    }
 
     #[test]
     fn allocatable_sums_ready_schedulable_nodes() {

@@ -98,6 +98,43 @@ impl<S> Reduced<S> {
     }
 }
 
+/// Pods Pending unschedulable per workload (namespace, name), handed from the probe's
+/// inventory to the reconciler, which reports each workload's count with its status.
+pub struct Unschedulable {
+    counts: Mutex<BTreeMap<(String, String), u32>>,
+    /// Wakes the cluster's reconciler, so a new count is reported without waiting for the
+    /// workload itself to change.
+    wake: Arc<tokio::sync::Notify>,
+}
+
+impl Unschedulable {
+    pub fn new(wake: Arc<tokio::sync::Notify>) -> Self {
+        Unschedulable {
+            counts: Mutex::default(),
+            wake,
+        }
+    }
+
+    /// Replaces the counts; wakes the reconciler when they changed.
+    pub fn set(&self, counts: BTreeMap<(String, String), u32>) {
+        let mut g = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if *g != counts {
+            *g = counts;
+            self.wake.notify_one();
+        }
+    }
+
+    /// Pods of the workload `key` Pending unschedulable.
+    pub fn of(&self, key: &fedraft_core::model::ObjectKey) -> u32 {
+        self.counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(key.namespace.clone(), key.name.clone()))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
 /// Aborts the watch tasks when the probe loop ends.
 struct Watches(Vec<JoinHandle<()>>);
 
@@ -192,6 +229,17 @@ impl Inventory {
         )
     }
 
+    /// Pods Pending unschedulable per workload; None until the pod list is complete (a
+    /// partial list would report replicas as schedulable that are not).
+    pub fn unschedulable(&self) -> Option<BTreeMap<(String, String), u32>> {
+        if !self.pods.is_ready() {
+            return None;
+        }
+        Some(capacity::unschedulable_by_workload(
+            self.pods.items().values(),
+        ))
+    }
+
     /// Nodes and running pods held.
     pub fn held(&self) -> (usize, usize) {
         (self.nodes.items().len(), self.pods.items().len())
@@ -281,6 +329,9 @@ pub async fn run_probe(ctx: Arc<ClusterCtx>, obs: Arc<Observations>) {
                     }
                 }
                 obs.probe_ok(&ctx.cluster, capacity);
+                if let Some(stuck) = inventory.unschedulable() {
+                    ctx.unschedulable.set(stuck);
+                }
             }
             Err(e) => {
                 tracing::info!(cluster = %ctx.cluster, error = %e, "health probe failed");

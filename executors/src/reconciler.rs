@@ -75,19 +75,22 @@ pub struct ClusterCtx {
     /// This runner's owner token (`crate::fence`); none under leader-only ownership.
     pub fence: crate::fence::Fence,
     known_namespaces: Mutex<BTreeSet<String>>,
+    /// Pods Pending unschedulable per workload, as the probe last counted them.
+    pub unschedulable: crate::probe::Unschedulable,
 }
 
 impl ClusterCtx {
     pub fn new(cluster: String, client: Client, cfg: ExecutorConfig, wake: Arc<Notify>) -> Self {
         ClusterCtx {
             resolver: Resolver::new(client.clone(), cfg.request_timeout),
-            live: LiveCache::new(client.clone(), cluster.clone(), wake),
+            live: LiveCache::new(client.clone(), cluster.clone(), wake.clone()),
             metrics: cfg.metrics.cluster(&cluster),
             cluster,
             client,
             cfg,
             fence: Default::default(),
             known_namespaces: Mutex::new(BTreeSet::new()),
+            unschedulable: crate::probe::Unschedulable::new(wake),
         }
     }
 }
@@ -437,6 +440,7 @@ impl<C: ControlPlane> Reconciler<C> {
                         &cluster,
                         object,
                         rules.get(&p.key),
+                        ctx.unschedulable.of(&p.key),
                     ));
                 }
                 Verdict::Apply(_) => work.push((p.clone(), live.cloned(), memo.cloned())),
@@ -490,6 +494,7 @@ impl<C: ControlPlane> Reconciler<C> {
                         &cluster,
                         object.as_ref(),
                         rules.get(&p.key),
+                        ctx.unschedulable.of(&p.key),
                     ));
                 }
                 Err(e) => {

@@ -1,12 +1,15 @@
 //! What a member's live object says of its rollout: the template revision it runs, its
 //! generations, replica counts and conditions, read by kind (Deployment, StatefulSet,
-//! ReplicaSet, DaemonSet, Job), and for other kinds the result of the rollout's health rule.
+//! ReplicaSet, DaemonSet, Job), and for other kinds the result of the rollout's health rule;
+//! with it, how many of the workload's pods the member left Pending unschedulable (counted by
+//! the probe's pod inventory, `crate::probe`), as core's descheduler reads it.
 //! The reporter (`crate::report`) sends these as `WorkloadReports` when they change.
 //!
 //! Must not: judge health (core's `rollout::verdict` does, from what this reports) or talk to
 //! member clusters (it reads objects the watches already hold).
 
 use fedraft_core::command::WorkloadReport;
+use fedraft_core::rollout::deschedule::unschedulable_condition;
 use fedraft_core::rollout::{
     cut_reason, HealthRule, JobState, WorkloadCondition, WorkloadObservation,
     HEALTH_RULE_CONDITION, MAX_CONDITIONS, REVISION_ANNOTATION,
@@ -20,12 +23,19 @@ pub fn workload_report(
     cluster: &str,
     live: Option<&Value>,
     rule: Option<&HealthRule>,
+    unschedulable: u32,
 ) -> Option<WorkloadReport> {
+    let mut observed = observe_workload(kind, live?, rule)?;
+    if let Some(c) = unschedulable_condition(unschedulable) {
+        // Last, so the workload's own conditions cannot push the count out.
+        observed.conditions.truncate(MAX_CONDITIONS - 1);
+        observed.conditions.push(c);
+    }
     Some(WorkloadReport {
         namespace: key.namespace.clone(),
         name: key.name.clone(),
         cluster: cluster.to_string(),
-        observed: observe_workload(kind, live?, rule)?,
+        observed,
     })
 }
 
@@ -189,6 +199,16 @@ mod tests {
         assert!(o.conditions.last().unwrap().status);
         let o = observe_workload("Certificate", &cert(Value::Null), Some(&rule)).unwrap();
         assert!(!o.conditions.last().unwrap().status);
+        // Pods left Pending unschedulable ride along as the last condition, after at most
+        // seven of the workload's own.
+        let key = fedraft_core::model::ObjectKey::new("ns", "web");
+        let r = workload_report(&key, "Deployment", "dc1", Some(&d), None, 2).unwrap();
+        assert_eq!(
+            fedraft_core::rollout::deschedule::unschedulable(&r.observed),
+            2
+        );
+        let r = workload_report(&key, "Deployment", "dc1", Some(&d), None, 0).unwrap();
+        assert_eq!(r.observed.conditions.len(), 1);
         // Deployments keep their own reading: the rule is not applied to them.
         let o = observe_workload("Deployment", &d, Some(&rule)).unwrap();
         assert!(o

@@ -168,6 +168,7 @@ fn table(doc: &Value) -> String {
     if !doc["failBack"].is_null() {
         out.push_str(&failback_lines(doc));
     }
+    out.push_str(&descheduling_lines(doc));
     for e in r["events"].as_array().into_iter().flatten() {
         out.push_str(&format!(
             "  #{:<8} {}  {}\n",
@@ -223,6 +224,70 @@ pub fn failback_lines(doc: &Value) -> String {
             last["index"],
             to.join(","),
             last["heldSeconds"]
+        ));
+    }
+    out
+}
+
+/// The descheduling section of a rollout document (`descheduling`), empty when it has nothing
+/// to say: per cluster the replicas Pending unschedulable and since when (and when they move,
+/// with the policy on), the clusters held to what they could run, and the last descheduling.
+pub fn descheduling_lines(doc: &Value) -> String {
+    let d = &doc["descheduling"];
+    let at = |v: &Value| {
+        v.as_u64().map_or("-".to_string(), |ms| {
+            crate::timefmt::Times::Absolute.show(ms)
+        })
+    };
+    let none = |k: &str| d[k].as_array().is_none_or(Vec::is_empty);
+    let seconds = d["policy"]["pendingSeconds"].as_u64().unwrap_or(0);
+    if d.is_null() || (seconds == 0 && none("pending") && none("held") && d["last"].is_null()) {
+        return String::new();
+    }
+    let mut out = if seconds == 0 {
+        "Descheduling: off\n".to_string()
+    } else {
+        format!("Descheduling: after {seconds}s Pending\n")
+    };
+    for p in d["pending"].as_array().into_iter().flatten() {
+        let cluster = p["cluster"].as_str().unwrap_or("?");
+        out.push_str(&format!(
+            "  {cluster}: {} replicas Pending (unschedulable) since {}",
+            p["replicas"],
+            at(&p["sinceMs"])
+        ));
+        if p["dueAtMs"].is_u64() {
+            out.push_str(&format!(", moved at {}", at(&p["dueAtMs"])));
+        }
+        out.push('\n');
+    }
+    for h in d["held"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "  {}: held to {} replicas until {} or until its capacity grows\n",
+            h["cluster"].as_str().unwrap_or("?"),
+            h["replicas"],
+            at(&h["untilMs"])
+        ));
+    }
+    let last = &d["last"];
+    if !last.is_null() {
+        let moved: Vec<String> = last["clusters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                format!(
+                    "{} {} -> {}",
+                    c["cluster"].as_str().unwrap_or("?"),
+                    c["from"],
+                    c["to"]
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "  last: entry #{} {}\n",
+            last["index"],
+            moved.join(", ")
         ));
     }
     out
@@ -355,5 +420,38 @@ mod tests {
         assert!(table(&doc).contains("Fail-back: after recovery held 30s"));
         let never = serde_json::json!({"failBack": {"policy": "never", "pending": []}});
         assert_eq!(failback_lines(&never), "Fail-back: never\n");
+    }
+
+    #[test]
+    fn descheduling_shows_pending_replicas_and_holds() {
+        let doc = serde_json::json!({
+            "descheduling": {
+                "policy": {"pendingSeconds": 60},
+                "pending": [{"cluster": "dc2", "replicas": 2, "sinceMs": 1_000, "dueAtMs": 61_000}],
+                "held": [{"cluster": "dc3", "replicas": 1, "sinceMs": 0, "untilMs": 1_800_000}],
+                "last": {"index": 7, "clusters": [{"cluster": "dc3", "from": 3, "to": 1}]},
+            },
+            "clusters": [],
+        });
+        let text = descheduling_lines(&doc);
+        assert!(
+            text.starts_with("Descheduling: after 60s Pending\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "dc2: 2 replicas Pending (unschedulable) since 1970-01-01T00:00:01Z, moved at 1970-01-01T00:01:01Z"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("dc3: held to 1 replicas until"), "{text}");
+        assert!(text.contains("last: entry #7 dc3 3 -> 1"), "{text}");
+        assert!(table(&doc).contains("Descheduling: after 60s"));
+        let quiet = serde_json::json!({"descheduling": {"policy": {"pendingSeconds": 0},
+            "pending": [], "held": [], "last": null}});
+        assert_eq!(descheduling_lines(&quiet), "");
+        let reported = serde_json::json!({"descheduling": {"policy": {"pendingSeconds": 0},
+            "pending": [{"cluster": "a", "replicas": 1, "sinceMs": 0, "dueAtMs": null}]}});
+        assert!(descheduling_lines(&reported).starts_with("Descheduling: off\n  a: 1 replicas"));
     }
 }

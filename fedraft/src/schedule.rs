@@ -144,6 +144,7 @@ pub fn evaluate(docs: &[Value]) -> anyhow::Result<Value> {
                 health,
                 available: c.available,
                 extended: None,
+                held_to: None,
             })
         })
         .collect::<anyhow::Result<_>>()?;

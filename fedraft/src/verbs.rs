@@ -83,8 +83,9 @@ pub async fn describe(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The object's fail-back section (from its rollout document) when there is anything to say:
-/// a choice other than `never`, or a fail-back pending or done.
+/// The object's fail-back and descheduling sections (from its rollout document) when there is
+/// anything to say: a choice other than `never`, a fail-back pending or done, replicas Pending
+/// unschedulable, a cluster held to what it could run.
 async fn describe_failback(c: &Client, obj: &serde_json::Value) -> anyhow::Result<String> {
     let (ns, name) = (
         obj["namespace"].as_str().unwrap_or_default(),
@@ -97,11 +98,13 @@ async fn describe_failback(c: &Client, obj: &serde_json::Value) -> anyhow::Resul
     let quiet = fb["policy"] == "never"
         && fb["pending"].as_array().is_none_or(Vec::is_empty)
         && fb["last"].is_null();
-    Ok(if quiet || fb.is_null() {
+    let mut out = if quiet || fb.is_null() {
         String::new()
     } else {
         crate::rollout::failback_lines(&doc)
-    })
+    };
+    out.push_str(&crate::rollout::descheduling_lines(&doc));
+    Ok(out)
 }
 
 /// `delete RESOURCE NAME` or `delete -f FILE`.

@@ -195,6 +195,17 @@ pub async fn put(
             ));
         }
     }
+    let descheduling = doc.descheduling;
+    if let Some(d) = &descheduling {
+        d.validate("descheduling")
+            .map_err(ApiError::from_field_error)?;
+        if discovery.is_some() {
+            return Err(ApiError::invalid(
+                "descheduling",
+                "a Service with discovery takes no descheduling policy",
+            ));
+        }
+    }
     let spec = spec_from(doc)?;
     if let Some(d) = &discovery {
         d.validate("discovery")
@@ -205,8 +216,17 @@ pub async fn put(
     if expected.is_some() {
         check_version(expected, current_version(&app, &ns, &name).await?)?;
     }
-    let command = match (discovery, rollout, failback) {
-        (_, rollout, Some(failback)) => Command::PutObjectWithFailBack {
+    let command = match (discovery, rollout, failback, descheduling) {
+        (_, rollout, failback, Some(descheduling)) => Command::PutObjectWithDescheduling {
+            namespace: ns.clone(),
+            name: name.clone(),
+            spec,
+            rollout,
+            failback,
+            descheduling,
+            expected_version: expected,
+        },
+        (_, rollout, Some(failback), None) => Command::PutObjectWithFailBack {
             namespace: ns.clone(),
             name: name.clone(),
             spec,
@@ -214,21 +234,21 @@ pub async fn put(
             failback,
             expected_version: expected,
         },
-        (_, Some(rollout), None) => Command::PutObjectWithRollout {
+        (_, Some(rollout), None, None) => Command::PutObjectWithRollout {
             namespace: ns.clone(),
             name: name.clone(),
             spec,
             rollout,
             expected_version: expected,
         },
-        (Some(discovery), None, None) => Command::PutObjectWithDiscovery {
+        (Some(discovery), None, None, None) => Command::PutObjectWithDiscovery {
             namespace: ns.clone(),
             name: name.clone(),
             spec,
             discovery,
             expected_version: expected,
         },
-        (None, None, None) => Command::PutObject {
+        (None, None, None, None) => Command::PutObject {
             namespace: ns.clone(),
             name: name.clone(),
             spec,

@@ -5,7 +5,9 @@
 //! reason, the waves, per placed cluster the revision it should run and the workload status it
 //! reported (revision, generations, replica counts, conditions, verdict), the rollout's
 //! story, the replicas kept on clusters the object is leaving (`handover`), and the fail-back
-//! choice with any fail-back pending (cluster, Ready since, due at). A move is proposed as one
+//! choice with any fail-back pending (cluster, Ready since, due at), and the descheduling policy
+//! with the replicas each cluster left Pending unschedulable (since, due at) and the clusters
+//! held to what they could run. A move is proposed as one
 //! `Command::Rollout`; core checks it again against the rollout as it is when the entry applies
 //! (a pause of a completed rollout is 422, naming `action`). Must not: decide anything about
 //! the rollout itself.
@@ -99,8 +101,47 @@ pub fn rollout_json(s: &CoreState, ns: &str, name: &str) -> Option<Value> {
         "rollout": rollout,
         "handover": handover,
         "failBack": failback,
+        "descheduling": descheduling_json(s, &key),
         "clusters": clusters,
     }))
+}
+
+/// The descheduling policy, per placed cluster the replicas Pending unschedulable (since when,
+/// and when they move if the policy is on and the object divides its replicas), the clusters
+/// held to what they could run, and the last descheduling.
+fn descheduling_json(s: &CoreState, key: &fedraft_core::model::ObjectKey) -> Value {
+    let pending: Vec<Value> = s
+        .stuck(key)
+        .into_iter()
+        .flatten()
+        .map(|(cluster, st)| {
+            json!({
+                "cluster": cluster,
+                "replicas": st.replicas,
+                "sinceMs": st.since_ms,
+                "dueAtMs": s.deschedule_due(key, cluster),
+            })
+        })
+        .collect();
+    let held: Vec<Value> = s
+        .held(key)
+        .into_iter()
+        .flatten()
+        .map(|(cluster, e)| {
+            json!({
+                "cluster": cluster,
+                "replicas": e.replicas,
+                "sinceMs": e.since_ms,
+                "untilMs": e.until_ms,
+            })
+        })
+        .collect();
+    json!({
+        "policy": s.descheduling(key),
+        "pending": pending,
+        "held": held,
+        "last": s.deschedule_last(key),
+    })
 }
 
 pub async fn get(

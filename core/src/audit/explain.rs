@@ -164,6 +164,7 @@ fn command_cause(s: &State, r: &Record, key: &ObjectKey, before_empty: bool) -> 
         Command::PutObject { .. }
         | Command::PutObjectWithDiscovery { .. }
         | Command::PutObjectWithFailBack { .. }
+        | Command::PutObjectWithDescheduling { .. }
             if mine && before_empty =>
         {
             format!("created by {actor}")
@@ -171,6 +172,7 @@ fn command_cause(s: &State, r: &Record, key: &ObjectKey, before_empty: bool) -> 
         Command::PutObject { .. }
         | Command::PutObjectWithDiscovery { .. }
         | Command::PutObjectWithFailBack { .. }
+        | Command::PutObjectWithDescheduling { .. }
             if mine =>
         {
             format!("spec changed by {actor}")
@@ -194,6 +196,33 @@ fn command_cause(s: &State, r: &Record, key: &ObjectKey, before_empty: bool) -> 
                     "fail-back: {} (held {} s, policy afterRecoveryHeld)",
                     join_and(&back),
                     f.held_seconds
+                )
+            });
+            f.unwrap_or_default()
+        }
+        _ if s.deschedule_last(key).is_some_and(|f| f.index == r.index) => {
+            // The policy's descheduling: replicas stuck Pending moved elsewhere.
+            let f = s.deschedule_last(key).map(|f| {
+                let shrunk: Vec<String> = f
+                    .clusters
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{} {} -> {} ({} Pending unschedulable since {}; held to {} until its capacity grows or {} s pass)",
+                            c.cluster,
+                            c.from,
+                            c.to,
+                            c.stuck,
+                            clock_utc(c.stuck_since_ms),
+                            c.to,
+                            crate::rollout::deschedule::ESTIMATE_KEPT_MS / 1000
+                        )
+                    })
+                    .collect();
+                format!(
+                    "descheduled: {} (policy pendingSeconds {})",
+                    join_and(&shrunk),
+                    f.pending_seconds
                 )
             });
             f.unwrap_or_default()

@@ -45,6 +45,9 @@ impl Record {
             | Command::PutObjectWithFailBack {
                 namespace, name, ..
             }
+            | Command::PutObjectWithDescheduling {
+                namespace, name, ..
+            }
             | Command::DeleteObject {
                 namespace, name, ..
             }

@@ -21,6 +21,7 @@ use crate::health::{HealthPolicy, ProbeFailure};
 use crate::model::{Capacity, ClusterSpec, Credentials, ObjectSpec, SealedCredentials, TenantSpec};
 use crate::owners::ExecutorLease;
 use crate::policy::{ClusterQuota, Extended, ExtendedCapacity};
+use crate::rollout::deschedule::Descheduling;
 use crate::rollout::failback::FailBack;
 use crate::rollout::{RolloutStrategy, WorkloadObservation};
 use crate::service::{DiscoverySpec, EndpointsReport};
@@ -87,12 +88,21 @@ use crate::users::{TokenIssue, UserSpec};
 /// `fedraft.io/rollout-strategy` annotation gives, a Deployment's `spec.paused` pausing that
 /// rollout (`door::DOOR_ROLLOUTS_SINCE`). An older entry kept the applied flag of an earlier
 /// version, ignored the annotation and kept `spec.paused` in the template, and applies as it did.
+/// And in 11: `PutObjectWithDescheduling` (a put that sets the object's descheduling policy,
+/// `crate::rollout::deschedule`), and `WorkloadReports` that record, per object and cluster,
+/// the replicas Pending unschedulable and since when ([`DESCHEDULE_SINCE`]); an older entry's
+/// reports recorded only the workload status. A binary that knows only version 10 declines a
+/// version-11 entry rather than misreads it.
 pub const LOG_ENTRY_VERSION: u16 = 11;
 
 /// The first envelope version whose entries may carry `StatusReportsAt` and whose changes of
 /// what a placed cluster must hold (a new template, a new replica count) reset its applied
 /// flag (`state/handlers/reports.rs`).
 pub const EXACT_REPORTS_SINCE: u16 = 11;
+
+/// The first envelope version whose workload reports record replicas stuck Pending
+/// (`state/handlers/deschedule.rs`).
+pub const DESCHEDULE_SINCE: u16 = 11;
 
 /// The first envelope version whose entries fail over at once an object whose grace period had
 /// already run out when its cluster was seen NotReady.
@@ -372,6 +382,18 @@ pub enum Command {
     /// member against (version 11, `state/handlers/reports.rs`): a report counts only from the
     /// cluster's current owner and only if the object has not changed since.
     StatusReportsAt(Vec<StatusReportAt>),
+    /// A put that also sets the object's descheduling policy
+    /// (`state/handlers/deschedule.rs`; version 11), with the rollout strategy and fail-back
+    /// choice the put may carry too; a plain put keeps the policy an object has.
+    PutObjectWithDescheduling {
+        namespace: String,
+        name: String,
+        spec: ObjectSpec,
+        rollout: Option<RolloutStrategy>,
+        failback: Option<FailBack>,
+        descheduling: Descheduling,
+        expected_version: Option<u64>,
+    },
 }
 
 /// What a user may do to a rollout (`crate::rollout::gate`).
@@ -453,6 +475,7 @@ impl Command {
             Command::PutObjectWithFailBack { .. } => "PutObjectWithFailBack",
             Command::ExecutorLease(_) => "ExecutorLease",
             Command::StatusReportsAt(_) => "StatusReportsAt",
+            Command::PutObjectWithDescheduling { .. } => "PutObjectWithDescheduling",
         }
     }
 }

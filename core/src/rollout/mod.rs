@@ -13,6 +13,7 @@
 //! Encoding: like `crate::model`, everything here round-trips through bincode's serde mode
 //! (no untagged or internally tagged enums, no `flatten`).
 
+pub mod deschedule;
 pub mod failback;
 pub mod gate;
 pub mod waves;

@@ -68,6 +68,10 @@ pub struct ClusterView<'a> {
     /// fedraft's other placements left free of the extended sums; None = never reported (then
     /// a replica asking for an extended resource does not fit, and nothing else changes).
     pub extended: Option<ExtendedFree<'a>>,
+    /// The most replicas of this object the cluster may hold whatever its capacity says: the
+    /// descheduler's estimate after replicas stayed Pending there (`state/handlers/deschedule.rs`);
+    /// None = no such hold.
+    pub held_to: Option<u64>,
 }
 
 /// A cluster's detailed capacity report and its extended sums free for one object.

@@ -62,6 +62,7 @@ use crate::owners::Owners;
 use crate::policy::{Extended, EXTENDED_SINCE};
 use crate::scheduler::Decision;
 use crate::users::Users;
+use handlers::deschedule::Deschedules;
 use handlers::extended::ExtendedTables;
 use handlers::failback::FailBacks;
 use handlers::rollout::Rollouts;
@@ -170,6 +171,9 @@ pub struct State {
     /// Executor leases and cluster owners (`crate::owners`); replicated, encoded after
     /// `failbacks`.
     pub(crate) owners: Owners,
+    /// Descheduling policies, replicas stuck Pending, their timers and the clusters held to
+    /// an estimate (`handlers/deschedule.rs`); replicated, encoded after `owners`.
+    pub(crate) deschedules: Deschedules,
 }
 
 impl State {
@@ -432,6 +436,24 @@ impl State {
                 ctx,
             ),
             Command::ExecutorLease(lease) => self.on_executor_lease(lease, ctx),
+            Command::PutObjectWithDescheduling {
+                namespace,
+                name,
+                spec,
+                rollout,
+                failback,
+                descheduling,
+                expected_version,
+            } => self.on_put_object_with_descheduling(
+                namespace,
+                name,
+                spec,
+                rollout.as_ref(),
+                *failback,
+                *descheduling,
+                *expected_version,
+                ctx,
+            ),
         }
     }
 
@@ -451,6 +473,7 @@ impl State {
             &self.health,
             &self.failbacks,
             &self.owners,
+            &self.deschedules,
         )
     }
 
@@ -475,6 +498,7 @@ impl State {
             health: self.health.clone(),
             failbacks: self.failbacks.clone(),
             owners: self.owners.clone(),
+            deschedules: self.deschedules.clone(),
             ix: None,
         }
     }
@@ -489,8 +513,20 @@ impl State {
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> Result<State, CodecError> {
-        let (applied_index, data, svc, adm, door, users, rollouts, ext, health, failbacks, owners) =
-            snapshot::decode(bytes)?;
+        let (
+            applied_index,
+            data,
+            svc,
+            adm,
+            door,
+            users,
+            rollouts,
+            ext,
+            health,
+            failbacks,
+            owners,
+            deschedules,
+        ) = snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
         Ok(State {
@@ -507,6 +543,7 @@ impl State {
             health,
             failbacks,
             owners,
+            deschedules,
         })
     }
 
@@ -571,6 +608,12 @@ impl State {
             let owners = bincode::serde::encode_to_vec(&self.owners, bincode::config::standard())
                 .unwrap_or_else(|e| unreachable!("owners encoding failed: {e}"));
             h.update(&owners);
+        }
+        // And for the descheduler's tables while they are empty (always, before version 11).
+        if !self.deschedules.is_empty() {
+            let ds = bincode::serde::encode_to_vec(&self.deschedules, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("descheduler tables encoding failed: {e}"));
+            h.update(&ds);
         }
         h.finalize().into()
     }

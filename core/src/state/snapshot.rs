@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::handlers::deschedule::Deschedules;
 use super::handlers::extended::ExtendedTables;
 use super::handlers::failback::FailBacks;
 use super::handlers::rollout::Rollouts;
@@ -20,12 +21,13 @@ use crate::health::HealthBook;
 use crate::owners::Owners;
 use crate::users::Users;
 
-/// Snapshot format this binary writes; it reads this, 7 (before the health book, the fail-back
+/// Snapshot format this binary writes; it reads this, 8 (before the descheduler's tables), 7
+/// (before the health book, the fail-back
 /// tables, the owners' book and per-cluster tenant quotas in the extended-resource tables), 6
 /// (before the extended-resource tables), 5 (before rollouts), 4 (before the user database), 3
 /// (before the door's tables), 2 (before the admission policy) and 1 (before service
 /// discovery).
-pub const SNAPSHOT_VERSION: u16 = 8;
+pub const SNAPSHOT_VERSION: u16 = 9;
 
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
@@ -41,11 +43,30 @@ struct SnapshotRef<'a> {
     health: &'a HealthBook,
     failbacks: &'a FailBacks,
     owners: &'a Owners,
+    deschedules: &'a Deschedules,
 }
 
 #[derive(Deserialize)]
 struct SnapshotOwned {
     /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+    door: DoorTables,
+    users: Users,
+    rollouts: Rollouts,
+    ext: ExtendedTables,
+    health: HealthBook,
+    failbacks: FailBacks,
+    owners: Owners,
+    deschedules: Deschedules,
+}
+
+/// Version 8 snapshots: no descheduler tables yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV8 {
     _version: u16,
     applied_index: u64,
     data: Data,
@@ -167,6 +188,7 @@ pub(super) fn encode_snapshot(
     health: &HealthBook,
     failbacks: &FailBacks,
     owners: &Owners,
+    deschedules: &Deschedules,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -181,6 +203,7 @@ pub(super) fn encode_snapshot(
         health,
         failbacks,
         owners,
+        deschedules,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -202,6 +225,7 @@ pub struct StateImage {
     pub(super) health: HealthBook,
     pub(super) failbacks: FailBacks,
     pub(super) owners: Owners,
+    pub(super) deschedules: Deschedules,
     /// The indexes' aggregates at that index, in an image taken to be checked
     /// ([`State::checked_image`](super::State::checked_image)).
     pub(super) ix: Option<Index>,
@@ -230,6 +254,7 @@ impl StateImage {
             &self.health,
             &self.failbacks,
             &self.owners,
+            &self.deschedules,
         )
     }
 
@@ -255,6 +280,7 @@ pub(super) type SnapshotParts = (
     HealthBook,
     FailBacks,
     Owners,
+    Deschedules,
 );
 
 /// Version 1 snapshots: no service discovery yet.
@@ -267,8 +293,7 @@ struct SnapshotOwnedV1 {
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
 /// services, admission policy, door tables, user database, rollout tables, extended-resource
-/// services, admission policy, door tables, user database, rollout tables, extended-resource
-/// tables, health book, fail-back tables and owners' book (the parts an older version lacks
+/// tables, health book, fail-back tables, owners' book and descheduler tables (the parts an older version lacks
 /// are defaults, per-cluster quotas included).
 pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
@@ -332,6 +357,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 HealthBook::default(),
                 FailBacks::default(),
                 Owners::default(),
+                Deschedules::default(),
             ));
         }
         6 => {
@@ -348,6 +374,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 HealthBook::default(),
                 FailBacks::default(),
                 Owners::default(),
+                Deschedules::default(),
             ));
         }
         7 => {
@@ -364,6 +391,24 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 HealthBook::default(),
                 FailBacks::default(),
                 Owners::default(),
+                Deschedules::default(),
+            ));
+        }
+        8 => {
+            let snap: SnapshotOwnedV8 = decode_exact(bytes)?;
+            return Ok((
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                snap.door,
+                snap.users,
+                snap.rollouts,
+                snap.ext,
+                snap.health,
+                snap.failbacks,
+                snap.owners,
+                Deschedules::default(),
             ));
         }
         _ => {
@@ -380,6 +425,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.health,
                 snap.failbacks,
                 snap.owners,
+                snap.deschedules,
             ));
         }
     };
@@ -396,5 +442,6 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
         HealthBook::default(),
         FailBacks::default(),
         Owners::default(),
+        Deschedules::default(),
     ))
 }

@@ -7,6 +7,7 @@
 mod state_support;
 
 mod admission;
+mod deschedule;
 mod discovery;
 mod door;
 mod door_deps;

@@ -124,6 +124,7 @@ fn views(f: &Fleet) -> Vec<ClusterView<'_>> {
                 pods: 0,
             }),
             extended: None,
+            held_to: None,
         })
         .collect()
 }
@@ -357,6 +358,7 @@ proptest! {
                 health: HealthView::Ready,
                 available: Some(Resources { cpu_millis: 1 << 40, memory_bytes: 1 << 50, pods: 1 << 20 }),
                 extended: Some(ExtendedFree { report: &reports[i], free: &reports[i].available }),
+                held_to: None,
             })
             .collect();
         let per_ext = Extended::from_pairs([("nvidia.com/gpu", per_gpu)]);

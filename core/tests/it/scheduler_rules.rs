@@ -67,6 +67,7 @@ fn views(cs: &[C]) -> Vec<ClusterView<'_>> {
             health: c.health,
             available: c.available,
             extended: None,
+            held_to: None,
         })
         .collect()
 }

@@ -330,12 +330,17 @@ fn an_empty_user_database_leaves_the_hash_alone_and_snapshots_keep_it() {
     // also without the user database's two.
     let book =
         bincode::serde::encode_to_vec(b.state.health(), bincode::config::standard()).unwrap();
-    // The owners' book comes last (empty: two zero lengths and no forming window), after the
-    // fail-back tables.
+    // The descheduler's six tables come last (empty: six zero lengths), after the owners'
+    // book (empty: two zero lengths and no forming window), after the fail-back tables;
+    // version 8 is this layout without the descheduler's tables.
     let full = b.state.to_snapshot();
-    assert_eq!(full[0], 8);
-    assert_eq!(full[full.len() - 7..], [0; 7]);
-    let no_failbacks = &full[..full.len() - 7];
+    assert_eq!(full[0], 9);
+    assert_eq!(full[full.len() - 13..], [0; 13]);
+    let mut v8 = full[..full.len() - 6].to_vec();
+    v8[0] = 8;
+    let old = State::from_snapshot(&v8).expect("a version-8 snapshot decodes");
+    assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());
+    let no_failbacks = &full[..full.len() - 13];
     assert!(no_failbacks.ends_with(&book));
     let bytes = no_failbacks[..no_failbacks.len() - book.len()].to_vec();
     assert_eq!(bytes[bytes.len() - 12..], [0; 12]);

@@ -19,6 +19,7 @@ mod deploy_backup;
 mod deploy_members;
 mod deploy_tls;
 mod deploy_upgrade;
+mod deschedule_procs;
 mod disk_full_cluster;
 mod e2e_converge;
 mod e2e_failover;

@@ -4,7 +4,7 @@
 //! Every `tick` the controller packs the pods of all deployments and statefulsets (oldest
 //! first, first-fit) onto Ready nodes by the pod template's cpu/memory requests and the nodes'
 //! allocatable cpu/memory/pods. Pods that fit are ready; the rest stay unready, so capacity
-//! pressure shows as `readyReplicas < replicas`. A workload's status converges to that packing
+//! pressure shows as `readyReplicas < replicas` and as Pending pods (`pending`). A workload's status converges to that packing
 //! once `status_delay` has passed since its generation last changed, its new replicas updated
 //! over time when a rollout fault is set (`rollout`: slow rollouts, never-ready images).
 //! LoadBalancer services get
@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+mod pending;
 mod rollout;
 
 use crate::discovery::{find, ResourceDef};
@@ -516,6 +517,10 @@ impl Controller {
         }
         let report = pack(&nodes, &workloads);
         let now = meta::now_rfc3339();
+        // Replicas that do not fit stay Pending, as pods a real scheduler could not place.
+        for _ in 0..pending::sync(store, &report, &workloads, &now) {
+            self.shared.stats.controller_write();
+        }
         for ((res, w), usage) in workloads
             .iter()
             .map(|(r, w)| (*r, w))

@@ -24,7 +24,8 @@ use crate::policy::Resources;
 // appended commands: 6 the rollout commands, 7 `CapacityDetails` and `PutTenantWithExtended`,
 // 8 the member commands, 9 `Reachability`, `SetHealthPolicy`, `PutTenantWithQuotas`,
 // `PutObjectWithFailBack` and `ExecutorLease`; 10 changed apply only; 11 appended
-// `StatusReportsAt`; this reader decodes none of those commands, and the layouts it reads are
+// `StatusReportsAt` and `PutObjectWithDescheduling` and changed what `WorkloadReports` record
+// at apply; this reader decodes none of those commands, and the layouts it reads are
 // unchanged); a new version must teach this reader its layout (or make it decline) before it
 // may answer.
 const _: () = assert!(LOG_ENTRY_VERSION == 11);

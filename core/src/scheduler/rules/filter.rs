@@ -93,6 +93,11 @@ pub(crate) fn classify(req: &ScheduleRequest<'_>, clusters: &[ClusterView<'_>]) 
         } else {
             fits.filter(|&f| f != u64::MAX)
         };
+        // A cluster that left replicas Pending holds no more than it could run, whatever its
+        // reported sums say (they do not see fragmentation, taints or per-node limits).
+        if let Some(h) = c.held_to {
+            out.cap[i] = Some(out.cap[i].map_or(h, |cap| cap.min(h)));
+        }
         // An extended or per-node limit drops a cluster that holds not one replica in every
         // mode, so a Duplicated GPU workload does not land where no node can run it.
         let limited = dynamic || extended == Some(0);

@@ -74,6 +74,7 @@ impl State {
         self.rollouts_advance(ctx);
         self.handovers_advance(ctx);
         self.failbacks_advance(ctx);
+        self.deschedules_advance(ctx);
     }
 
     /// The owner's deadline for `name` passed. Returns whether it turned NotReady.

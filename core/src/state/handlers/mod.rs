@@ -13,6 +13,7 @@ mod cluster_quota;
 mod clusters;
 mod credentials;
 mod deps;
+pub mod deschedule;
 pub(crate) mod door;
 mod door_identity;
 mod door_rollout;

@@ -62,6 +62,11 @@ pub(crate) fn health_view(c: &Cluster, held: bool) -> HealthView {
     }
 }
 
+/// The cluster's last reported available capacity.
+fn cluster_available(c: &Cluster) -> Option<Resources> {
+    c.status.capacity.map(|cap| cap.available)
+}
+
 fn view<'a>(c: &'a Cluster, available: Option<Resources>, held: bool) -> ClusterView<'a> {
     ClusterView {
         name: &c.spec.name,
@@ -71,6 +76,7 @@ fn view<'a>(c: &'a Cluster, available: Option<Resources>, held: bool) -> Cluster
         health: health_view(c, held),
         available,
         extended: None,
+        held_to: None,
     }
 }
 
@@ -198,6 +204,7 @@ impl State {
                     .get(i)
                     .and_then(Option::as_ref)
                     .map(|(report, free)| ExtendedFree { report, free });
+                v.held_to = self.held_to(&key, &c.spec.name, cluster_available(c), now_ms);
                 v
             })
             .collect();
@@ -319,6 +326,7 @@ impl State {
         self.rollouts_placement_changed(key);
         self.hold_departing(key, &departed, ctx);
         self.failback_note(key, &departed);
+        self.deschedule_placement_changed(key);
         if ctx.version >= EXTENDED_SINCE {
             self.note_waiting(key, short, ctx.index);
         }

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::validate;
-use crate::command::{RolloutAction, WorkloadReport};
+use crate::command::{RolloutAction, WorkloadReport, DESCHEDULE_SINCE};
 use crate::door::DOOR_ROLLOUTS_SINCE;
 use crate::error::FieldError;
 use crate::model::{ObjectKey, ObjectSpec};
@@ -257,6 +257,7 @@ impl State {
         self.rollouts.workloads.remove(key);
         self.handover_forget(key);
         self.failback_forget(key);
+        self.deschedule_forget(key);
     }
 
     pub(super) fn touch_object(&mut self, key: &ObjectKey, ctx: &mut Ctx) {
@@ -396,6 +397,7 @@ impl State {
                 c.reason = crate::rollout::cut_reason(&c.reason);
             }
             let key = ObjectKey::new(r.namespace.clone(), r.name.clone());
+            let stuck = crate::rollout::deschedule::unschedulable(&observed);
             let per = self.rollouts.workloads.entry(key.clone()).or_default();
             let v = verdict(&observed);
             match per.get_mut(&r.cluster) {
@@ -417,6 +419,9 @@ impl State {
                         },
                     );
                 }
+            }
+            if ctx.version >= DESCHEDULE_SINCE {
+                self.deschedule_observed(&key, &r.cluster, stuck, ctx);
             }
             if moved.last() != Some(&key) {
                 moved.push(key);
