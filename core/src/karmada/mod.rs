@@ -140,7 +140,10 @@ pub fn parse_spec(
             let mut p = raw.check(version)?;
             // Lenient whatever the version: a restored state must read the strategy an older
             // entry's policy carried exactly as replay does (its use is what is versioned).
-            p.rollout = crate::door::rollout_annotation(manifest).ok().flatten();
+            p.rollout = crate::door::rollout_annotation(manifest)
+                .ok()
+                .flatten()
+                .map(Box::new);
             PolicySpec::Propagation(p)
         }
         PolicyKind::Override | PolicyKind::ClusterOverride => {

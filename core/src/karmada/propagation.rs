@@ -53,7 +53,7 @@ pub struct PropagationSpec {
     /// fedraft's rollout strategy for the templates it binds, from the policy's
     /// `fedraft.io/rollout-strategy` annotation (`crate::door::rollout_annotation`); set by
     /// `parse_spec`, None when absent or unreadable (a put checks it strictly).
-    pub rollout: Option<RolloutStrategy>,
+    pub rollout: Option<Box<RolloutStrategy>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -41,7 +41,7 @@ impl State {
     /// The rollout strategy a propagation policy gives the templates it binds.
     pub(super) fn policy_rollout(&self, policy: &PolicyRef) -> Option<RolloutStrategy> {
         match self.door_ix.get(policy)? {
-            PolicySpec::Propagation(p) => p.rollout.clone(),
+            PolicySpec::Propagation(p) => p.rollout.as_deref().cloned(),
             PolicySpec::Override(_) => None,
         }
     }
@@ -137,7 +137,7 @@ impl State {
             .iter()
             .filter_map(|(key, rec)| {
                 let policy = rec.bound_to.as_ref()?;
-                let object = ObjectKey::new(key.object_namespace(), &key.object_name());
+                let object = ObjectKey::new(key.object_namespace(), key.object_name());
                 let strategy = self.door_strategy(&object, Some(policy))?;
                 Some((object, strategy, policy_name(policy)))
             })
