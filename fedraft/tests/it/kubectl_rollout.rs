@@ -143,7 +143,11 @@ async fn kubectl_rollout_restart_pause_resume_and_status() {
         })
         .await;
     }
-    assert_eq!(phase(&fed).await, "Complete");
+    // The last wave still holds for minSuccessSeconds before the rollout counts as complete.
+    eventually(LIMIT, "the rollout complete", || async {
+        (phase(&fed).await == "Complete").then_some(())
+    })
+    .await;
     let paused = run(with(&["get"], &["-o", "jsonpath={.spec.paused}"]));
     assert_eq!(paused, "");
 }
