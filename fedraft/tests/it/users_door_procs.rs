@@ -66,20 +66,7 @@ async fn door(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_revoked_through_the_door_is_refused_on_every_node() {
     let root = tempfile::tempdir().unwrap();
-    let certs = root.path().join("tls");
-    let out = std::process::Command::new(BIN)
-        .arg("certs")
-        .arg("--out")
-        .arg(&certs)
-        .args(["--node", "1=127.0.0.1,localhost", "--node", "2=127.0.0.1"])
-        .args(["--node", "3=127.0.0.1"])
-        .output()
-        .expect("fedraft certs runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let certs = crate::support::node_certs(root.path());
     let mut l = layout();
     l.nodes = 3;
     l.tls = Some(TlsDir { dir: certs.clone() });

@@ -47,6 +47,25 @@ pub struct Fed {
 }
 
 /// The nodes' config: shortened raft and executor timings, so failover fits in a test.
+/// `fedraft certs` for three loopback nodes under `dir/tls`; the directory it wrote.
+pub fn node_certs(dir: &std::path::Path) -> std::path::PathBuf {
+    let certs = dir.join("tls");
+    let out = std::process::Command::new(BIN)
+        .arg("certs")
+        .arg("--out")
+        .arg(&certs)
+        .args(["--node", "1=127.0.0.1,localhost", "--node", "2=127.0.0.1"])
+        .args(["--node", "3=127.0.0.1"])
+        .output()
+        .expect("fedraft certs runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    certs
+}
+
 pub fn layout() -> Layout {
     let mut l = Layout::new(BIN, TOKEN);
     l.cluster_id = "fedraft-e2e".into();
@@ -110,20 +129,7 @@ impl Fed {
         let dir = fedraft_testkit::temp_dir("e2e");
         let mut l = layout();
         if tls {
-            let certs = dir.path().join("tls");
-            let out = std::process::Command::new(BIN)
-                .arg("certs")
-                .arg("--out")
-                .arg(&certs)
-                .args(["--node", "1=127.0.0.1,localhost", "--node", "2=127.0.0.1"])
-                .args(["--node", "3=127.0.0.1"])
-                .output()
-                .expect("fedraft certs runs");
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let certs = node_certs(dir.path());
             l.tls = Some(fedraft_testkit::procs::TlsDir { dir: certs });
         }
         let mut procs = Cluster::layout(dir.path(), "fed", &l);
