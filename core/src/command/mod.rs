@@ -93,7 +93,9 @@ use crate::users::{TokenIssue, UserSpec};
 /// the replicas Pending unschedulable and since when ([`DESCHEDULE_SINCE`]); an older entry's
 /// reports recorded only the workload status. A binary that knows only version 10 declines a
 /// version-11 entry rather than misreads it.
-pub const LOG_ENTRY_VERSION: u16 = 11;
+/// Version 12: apply accepts more of Karmada's and KubeFed's documents
+/// (`karmada::PEER_WIDENED_SINCE`); an older entry is refused them as it was.
+pub const LOG_ENTRY_VERSION: u16 = 12;
 
 /// The first envelope version whose entries may carry `StatusReportsAt` and whose changes of
 /// what a placed cluster must hold (a new template, a new replica count) reset its applied

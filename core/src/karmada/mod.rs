@@ -59,6 +59,11 @@ pub const KARMADA_WIDENED_SINCE: u16 = 4;
 /// The first log entry version whose propagation policies may set `propagateDeps: true`.
 pub const DEPS_SINCE: u16 = 9;
 
+/// The first log entry version whose peer documents (Karmada's policies, KubeFed's documents)
+/// may use the fields fedraft learned in the second widening: older entries are refused them
+/// as they were when written.
+pub const PEER_WIDENED_SINCE: u16 = 12;
+
 /// Which of the four policy kinds a document is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PolicyKind {
