@@ -8,8 +8,8 @@
 //!
 //! Rules (applied by `state/handlers/owners.rs`, in log time):
 //! - forming: the first lease into an empty book opens a window of that lease's length in
-//!   which nothing is assigned, so that every node started with it (renewing every quarter
-//!   lease) is live when the fleet is shared out; else the first node to renew would take every
+//!   which nothing is assigned, so that every node started with it (renewing every eighth
+//!   of a lease) is live when the fleet is shared out; else the first node to renew would take every
 //!   cluster and keep them (owners are sticky). Meanwhile ownership is not in force;
 //! - sticky: a cluster keeps its owner while the owner's lease is live, whatever else changes
 //!   (a node joining takes new and orphaned clusters only: no churn);

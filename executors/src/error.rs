@@ -50,6 +50,10 @@ pub enum ExecError {
     /// A newer owner of the cluster wrote this object: this executor is stale and stops.
     #[error("{id}: written by a newer owner ({owner}); this executor stops")]
     Fenced { id: String, owner: String },
+
+    /// This node's ownership lease is not fresh: it writes nothing until a renewal commits.
+    #[error("{id}: not written while this node's ownership lease is not fresh")]
+    LeaseLapsed { id: String },
 }
 
 impl ExecError {
@@ -74,7 +78,7 @@ impl ExecError {
             ExecError::Kube { .. }
             | ExecError::Timeout { .. }
             | ExecError::CacheNotReady { .. } => true,
-            ExecError::Propose { .. } => true,
+            ExecError::Propose { .. } | ExecError::LeaseLapsed { .. } => true,
             ExecError::Credentials { .. }
             | ExecError::Manifest(_)
             | ExecError::UnknownKind { .. }

@@ -11,10 +11,16 @@
 //! Deletes go through [`delete`] here for the same reason: the check, then the delete with the
 //! live resourceVersion as its precondition.
 //!
+//! Under a token the fence also holds this node's lease clock (`crate::lease`): while the lease
+//! is not fresh every write is refused ([`Fence::may_write`]), the runner itself lives on. A
+//! renewal that commits late only pauses writes; the runner keeps its watches and caches, so
+//! the pause costs no relisting and ends with the next committed renewal.
+//!
 //! Must not: decide ownership (core does, `fedraft_core::owners`), or write anything but the
 //! fenced delete.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use fedraft_core::owners::{parse_token, OWNER_ANNOTATION};
 use serde_json::Value;
@@ -22,6 +28,7 @@ use serde_json::Value;
 use kube::api::{DeleteParams, Preconditions};
 
 use crate::error::ExecError;
+use crate::lease::LeaseClock;
 use crate::plan::{LiveId, LiveObject};
 use crate::reconciler::{api_for, bounded, ClusterCtx};
 
@@ -30,20 +37,30 @@ use crate::reconciler::{api_for, bounded, ClusterCtx};
 pub struct Fence {
     /// `node@index`; None under leader-only ownership (no token in force).
     token: Option<(String, u64)>,
+    /// This node's lease, consulted only under a token.
+    lease: Option<Arc<LeaseClock>>,
     tripped: AtomicBool,
 }
 
 impl Fence {
-    /// A fence for `token` (`fedraft_core::owners::Owner::token`), if any.
-    pub fn new(token: Option<String>) -> Self {
+    /// A fence for `token` (`fedraft_core::owners::Owner::token`), if any, writing only while
+    /// `lease` is fresh.
+    pub fn new(token: Option<String>, lease: Option<Arc<LeaseClock>>) -> Self {
         let token = token.and_then(|t| {
             let (node, index) = parse_token(&t)?;
             Some((node.to_string(), index))
         });
         Fence {
             token,
+            lease,
             tripped: AtomicBool::new(false),
         }
+    }
+
+    /// Whether this runner may write now: always under leader-only ownership; under a token
+    /// only while this node's lease is fresh (a token without a clock never writes).
+    pub fn may_write(&self) -> bool {
+        self.token.is_none() || self.lease.as_ref().is_some_and(|l| l.is_fresh())
     }
 
     /// Whether a newer owner was seen: the runner must stop.
@@ -52,10 +69,14 @@ impl Fence {
     }
 
     /// Refuses (and trips) when `live` carries a token newer than ours.
+    /// Refuses, without tripping, while the lease is not fresh.
     pub fn check(&self, id: &LiveId, live: Option<&LiveObject>) -> Result<(), ExecError> {
         let Some((_, mine)) = &self.token else {
             return Ok(());
         };
+        if !self.may_write() {
+            return Err(ExecError::LeaseLapsed { id: id.to_string() });
+        }
         let theirs = live
             .and_then(|l| l.annotation(OWNER_ANNOTATION))
             .and_then(parse_token);
@@ -128,9 +149,9 @@ pub(crate) async fn delete(
 }
 
 impl ClusterCtx {
-    /// The same context, writing as the owner holding `token`.
-    pub fn with_token(mut self, token: Option<String>) -> Self {
-        self.fence = Fence::new(token);
+    /// The same context, writing as the owner holding `token` while `lease` is fresh.
+    pub fn with_token(mut self, token: Option<String>, lease: Option<Arc<LeaseClock>>) -> Self {
+        self.fence = Fence::new(token, lease);
         self
     }
 }
@@ -155,9 +176,16 @@ mod tests {
         }
     }
 
+    /// A lease clock fresh for the next minute.
+    fn fresh() -> Option<Arc<LeaseClock>> {
+        let c = LeaseClock::default();
+        c.renewed(tokio::time::Instant::now() + std::time::Duration::from_secs(60));
+        Some(Arc::new(c))
+    }
+
     #[test]
     fn a_newer_token_trips_an_older_or_equal_one_does_not() {
-        let f = Fence::new(Some("node1@10".into()));
+        let f = Fence::new(Some("node1@10".into()), fresh());
         assert!(f.check(&id(), Some(&live("node2@9"))).is_ok());
         assert!(f.check(&id(), Some(&live("node1@10"))).is_ok());
         assert!(f.check(&id(), None).is_ok());
@@ -166,14 +194,30 @@ mod tests {
         assert!(e.to_string().contains("node2@11"), "{e}");
         assert!(f.tripped());
         // Leader-only ownership: no token, no check.
-        assert!(Fence::new(None)
+        assert!(Fence::new(None, None)
             .check(&id(), Some(&live("node2@11")))
             .is_ok());
     }
 
     #[test]
+    fn a_lease_that_is_not_fresh_refuses_every_write_without_tripping() {
+        let never = Fence::new(Some("node1@10".into()), Some(Arc::default()));
+        assert!(!never.may_write());
+        let e = never.check(&id(), None).unwrap_err();
+        assert!(matches!(e, ExecError::LeaseLapsed { .. }), "{e}");
+        assert!(e.is_transient());
+        assert!(
+            !never.tripped(),
+            "a lapse pauses the runner, it does not stop it"
+        );
+        assert!(!Fence::new(Some("node1@10".into()), None).may_write());
+        assert!(Fence::new(Some("node1@10".into()), fresh()).may_write());
+        assert!(Fence::new(None, None).may_write());
+    }
+
+    #[test]
     fn the_stamp_carries_the_token_and_the_precondition_only_on_the_wire() {
-        let f = Fence::new(Some("node3@4".into()));
+        let f = Fence::new(Some("node3@4".into()), fresh());
         let body = json!({"metadata": {"name": "a", "annotations": {"x": "y"}}});
         let sent = f.stamp(&body, Some(&live("node1@2"))).unwrap();
         assert_eq!(sent["metadata"]["annotations"][OWNER_ANNOTATION], "node3@4");
@@ -184,6 +228,6 @@ mod tests {
             .is_none());
         let created = f.stamp(&body, None).unwrap();
         assert!(created["metadata"].get("resourceVersion").is_none());
-        assert!(Fence::new(None).stamp(&body, None).is_none());
+        assert!(Fence::new(None, None).stamp(&body, None).is_none());
     }
 }

@@ -1,6 +1,7 @@
 //! This node's ownership lease (spread ownership, `fedraft_core::owners`): an `ExecutorLease`
-//! entry every quarter of the lease, proposed through the local node (which forwards to the
-//! leader), and the local deadline until which this node may write to the clusters it owns.
+//! entry every eighth of the lease, proposed through the local node (which forwards to the
+//! leader) without waiting for the one before, and the local deadline until which this node
+//! may write to the clusters it owns.
 //!
 //! Self-fencing: the deadline is the moment a renewal was sent plus half the lease, moved only
 //! when that renewal was committed. Core moves a node's clusters once a full lease passed
@@ -32,7 +33,7 @@ impl LeaseClock {
         self.lock().is_some_and(|t| Instant::now() < t)
     }
 
-    fn renewed(&self, until: Instant) {
+    pub(crate) fn renewed(&self, until: Instant) {
         let mut t = self.lock();
         if t.is_none_or(|old| old < until) {
             *t = Some(until);
@@ -52,7 +53,17 @@ pub fn clamp(lease: Duration) -> Duration {
     Duration::from_millis(ms)
 }
 
-/// Renews the lease until the task is aborted.
+/// Renewals sent per lease. The lease stays fresh while a renewal commits within half a lease
+/// minus one period of being sent (3.75 s of a 10 s lease at 8), at one entry per period per
+/// node.
+const RENEWALS_PER_LEASE: u32 = 8;
+
+/// Renewals proposed and not yet answered, at most. More would only queue behind a stalled
+/// leader; the next period sends again.
+const MAX_IN_FLIGHT: usize = 4;
+
+/// Renews the lease until the task is aborted. Renewals go out on a fixed period without
+/// waiting for the previous one to answer, so one slow commit does not delay the next send.
 pub async fn run_lease<C: ControlPlane>(
     ctrl: C,
     actor: String,
@@ -66,17 +77,34 @@ pub async fn run_lease<C: ControlPlane>(
         locality,
     };
     let tag: u64 = rand::random();
-    let mut seq: u64 = 0;
-    loop {
+    let mut in_flight = tokio::task::JoinSet::new();
+    let mut period = tokio::time::interval(lease / RENEWALS_PER_LEASE);
+    period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut was_fresh = false;
+    for seq in 1u64.. {
+        period.tick().await;
+        while in_flight.try_join_next().is_some() {}
+        let fresh = clock.is_fresh();
+        if was_fresh && !fresh {
+            tracing::warn!(
+                in_flight = in_flight.len(),
+                "this node's ownership lease is not fresh: its executors write nothing until a renewal commits"
+            );
+        }
+        was_fresh = fresh;
+        if in_flight.len() >= MAX_IN_FLIGHT {
+            continue;
+        }
         let sent = Instant::now();
-        seq += 1;
         let id = format!("lease-{tag:016x}-{seq}");
         let command = Command::ExecutorLease(body.clone());
-        match ctrl.propose(id, actor.clone(), command).await {
-            Ok(()) => clock.renewed(sent + lease / 2),
-            Err(e) => tracing::warn!(error = %e, "renewing this node's ownership lease failed"),
-        }
-        tokio::time::sleep_until(sent + lease / 4).await;
+        let (ctrl, actor, clock) = (ctrl.clone(), actor.clone(), clock.clone());
+        in_flight.spawn(async move {
+            match ctrl.propose(id, actor, command).await {
+                Ok(()) => clock.renewed(sent + lease / 2),
+                Err(e) => tracing::warn!(error = %e, "renewing this node's ownership lease failed"),
+            }
+        });
     }
 }
 

@@ -177,6 +177,9 @@ pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, Ex
     })
 }
 
+/// How soon a runner whose lease is not fresh looks again, should no renewal's entry wake it.
+const LEASE_RECHECK: Duration = Duration::from_millis(500);
+
 /// Converges one object: applies it unless the live object already matches.
 pub async fn reconcile(
     p: &Prepared,
@@ -188,10 +191,11 @@ pub async fn reconcile(
         Verdict::UpToDate => return Ok(Action::UpToDate),
         Verdict::Apply(reason) => reason,
     };
+    // Fenced before anything is written, the namespace included.
+    ctx.fence.check(&p.id, live)?;
     if p.resolved.namespaced {
         ensure_namespace(ctx, &p.id.namespace).await?;
     }
-    ctx.fence.check(&p.id, live)?;
     let stamped = ctx.fence.stamp(&p.body, live);
     let body = stamped.as_ref().unwrap_or(&p.body);
     let api = api_for(ctx, &p.resolved, &p.id.namespace);
@@ -329,7 +333,13 @@ impl<C: ControlPlane> Reconciler<C> {
         let ctx = self.ctx.clone();
         let cluster = ctx.cluster.clone();
         let now = Instant::now();
+        if !ctx.fence.may_write() {
+            // Paused until a renewal commits (its entry wakes this runner); the watches live on.
+            return now + LEASE_RECHECK;
+        }
         let mut next = now + ctx.cfg.resync_period;
+        // A write refused mid-pass because the lease lapsed: this pass reports nothing.
+        let mut lapsed = false;
         let cache = &mut self.desired;
         // What this pass reports holds for the state at this index (`report.rs`).
         let (scan, as_of) = self
@@ -497,6 +507,7 @@ impl<C: ControlPlane> Reconciler<C> {
                         ctx.unschedulable.of(&p.key),
                     ));
                 }
+                Err(ExecError::LeaseLapsed { .. }) => lapsed = true,
                 Err(e) => {
                     ctx.metrics.reconciled(Reconciled::ApplyFailed);
                     let at = self.fail(&p.id, &p.hash, &e, now);
@@ -541,6 +552,7 @@ impl<C: ControlPlane> Reconciler<C> {
                     self.memo.remove(&id);
                     self.retries.remove(&id);
                 }
+                Err(ExecError::LeaseLapsed { .. }) => lapsed = true,
                 Err(e) => {
                     ctx.metrics.reconciled(Reconciled::DeleteFailed);
                     tracing::warn!(%cluster, %id, error = %e, "delete failed");
@@ -552,6 +564,10 @@ impl<C: ControlPlane> Reconciler<C> {
         self.memo.retain(|id, _| desired_ids.contains(id));
         // Derived tenant quotas have no federated object to take a status.
         statuses.retain(|r| r.name != fedraft_core::state::TENANT_QUOTA_KEY);
+        if lapsed {
+            // Its statuses would call objects it could not write failed: the next pass reports.
+            return next.min(now + LEASE_RECHECK);
+        }
         self.obs.set_statuses(&cluster, as_of, statuses, workloads);
         next
     }

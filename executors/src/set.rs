@@ -2,8 +2,9 @@
 //! applied state:
 //! - spread ownership (some node holds an ownership lease, `fedraft_core::owners`): this node
 //!   runs executors for the clusters the log assigns to it, each writing with its owner token
-//!   (`fence.rs`), and only while its own lease is fresh in local time (`lease.rs`): a node
-//!   whose renewals stop committing stops writing before core hands its clusters over;
+//!   and only while its own lease is fresh in local time (`fence.rs`, `lease.rs`): a node
+//!   whose renewals stop committing stops writing before core hands its clusters over, and
+//!   starts again, watches intact, with the next renewal that commits;
 //! - leader-only ownership (no lease live: nodes without `owner_lease`, older logs, or the
 //!   first lease of the book while it forms, `fedraft_core::owners`): the
 //!   executors run while this node is the raft leader, checked every `leadership_poll` (well
@@ -85,7 +86,7 @@ impl ClusterRunner {
     fn start<C: ControlPlane>(
         ctrl: C,
         (spec, token): (ClusterSpec, Option<String>),
-        cfg: ExecutorConfig,
+        (cfg, clock): (ExecutorConfig, Arc<LeaseClock>),
         obs: Arc<Observations>,
         svc_obs: Arc<ServiceObservations>,
     ) -> Self {
@@ -94,7 +95,7 @@ impl ClusterRunner {
         let task = tokio::spawn(run_cluster(
             ctrl,
             (spec.clone(), token.clone()),
-            cfg,
+            (cfg, clock),
             (obs, svc_obs),
             wake.clone(),
             retire_rx,
@@ -126,7 +127,7 @@ impl ClusterRunner {
 async fn run_cluster<C: ControlPlane>(
     ctrl: C,
     (spec, token): (ClusterSpec, Option<String>),
-    cfg: ExecutorConfig,
+    (cfg, clock): (ExecutorConfig, Arc<LeaseClock>),
     (obs, svc_obs): (Arc<Observations>, Arc<ServiceObservations>),
     wake: Arc<Notify>,
     mut retire: watch::Receiver<bool>,
@@ -164,8 +165,8 @@ async fn run_cluster<C: ControlPlane>(
         }
     };
     let limit = cfg.deregister_cleanup_timeout;
-    let ctx =
-        Arc::new(ClusterCtx::new(spec.name.clone(), client, cfg, wake.clone()).with_token(token));
+    let ctx = ClusterCtx::new(spec.name.clone(), client, cfg, wake.clone());
+    let ctx = Arc::new(ctx.with_token(token, Some(clock)));
     let probe = Tasks(vec![
         tokio::spawn(run_probe(ctx.clone(), obs.clone())),
         tokio::spawn(run_service_observer(
@@ -208,11 +209,13 @@ struct Running {
     clusters: BTreeMap<String, ClusterRunner>,
     /// Runners of deregistered clusters, cleaning up; dropped once done.
     retiring: BTreeMap<String, ClusterRunner>,
+    /// This node's lease, which every runner's writes wait on under spread ownership.
+    clock: Arc<LeaseClock>,
     _reporter: Tasks,
 }
 
 impl Running {
-    fn start<C: ControlPlane>(ctrl: &C, cfg: &ExecutorConfig) -> Self {
+    fn start<C: ControlPlane>(ctrl: &C, cfg: &ExecutorConfig, clock: Arc<LeaseClock>) -> Self {
         let obs = Arc::new(Observations::default());
         let svc_obs = Arc::new(ServiceObservations::default());
         let reporter = tokio::spawn(run_reporter(ctrl.clone(), obs.clone(), cfg.clone()));
@@ -226,6 +229,7 @@ impl Running {
             svc_obs,
             clusters: BTreeMap::new(),
             retiring: BTreeMap::new(),
+            clock,
             _reporter: Tasks(vec![reporter, endpoints]),
         }
     }
@@ -284,7 +288,7 @@ impl Running {
                 let runner = ClusterRunner::start(
                     ctrl.clone(),
                     (spec, token),
-                    cfg.clone(),
+                    (cfg.clone(), self.clock.clone()),
                     self.obs.clone(),
                     self.svc_obs.clone(),
                 );
@@ -421,13 +425,12 @@ async fn supervise<C: ControlPlane>(
         if *stop.borrow() {
             break;
         }
-        // Spread ownership once leases are in force: run while this node's own lease is fresh
-        // (self-fencing). Leader-only otherwise (also while the book forms), as before.
+        // Spread ownership once leases are in force: run the owned clusters' runners always,
+        // each writing only while this node's lease is fresh (self-fencing in the fence, so a
+        // late renewal pauses writes without dropping watches). Leader-only otherwise (also
+        // while the book forms), as before.
         let spread = ctrl.read_state(|s| s.owners().in_force());
-        let should_run = match spread {
-            true => clock.is_fresh(),
-            false => ctrl.is_leader(),
-        };
+        let should_run = spread || ctrl.is_leader();
         match (&mut active, should_run) {
             (None, true) => {
                 let (last, applied) = ctrl.log_position();
@@ -438,18 +441,13 @@ async fn supervise<C: ControlPlane>(
                 }
                 catch_up = None;
                 tracing::info!(spread, "starting executors");
-                let mut l = Running::start(&ctrl, &cfg);
+                let mut l = Running::start(&ctrl, &cfg, clock.clone());
                 l.sync(&ctrl, &cfg);
                 last_sync = tokio::time::Instant::now();
                 active = Some(l);
             }
             (Some(_), false) => {
-                match spread {
-                    true => tracing::warn!(
-                        "this node's ownership lease is not fresh: stopping executors"
-                    ),
-                    false => tracing::info!("this node no longer leads: stopping executors"),
-                }
+                tracing::info!("this node no longer leads: stopping executors");
                 active = None;
             }
             (Some(l), true) => {

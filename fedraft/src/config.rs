@@ -350,8 +350,9 @@ impl ExecutorTiming {
 const DEFAULT_PROBER_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The ownership lease: a dead node's clusters wait for it (plus a takeover), live nodes' never
-/// stop. Shorter moves sooner, but renews more (every quarter lease per node) and hands over on
-/// shorter stalls; 10 s: 1.2 renewals a second over three nodes, well under a 30 s threshold.
+/// stop. Shorter moves sooner, but renews more (every eighth of a lease per node) and hands
+/// over on shorter stalls; 10 s: 2.4 renewals a second over three nodes, well under a 30 s
+/// threshold.
 const DEFAULT_OWNER_LEASE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Whether a node without `owner_lease_ms` spreads ownership. Not yet: status reports now count
