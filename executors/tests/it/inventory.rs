@@ -32,6 +32,22 @@ fn lists(sim: &fedraft_kubesim::SimHandle) -> u64 {
         .unwrap_or(0)
 }
 
+/// The LIST count once it held still for a second: every watch has done its first list.
+async fn settled_lists(sim: &fedraft_kubesim::SimHandle) -> u64 {
+    let mut last = lists(sim);
+    let mut still = 0;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = lists(sim);
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
+        if still >= 2 {
+            break;
+        }
+    }
+    last
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_changes_reach_capacity_without_a_relist() {
     init_tracing();
@@ -42,7 +58,8 @@ async fn node_changes_reach_capacity_without_a_relist() {
 
     // Two simulated nodes of 8 cpu each.
     allocatable_cpu(&node, 16_000, "dc1 capacity reported").await;
-    let listed = lists(&dc1);
+    // The reconciler's watches list too, and may start after the first capacity report.
+    let listed = settled_lists(&dc1).await;
 
     // A third node joins: created bare (status is a subresource), then its kubelet reports.
     let nodes: Api<Node> = Api::all(kube_client(&dc1));
