@@ -216,6 +216,12 @@ pub const CLUSTER_SCOPE_NAMESPACE: &str = "fedraft-cluster-scoped";
 
 /// The group and kind of a CustomResourceDefinition: stored as a cluster-scoped template, read
 /// by the door to serve the kind it defines ([`crd_names`]).
+/// The annotation in which the door keeps a written object's `managedFields` (server-side
+/// apply's field ownership): a manifest's metadata holds what the user wrote, and this is the
+/// one server-kept field a later write needs. The door sets it and lifts it back into
+/// `metadata.managedFields` when it answers; rendering for members leaves it out.
+pub const MANAGED_FIELDS_ANNOTATION: &str = "fedraft.io/managed-fields";
+
 pub const CRD_GROUP: &str = "apiextensions.k8s.io";
 pub const CRD_KIND: &str = "CustomResourceDefinition";
 

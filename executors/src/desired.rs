@@ -17,9 +17,12 @@ use std::sync::Arc;
 
 use fedraft_core::model::ObjectKey;
 use fedraft_core::state::{DesiredObject, State};
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use crate::plan::LiveId;
+use crate::compare::{manifest_hash, APPLIED_HASH_ANNOTATION};
+use crate::error::ExecError;
+use crate::plan::{self, LiveId};
+use crate::reconciler::ClusterCtx;
 use crate::resolve::Resolved;
 
 /// What a pass found: every object placed on the cluster, and the ones that need preparing.
@@ -33,7 +36,7 @@ pub struct Scan {
 }
 
 /// A desired object ready to be applied: resolved kind, body with its hash annotation. The
-/// reconciler prepares it (`reconciler::prepare`); this cache keeps it until the object changes.
+/// reconciler prepares it ([`prepare`]); this cache keeps it until the object changes.
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pub key: ObjectKey,
@@ -131,6 +134,57 @@ impl DesiredCache {
         let keep: BTreeSet<&ObjectKey> = keys.iter().collect();
         self.items.retain(|k, _| keep.contains(k));
     }
+}
+
+/// Resolves and stamps one rendered desired object.
+pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, ExecError> {
+    let manifest = d
+        .manifest
+        .as_ref()
+        .map_err(|e| ExecError::Manifest(e.to_string()))?;
+    let (api_version, kind, namespace, name) =
+        plan::manifest_identity(manifest).map_err(ExecError::Manifest)?;
+    let resolved = ctx.resolver.resolve(&api_version, &kind).await?;
+    plan::check_admitted(
+        d.admitted.as_ref(),
+        (&api_version, &kind, &namespace, &name),
+        resolved.namespaced,
+    )
+    .map_err(ExecError::Manifest)?;
+    let mut body = manifest.clone();
+    if !resolved.namespaced {
+        if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("namespace");
+        }
+    }
+    let hash = manifest_hash(&body);
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(
+                APPLIED_HASH_ANNOTATION.to_string(),
+                Value::from(hash.clone()),
+            );
+        }
+    }
+    let id = LiveId {
+        api_version,
+        kind,
+        namespace: if resolved.namespaced {
+            namespace
+        } else {
+            String::new()
+        },
+        name,
+    };
+    Ok(Prepared {
+        key: d.key.clone(),
+        id,
+        resolved,
+        body,
+        hash,
+        replicas: d.replicas,
+    })
 }
 
 #[cfg(test)]

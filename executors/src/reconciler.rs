@@ -23,7 +23,6 @@ use std::time::Duration;
 
 use fedraft_core::model::ObjectKey;
 use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
-use fedraft_core::state::DesiredObject;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -33,7 +32,6 @@ use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
 use crate::backoff::Backoff;
-use crate::compare::{manifest_hash, APPLIED_HASH_ANNOTATION};
 use crate::config::ExecutorConfig;
 use crate::desired::{DesiredCache, Entry, Prepared};
 use crate::error::ExecError;
@@ -124,57 +122,6 @@ pub(crate) fn api_for(ctx: &ClusterCtx, r: &Resolved, namespace: &str) -> Api<Dy
     } else {
         Api::all_with(ctx.client.clone(), &r.resource)
     }
-}
-
-/// Resolves and stamps one rendered desired object.
-pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, ExecError> {
-    let manifest = d
-        .manifest
-        .as_ref()
-        .map_err(|e| ExecError::Manifest(e.to_string()))?;
-    let (api_version, kind, namespace, name) =
-        plan::manifest_identity(manifest).map_err(ExecError::Manifest)?;
-    let resolved = ctx.resolver.resolve(&api_version, &kind).await?;
-    plan::check_admitted(
-        d.admitted.as_ref(),
-        (&api_version, &kind, &namespace, &name),
-        resolved.namespaced,
-    )
-    .map_err(ExecError::Manifest)?;
-    let mut body = manifest.clone();
-    if !resolved.namespaced {
-        if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("namespace");
-        }
-    }
-    let hash = manifest_hash(&body);
-    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
-        let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
-        if let Some(a) = annotations.as_object_mut() {
-            a.insert(
-                APPLIED_HASH_ANNOTATION.to_string(),
-                Value::from(hash.clone()),
-            );
-        }
-    }
-    let id = LiveId {
-        api_version,
-        kind,
-        namespace: if resolved.namespaced {
-            namespace
-        } else {
-            String::new()
-        },
-        name,
-    };
-    Ok(Prepared {
-        key: d.key.clone(),
-        id,
-        resolved,
-        body,
-        hash,
-        replicas: d.replicas,
-    })
 }
 
 /// How soon a runner whose lease is not fresh looks again, should no renewal's entry wake it.
@@ -352,7 +299,7 @@ impl<C: ControlPlane> Reconciler<C> {
         let mut unresolved: BTreeSet<String> = BTreeSet::new();
         let mut not_prepared: HashMap<ObjectKey, String> = HashMap::new();
         for (version, d) in scan.rendered {
-            match prepare(&ctx, &d).await {
+            match crate::desired::prepare(&ctx, &d).await {
                 Ok(p) => self
                     .desired
                     .insert(d.key, version, Entry::Ready(Arc::new(p))),

@@ -18,6 +18,7 @@ mod catalog;
 mod crds;
 mod discovery;
 mod errors;
+mod managed;
 mod members;
 mod protobuf;
 mod read;

@@ -251,15 +251,22 @@ impl Loaded {
     }
 
     pub fn render(&self) -> Value {
+        // What the door stored as written: its managedFields come back out of their annotation.
+        let lifted = |mut v: Value| {
+            super::managed::lift(&mut v);
+            v
+        };
         match self {
             Loaded::Template {
                 key,
                 rec,
                 obj,
                 rollout,
-            } => template_object(key, rec, obj, rollout.as_deref()),
-            Loaded::Namespace { name, tpl } => namespace_object(name, tpl.as_ref()),
-            Loaded::Policy { key, rec, member } => policy_object(key, rec, member.as_deref()),
+            } => lifted(template_object(key, rec, obj, rollout.as_deref())),
+            Loaded::Namespace { name, tpl } => lifted(namespace_object(name, tpl.as_ref())),
+            Loaded::Policy { key, rec, member } => {
+                lifted(policy_object(key, rec, member.as_deref()))
+            }
             Loaded::Cluster(c) => cluster_object(c),
             Loaded::Tenant(t) => tenant_object(t),
             Loaded::User { user, live_tokens } => super::users::render_user(user, *live_tokens),

@@ -9,9 +9,10 @@
 //! conflict (a concurrent writer moved the object between read and apply), a bounded number of
 //! times. `dryRun=All` answers with the computed object and proposes nothing.
 //!
-//! Not kept: managedFields. Core stores templates without server-populated metadata, so
-//! server-side apply computes each apply as the first one (no conflicts between managers,
-//! fields a manager stops applying are left in place). Must not: write except by proposing.
+//! Field ownership: every write of a stored manifest (template, namespace, policy) records its
+//! field manager in managedFields, kept beside the manifest by `managed`, so server-side apply
+//! answers conflicts with 409 and removes what a manager stops applying, and a write that
+//! changes nothing but timestamps changes nothing. Must not: write except by proposing.
 
 use axum::body::Body;
 use axum::http::{header, StatusCode};
@@ -22,6 +23,7 @@ use fedraft_core::door::ResourceKey;
 use fedraft_kubeapi::{apply, meta, patch, PatchType};
 use serde_json::{json, Value};
 
+use super::managed;
 use super::read::{load, load_one};
 use super::render::{self, Loaded};
 use super::{Call, KResult, Refusal, Store, Target};
@@ -183,11 +185,11 @@ pub(super) fn precondition(obj: &Value) -> Option<String> {
 
 /// The document the log stores: a namespace is kept as a template in its own namespace.
 fn manifest(t: &Target, obj: &Value) -> String {
+    let mut obj = obj.clone();
+    managed::stow(&mut obj);
     if t.store() == Store::Namespace {
-        let mut obj = obj.clone();
         let name = meta::name(&obj).to_string();
         meta::metadata_mut(&mut obj).insert("namespace".into(), json!(name));
-        return obj.to_string();
     }
     obj.to_string()
 }
@@ -266,6 +268,8 @@ pub async fn create(call: &Call, body: Body) -> KResult<Response> {
     if load_one(call, &name).await?.is_some() {
         return Err(Refusal::already_exists(t.subject(&name), &t.plural()));
     }
+    meta::metadata_mut(&mut obj).remove("managedFields");
+    managed::record_update(call, None, &mut obj);
     if call.params.dry_run() {
         return Ok((StatusCode::CREATED, Json(preview(None, obj))).into_response());
     }
@@ -297,6 +301,15 @@ pub async fn replace(call: &Call, body: Body) -> KResult<Response> {
         if pre.as_ref().is_some_and(|p| *p != rv.to_string()) {
             return Err(Refusal::stale(t.subject(&name), &t.plural()));
         }
+        // A body without managedFields keeps the stored ones, as kube-apiserver does.
+        let current = cur.render();
+        let mut obj = obj.clone();
+        if meta::metadata(&obj).is_some_and(|m| !m.contains_key("managedFields")) {
+            if let Some(m) = meta::metadata(&current).and_then(|m| m.get("managedFields")) {
+                meta::metadata_mut(&mut obj).insert("managedFields".into(), m.clone());
+            }
+        }
+        managed::record_update(call, Some(&current), &mut obj);
         if call.params.dry_run() {
             return Ok(Json(preview(Some(&cur), obj)).into_response());
         }
@@ -306,19 +319,6 @@ pub async fn replace(call: &Call, body: Body) -> KResult<Response> {
             Ok(()) => return Ok(Json(written(call, &name)?).into_response()),
         }
     }
-}
-
-fn manager(call: &Call) -> String {
-    if let Some(m) = call.params.get("fieldManager") {
-        return m.to_string();
-    }
-    call.header(header::USER_AGENT)
-        .and_then(|ua| ua.split('/').next())
-        .filter(|s| !s.is_empty())
-        .unwrap_or("unknown")
-        .chars()
-        .take(128)
-        .collect()
 }
 
 /// A PATCH request checked against the caller's rights and the patch rules: the object's name,
@@ -372,7 +372,7 @@ pub async fn patch(call: &Call, body: Body) -> KResult<Response> {
     } else {
         precondition(&body)
     };
-    let mgr = manager(call);
+    let mgr = managed::manager(call);
     let def = &t.served.def;
     let mut attempts = 0;
     loop {
@@ -381,7 +381,7 @@ pub async fn patch(call: &Call, body: Body) -> KResult<Response> {
         let (next, expected) = match &cur {
             None if kind == PatchType::Apply => {
                 validate_name(t, &name)?;
-                let now = render::rfc3339(now_ms());
+                let now = managed::now();
                 (apply::apply(def, None, &applied, &mgr, force, &now)?, 0)
             }
             None => return Err(Refusal::not_found(t.subject(&name))),
@@ -392,10 +392,14 @@ pub async fn patch(call: &Call, body: Body) -> KResult<Response> {
                 }
                 let current = cur.render();
                 let next = if kind == PatchType::Apply {
-                    let now = render::rfc3339(now_ms());
-                    apply::apply(def, Some(&current), &applied, &mgr, force, &now)?
+                    let now = managed::now();
+                    let mut next = apply::apply(def, Some(&current), &applied, &mgr, force, &now)?;
+                    managed::keep_times(&current, &mut next);
+                    next
                 } else {
-                    patch::patch(def, kind, &current, &body)?
+                    let mut next = patch::patch(def, kind, &current, &body)?;
+                    managed::record_update(call, Some(&current), &mut next);
+                    next
                 };
                 (next, rv)
             }
@@ -469,10 +473,6 @@ async fn read_body_as(call: &Call, body: Body, yaml: bool) -> KResult<Value> {
         serde_json::from_slice(&bytes)
             .map_err(|e| Refusal::bad_request(format!("error decoding JSON: {e}")))
     }
-}
-
-fn now_ms() -> u64 {
-    u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0)
 }
 
 pub async fn delete(call: &Call, body: Body) -> KResult<Response> {

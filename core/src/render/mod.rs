@@ -145,6 +145,8 @@ pub fn render(
         Value::from(object_label_value(namespace, object_name)),
     );
     let annotations = object_at_map(meta, "annotations").map_err(RenderError::Template)?;
+    // Who manages which field on fedraft is no member's business.
+    annotations.remove(crate::door::MANAGED_FIELDS_ANNOTATION);
     annotations.insert(
         OBJECT_ANNOTATION.to_string(),
         Value::from(format!("{namespace}/{object_name}")),

@@ -2,8 +2,8 @@
 //! processes with three simulated members, through the Kubernetes-compatible door only: a
 //! kubeconfig from `fedraft kubeconfig`, discovery (`api-resources`), a multi-document apply
 //! (Deployment, Service, ConfigMap, PropagationPolicy) placed and converged on the members,
-//! table and YAML output, label selectors, each patch type, scale, server-side apply,
-//! `--dry-run=server`, `diff`, `get -w` and `delete -f`.
+//! table and YAML output, label selectors, each patch type, scale, server-side apply with its
+//! field-manager conflicts, `--dry-run=server`, `diff`, `get -w` and `delete -f`.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -350,10 +350,41 @@ async fn kubectl_drives_the_federation() {
     let seen = lines.join().expect("reader");
     assert_eq!(seen, ["configmap/settings", "configmap/settings"]);
 
-    // Server-side apply of the edited app, then delete -f removes it from the members.
-    let ssa = k.ok_in(&["apply", "--server-side", "-f", "-"], Some(&edited));
+    // Server-side apply of the edited app: the image kubectl patch set and the replicas
+    // kubectl scale set belong to those managers, so kubectl is told of the conflict and
+    // nothing changes; forced, it takes them over.
+    let refused = k.run(&["apply", "--server-side", "-f", "-"], Some(&edited));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success(),
+        "a conflict must refuse the apply"
+    );
+    assert!(
+        err.contains("conflict") && err.contains("kubectl-patch"),
+        "{err}"
+    );
+    assert_eq!(k.jsonpath(&cm, "{.data.greeting}"), "hello");
+    let ssa = k.ok_in(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&edited),
+    );
     assert!(ssa.contains("serverside-applied"), "{ssa}");
     assert_eq!(k.jsonpath(&cm, "{.data.greeting}"), "hi");
+    fed.wait_deployment("dc1", "shop", "web", 2, "nginx:1.27")
+        .await;
+    let managers = k.jsonpath(
+        &[
+            "get",
+            "deploy",
+            "web",
+            "-n",
+            "shop",
+            "--show-managed-fields",
+        ],
+        "{.metadata.managedFields[*].manager}",
+    );
+    assert!(managers.contains("kubectl"), "{managers}");
+    two_field_managers(&k, &fed).await;
     let deleted = k.ok_in(&["delete", "-f", "-"], Some(APP));
     assert!(
         deleted.contains("deployment.apps \"web\" deleted"),
@@ -363,4 +394,90 @@ async fn kubectl_drives_the_federation() {
     fed.wait_absent("dc2", "shop", "web").await;
     let gone = k.run(&["get", "deploy", "web", "-n", "shop"], None);
     assert!(String::from_utf8_lossy(&gone.stderr).contains("NotFound"));
+}
+
+/// Two teams apply one ConfigMap with their own field managers: a field the other team set to
+/// another value is a conflict, a field of its own is not, a field a team stops applying is
+/// removed unless the other team applies it too, and members hold the result.
+async fn two_field_managers(k: &Kubectl, fed: &Fed) {
+    let doc = |data: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  namespace: shop\n  labels: {{app: web}}\ndata:\n{data}"
+        )
+    };
+    let apply = |manager: &str, data: &str| {
+        let m = format!("--field-manager={manager}");
+        k.run(&["apply", "--server-side", &m, "-f", "-"], Some(&doc(data)))
+    };
+    let get = ["get", "cm", "shared", "-n", "shop"];
+    assert!(apply("team-a", "  size: \"1\"\n  owner: a\n")
+        .status
+        .success());
+    let clash = apply("team-b", "  size: \"2\"\n");
+    let err = String::from_utf8_lossy(&clash.stderr);
+    assert!(
+        !clash.status.success(),
+        "team-b must not take team-a's field"
+    );
+    assert!(
+        err.contains("team-a") && err.contains(".data.size"),
+        "{err}"
+    );
+    // The same value is no conflict: both teams own it then.
+    assert!(apply("team-b", "  size: \"1\"\n  color: blue\n")
+        .status
+        .success());
+    assert_eq!(
+        k.jsonpath(&get, "{.data.size}{.data.owner}{.data.color}"),
+        "1ablue"
+    );
+    // team-a stops applying size and owner: owner goes, size stays (team-b applies it).
+    assert!(apply("team-a", "  mode: fast\n").status.success());
+    assert_eq!(
+        k.jsonpath(
+            &get,
+            "{.data.size}|{.data.owner}|{.data.color}|{.data.mode}"
+        ),
+        "1||blue|fast"
+    );
+    // Applying the same again writes nothing: the resourceVersion stays.
+    let rv = k.jsonpath(&get, "{.metadata.resourceVersion}");
+    assert!(apply("team-a", "  mode: fast\n").status.success());
+    assert_eq!(k.jsonpath(&get, "{.metadata.resourceVersion}"), rv);
+    // No member sees fedraft's bookkeeping.
+    eventually(LIMIT, "the shared ConfigMap on dc1", || async {
+        let cm = member_configmap(fed, "dc1", "shop", "shared").await?;
+        (cm.pointer("/data/mode").and_then(serde_json::Value::as_str) == Some("fast")).then_some(cm)
+    })
+    .await;
+    let cm = member_configmap(fed, "dc1", "shop", "shared")
+        .await
+        .expect("on dc1");
+    let annotations = cm
+        .pointer("/metadata/annotations")
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        annotations.get("fedraft.io/managed-fields").is_none(),
+        "{annotations}"
+    );
+    k.ok(&["delete", "cm", "shared", "-n", "shop"]);
+}
+
+/// The ConfigMap as the member cluster holds it.
+async fn member_configmap(
+    fed: &Fed,
+    cluster: &str,
+    ns: &str,
+    name: &str,
+) -> Option<serde_json::Value> {
+    let url = format!(
+        "{}/api/v1/namespaces/{ns}/configmaps/{name}",
+        fed.sim(cluster).url()
+    );
+    let resp = fed.procs.http.get(url).send().await.ok()?;
+    if !resp.status().is_success() {
+        return None;
+    }
+    resp.json().await.ok()
 }
