@@ -140,7 +140,12 @@ pub(super) fn terms(
         }
         out.push((
             t.affinity_name,
-            ClusterAffinity::new(t.label_selector, t.field_selector, t.cluster_names, t.exclude),
+            ClusterAffinity::new(
+                t.label_selector,
+                t.field_selector,
+                t.cluster_names,
+                t.exclude,
+            ),
         ));
     }
     Ok(out)

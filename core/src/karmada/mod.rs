@@ -162,7 +162,11 @@ pub fn parse_spec(
     // From PEER_WIDENED_SINCE a namespaced policy may name its own namespace, as Karmada's
     // samples do; before, any namespace there was refused.
     let own_namespace = (version >= PEER_WIDENED_SINCE && kind.namespaced())
-        .then(|| manifest.pointer("/metadata/namespace").and_then(Value::as_str))
+        .then(|| {
+            manifest
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+        })
         .flatten();
     for (i, s) in spec.resource_selectors().iter().enumerate() {
         s.validate(kind, own_namespace, &format!("spec.resourceSelectors[{i}]"))?;

@@ -608,14 +608,23 @@ fn the_second_widening_reads_what_older_entries_were_refused() {
     // A spread constraint without a field or label spreads over clusters, minGroups 1.
     let spread = policy("  placement:\n    spreadConstraints: [{maxGroups: 2}]\n");
     let s = &propagation(&spread).placement.spread_constraints[0];
-    assert_eq!((s.label_key.as_str(), s.min_groups, s.max_groups), (CLUSTER_NAME_KEY, 1, 2));
+    assert_eq!(
+        (s.label_key.as_str(), s.min_groups, s.max_groups),
+        (CLUSTER_NAME_KEY, 1, 2)
+    );
     // The selector may name the policy's own namespace (not another).
     assert_eq!(
         refusal_at(&spread, old).field,
         "spec.placement.spreadConstraints[0].spreadByField"
     );
-    assert!(propagation(&policy("")).placement.spread_constraints.is_empty());
-    assert_eq!(refusal_at(&policy(""), old).field, "spec.resourceSelectors[0].namespace");
+    assert!(propagation(&policy(""))
+        .placement
+        .spread_constraints
+        .is_empty());
+    assert_eq!(
+        refusal_at(&policy(""), old).field,
+        "spec.resourceSelectors[0].namespace"
+    );
     let other = spread.replace("namespace: shop}]", "namespace: web}]");
     assert_eq!(refusal(&other).field, "spec.resourceSelectors[0].namespace");
     // `association` is propagateDeps' old name.

@@ -95,7 +95,10 @@ fn the_first_group_places_and_a_dark_group_fails_over_to_the_next() {
     // ...and a replay of the same log, or a restore, reads the same group.
     let restored = State::from_snapshot(&h.state.to_snapshot()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(restored.state_hash(), h.state.state_hash());
-    assert_eq!(restored.affinity_group(&key("web")).as_deref(), Some("backup"));
+    assert_eq!(
+        restored.affinity_group(&key("web")).as_deref(),
+        Some("backup")
+    );
     // A new template starts with the first group, which is usable again.
     h.ok(put(deployment("api", 1, "nginx:1")));
     assert_eq!(clusters_of(&h, "api"), ["member1"]);
@@ -108,10 +111,17 @@ fn a_group_that_cannot_place_is_skipped_at_once() {
     h.ok(put(groups(&["ghost"], &["member3"])));
     h.ok(put(deployment("web", 2, "nginx:1")));
     assert_eq!(clusters_of(&h, "web"), ["member3"]);
-    assert_eq!(h.state.affinity_group(&key("web")).as_deref(), Some("backup"));
+    assert_eq!(
+        h.state.affinity_group(&key("web")).as_deref(),
+        Some("backup")
+    );
 
     h.ok(put(groups(&["member1"], &["member2"])));
-    assert_eq!(clusters_of(&h, "web"), ["member1"], "a policy change starts over");
+    assert_eq!(
+        clusters_of(&h, "web"),
+        ["member1"],
+        "a policy change starts over"
+    );
     let mut spec = cluster_spec("member1", &[]);
     spec.taints = vec![Taint {
         key: "broken".into(),
@@ -164,7 +174,11 @@ fn a_lazy_policy_change_waits_for_the_template_to_change() {
     h.ok(put(deployment("web", 1, "nginx:1")));
     assert_eq!(clusters_of(&h, "web"), ["member1"]);
     h.ok(put(lazy("member2")));
-    assert_eq!(clusters_of(&h, "web"), ["member1"], "the policy change waits");
+    assert_eq!(
+        clusters_of(&h, "web"),
+        ["member1"],
+        "the policy change waits"
+    );
     // A new template is placed at once by the policy as it is now.
     h.ok(put(deployment("api", 1, "nginx:1")));
     assert_eq!(clusters_of(&h, "api"), ["member2"]);
@@ -181,13 +195,18 @@ fn templates_wait_for_the_override_policies_their_policy_depends_on() {
     h.ok(put(deployment("web", 1, "nginx:1")));
     assert!(clusters_of(&h, "web").is_empty(), "waits for its override");
     let cause = h.state.policy_cause(&key("web")).unwrap_or_default();
-    assert!(cause.contains("waiting for OverridePolicy web-override"), "{cause}");
+    assert!(
+        cause.contains("waiting for OverridePolicy web-override"),
+        "{cause}"
+    );
 
-    h.ok(put(json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
+    h.ok(put(
+        json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
         "metadata": {"name": "web-override", "namespace": "app"},
         "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
             "overrideRules": [{"overriders": {"imageOverrider":
-                [{"component": "Tag", "operator": "replace", "value": "2"}]}}]}})));
+                [{"component": "Tag", "operator": "replace", "value": "2"}]}}]}}),
+    ));
     assert_eq!(clusters_of(&h, "web"), ["member1"]);
     let obj = h.obj("app", "deployment.apps:web");
     assert_eq!(obj.spec.overrides.len(), 1, "placed with its override");

@@ -106,17 +106,16 @@ impl State {
 
     /// The affinity groups of the policy that places the door object `key`, if it has some.
     fn groups_of(&self, key: &ObjectKey) -> Option<&[AffinityGroup]> {
-        let any = self.door_ix.values().any(
-            |s| matches!(s, PolicySpec::Propagation(p) if !p.affinity_groups.is_empty()),
-        );
+        let any = self
+            .door_ix
+            .values()
+            .any(|s| matches!(s, PolicySpec::Propagation(p) if !p.affinity_groups.is_empty()));
         if !any {
             return None;
         }
         let (_, record) = self.template_of(key)?;
         match self.door_ix.get(record.bound_to.as_ref()?)? {
-            PolicySpec::Propagation(p) if !p.affinity_groups.is_empty() => {
-                Some(&p.affinity_groups)
-            }
+            PolicySpec::Propagation(p) if !p.affinity_groups.is_empty() => Some(&p.affinity_groups),
             _ => None,
         }
     }
