@@ -54,7 +54,8 @@ pub struct PropagationSpec {
     /// `propagateDeps: true`: what the bound workloads' pod templates name follows them
     /// (`super::deps`, `state/handlers/deps.rs`).
     pub propagate_deps: bool,
-    pub placement: Placement,
+    /// Boxed, as `rollout`: keeps the policy enum small.
+    pub placement: Box<Placement>,
     /// `placement.clusterAffinities`: the groups in order, each a whole placement (the shared
     /// tolerations, spread and replica rules with the group's clusters); `placement` is then
     /// the first. Empty without them. Which group an object uses is read off its stored
@@ -300,7 +301,7 @@ impl RawPropagationSpec {
             priority: self.priority,
             preempts: matches!(self.preemption, Some(Preemption::Always)),
             propagate_deps: self.propagate_deps,
-            placement,
+            placement: Box::new(placement),
             affinity_groups,
             lazy,
             dependent_overrides,

@@ -556,7 +556,7 @@ fn affinity_groups_are_whole_placements_in_order() {
         first.clusters.as_deref(),
         Some(&["member1".to_string(), "member2".to_string()][..])
     );
-    assert_eq!(p.placement, *first, "the first group is the placement");
+    assert_eq!(*p.placement, *first, "the first group is the placement");
     let second = &p.affinity_groups[1].placement;
     assert_eq!(second.clusters, None);
     assert!(second.cluster_selector.is_some());

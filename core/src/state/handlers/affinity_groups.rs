@@ -55,7 +55,7 @@ impl State {
             return existing.cloned().unwrap_or_else(nowhere);
         }
         if p.affinity_groups.is_empty() {
-            return p.placement.clone();
+            return (*p.placement).clone();
         }
         let i = existing.map_or(0, |e| group_in_use(&p.affinity_groups, e));
         p.affinity_groups[i].placement.clone()

@@ -134,7 +134,7 @@ impl State {
 
     pub(super) fn policy_placement(&self, key: &PolicyRef) -> Placement {
         match self.door_ix.get(key) {
-            Some(PolicySpec::Propagation(p)) => p.placement.clone(),
+            Some(PolicySpec::Propagation(p)) => (*p.placement).clone(),
             _ => nowhere(),
         }
     }
