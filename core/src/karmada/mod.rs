@@ -18,6 +18,7 @@
 //! entries keep their meaning, and never refuse a document it once accepted (a restored state
 //! parses its stored policies again).
 
+mod affinities;
 mod cluster;
 mod deps;
 mod overrides;
@@ -32,6 +33,7 @@ use serde_json::Value;
 
 use crate::error::FieldError;
 
+pub use affinities::AffinityGroup;
 pub use cluster::parse_cluster;
 pub(crate) use cluster::{member_name, metadata_labels};
 pub use deps::{dependencies, Dependency, DependencyKind};
@@ -141,7 +143,8 @@ pub fn parse_spec(
     };
     let spec = match kind {
         PolicyKind::Propagation | PolicyKind::ClusterPropagation => {
-            let raw: propagation::RawPropagationSpec = typed(spec, "spec")?;
+            let spec = affinities::widen(spec, version)?;
+            let raw: propagation::RawPropagationSpec = typed(&spec, "spec")?;
             let mut p = raw.check(version)?;
             // Lenient whatever the version: a restored state must read the strategy an older
             // entry's policy carried exactly as replay does (its use is what is versioned).
@@ -156,8 +159,17 @@ pub fn parse_spec(
             PolicySpec::Override(raw.check(version)?)
         }
     };
+    // From PEER_WIDENED_SINCE a namespaced policy may name its own namespace, as Karmada's
+    // samples do; before, any namespace there was refused.
+    let own_namespace = (version >= PEER_WIDENED_SINCE && kind.namespaced())
+        .then(|| {
+            manifest
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+        })
+        .flatten();
     for (i, s) in spec.resource_selectors().iter().enumerate() {
-        s.validate(kind, &format!("spec.resourceSelectors[{i}]"))?;
+        s.validate(kind, own_namespace, &format!("spec.resourceSelectors[{i}]"))?;
     }
     Ok(spec)
 }

@@ -16,7 +16,10 @@
 //!   with `dynamicWeight: AvailableReplicas` the capacity-weighted division; `Aggregated` →
 //!   the fewest clusters that can hold the replicas, sharing them by capacity.
 //!
-//! - `propagateDeps` → kept on the spec: the door makes what bound workloads name follow them.
+//! - `propagateDeps` (or its deprecated name `association`) → kept on the spec: the door makes
+//!   what bound workloads name follow them.
+//! - `clusterAffinities` → one placement per affinity group, in order (`super::affinities`);
+//!   `activationPreference: Lazy` and `dependentOverrides` → kept on the spec for the door.
 //!
 //! Everything else Karmada defines is refused with a message naming the field, unless it is
 //! absent or at the value that means what fedraft does anyway.
@@ -26,9 +29,11 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::affinities::{self, AffinityGroup};
 use super::select::ResourceSelector;
 use super::{
-    unsupported, DEPS_SINCE, KARMADA_WIDENED_SINCE, PROVIDER_LABEL, REGION_LABEL, ZONE_LABEL,
+    unsupported, DEPS_SINCE, KARMADA_WIDENED_SINCE, PEER_WIDENED_SINCE, PROVIDER_LABEL,
+    REGION_LABEL, ZONE_LABEL,
 };
 use crate::error::FieldError;
 use crate::policy::{
@@ -49,7 +54,19 @@ pub struct PropagationSpec {
     /// `propagateDeps: true`: what the bound workloads' pod templates name follows them
     /// (`super::deps`, `state/handlers/deps.rs`).
     pub propagate_deps: bool,
-    pub placement: Placement,
+    /// Boxed, as `rollout`: keeps the policy enum small.
+    pub placement: Box<Placement>,
+    /// `placement.clusterAffinities`: the groups in order, each a whole placement (the shared
+    /// tolerations, spread and replica rules with the group's clusters); `placement` is then
+    /// the first. Empty without them. Which group an object uses is read off its stored
+    /// placement (`state/handlers/affinity_groups.rs`).
+    pub affinity_groups: Vec<AffinityGroup>,
+    /// `activationPreference: Lazy`: a change of the policy re-places no template it already
+    /// binds; each takes the new placement when it is itself written again.
+    pub lazy: bool,
+    /// `dependentOverrides`: the override policies (of the policy's namespace, or cluster-wide
+    /// ones for a ClusterPropagationPolicy) that must exist before a template is placed.
+    pub dependent_overrides: Vec<String>,
     /// fedraft's rollout strategy for the templates it binds, from the policy's
     /// `fedraft.io/rollout-strategy` annotation (`crate::door::rollout_annotation`); set by
     /// `parse_spec`, None when absent or unreadable (a put checks it strictly).
@@ -126,6 +143,22 @@ pub(super) struct ClusterAffinity {
     pub cluster_names: Vec<String>,
     #[serde(default)]
     pub exclude: Vec<String>,
+}
+
+impl ClusterAffinity {
+    pub(super) fn new(
+        label_selector: Option<LabelSelector>,
+        field_selector: Option<FieldSelector>,
+        cluster_names: Vec<String>,
+        exclude: Vec<String>,
+    ) -> Self {
+        ClusterAffinity {
+            label_selector,
+            field_selector,
+            cluster_names,
+            exclude,
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -237,7 +270,7 @@ impl RawPropagationSpec {
         // fedraft's executors take such an object over (`Overwrite`). Both are accepted so that
         // existing documents apply; the difference is written down in the door's docs.
         let _ = self.conflict_resolution;
-        if !self.dependent_overrides.is_empty() {
+        if !self.dependent_overrides.is_empty() && version < PEER_WIDENED_SINCE {
             return Err(unsupported(
                 "spec.dependentOverrides",
                 "overrides apply as soon as they exist",
@@ -247,7 +280,7 @@ impl RawPropagationSpec {
             ("spec.failover", self.failover.is_some()),
             (
                 "spec.activationPreference",
-                self.activation_preference.is_some(),
+                self.activation_preference.is_some() && version < PEER_WIDENED_SINCE,
             ),
             ("spec.suspension", self.suspension.is_some()),
             ("spec.schedulePriority", self.schedule_priority.is_some()),
@@ -260,26 +293,44 @@ impl RawPropagationSpec {
                 return Err(unsupported(field, "not implemented yet"));
             }
         }
+        let lazy = affinities::lazy(self.activation_preference.as_deref())?;
+        let dependent_overrides = affinities::dependent_overrides(self.dependent_overrides)?;
+        let (placement, affinity_groups) = self.placement.check(version)?;
         Ok(PropagationSpec {
             resource_selectors: self.resource_selectors,
             priority: self.priority,
             preempts: matches!(self.preemption, Some(Preemption::Always)),
             propagate_deps: self.propagate_deps,
-            placement: self.placement.check(version)?,
+            placement: Box::new(placement),
+            affinity_groups,
+            lazy,
+            dependent_overrides,
             rollout: None,
         })
     }
 }
 
 impl RawPlacement {
-    fn check(self, version: u16) -> Result<Placement, FieldError> {
+    /// The placement, and the affinity groups' placements when `clusterAffinities` is given
+    /// (the first of them is then the placement).
+    fn check(self, version: u16) -> Result<(Placement, Vec<AffinityGroup>), FieldError> {
         let f = "spec.placement";
-        if self.cluster_affinities.is_some() {
-            return Err(unsupported(
-                format!("{f}.clusterAffinities"),
-                "ordered affinity groups are not implemented yet; use clusterAffinity",
-            ));
-        }
+        let groups = match self.cluster_affinities {
+            Some(_) if version < PEER_WIDENED_SINCE => {
+                return Err(unsupported(
+                    format!("{f}.clusterAffinities"),
+                    "ordered affinity groups are not implemented yet; use clusterAffinity",
+                ))
+            }
+            Some(_) if self.cluster_affinity.is_some() => {
+                return Err(FieldError::new(
+                    format!("{f}.clusterAffinities"),
+                    "give clusterAffinity or clusterAffinities, not both",
+                ))
+            }
+            Some(v) => affinities::terms(&v, &format!("{f}.clusterAffinities"))?,
+            None => Vec::new(),
+        };
         let mut placement = Placement::default();
         if let Some(aff) = self.cluster_affinity {
             apply_affinity(
@@ -312,8 +363,22 @@ impl RawPlacement {
             },
             Some(rs) => rs.check(&format!("{f}.replicaScheduling"), version)?,
         };
-        placement.validate(f)?;
-        Ok(placement)
+        if groups.is_empty() {
+            placement.validate(f)?;
+            return Ok((placement, Vec::new()));
+        }
+        let mut out = Vec::with_capacity(groups.len());
+        for (i, (name, aff)) in groups.into_iter().enumerate() {
+            let mut group = placement.clone();
+            let field = format!("{f}.clusterAffinities[{i}]");
+            apply_affinity(&mut group, aff, &field, version)?;
+            group.validate(f)?;
+            out.push(AffinityGroup {
+                name,
+                placement: group,
+            });
+        }
+        Ok((out[0].placement.clone(), out))
     }
 }
 
@@ -453,6 +518,8 @@ impl RawSpread {
                     format!("{other:?}: must be cluster, region, zone or provider"),
                 ))
             }
+            // Karmada's default when neither is given: spread over the clusters themselves.
+            (None, None) if version >= PEER_WIDENED_SINCE => CLUSTER_NAME_KEY.to_string(),
             (None, None) => {
                 return Err(FieldError::new(
                     format!("{field}.spreadByField"),

@@ -10,6 +10,7 @@ mod admission;
 mod deschedule;
 mod discovery;
 mod door;
+mod door_affinities;
 mod door_deps;
 mod door_kubefed;
 mod door_members;

@@ -21,6 +21,7 @@ mod deploy_tls;
 mod deploy_upgrade;
 mod deschedule_procs;
 mod disk_full_cluster;
+mod e2e_affinity_groups;
 mod e2e_converge;
 mod e2e_failover;
 mod e2e_leader_kill;

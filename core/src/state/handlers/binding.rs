@@ -66,8 +66,24 @@ impl State {
         } else {
             ""
         };
+        // The affinity group in use and what the placement still waits for, when they apply.
+        let group = self
+            .affinity_group(key)
+            .map(|g| format!("; affinity group {g}"))
+            .unwrap_or_default();
+        let missing = self.missing_overrides(policy);
+        let waiting = if missing.is_empty() {
+            String::new()
+        } else {
+            let kind = if policy.namespace.is_empty() {
+                "ClusterOverridePolicy"
+            } else {
+                "OverridePolicy"
+            };
+            format!("; waiting for {kind} {}", missing.join(", "))
+        };
         Some(format!(
-            "{} (priority {}{preemption}; {})",
+            "{} (priority {}{preemption}; {}{group}{waiting})",
             policy_name(policy),
             p.priority,
             replica_rule(&p.placement)
@@ -118,7 +134,7 @@ impl State {
 
     pub(super) fn policy_placement(&self, key: &PolicyRef) -> Placement {
         match self.door_ix.get(key) {
-            Some(PolicySpec::Propagation(p)) => p.placement.clone(),
+            Some(PolicySpec::Propagation(p)) => (*p.placement).clone(),
             _ => nowhere(),
         }
     }

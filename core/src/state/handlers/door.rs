@@ -36,7 +36,7 @@ use crate::door::{
 };
 use crate::error::CodecError;
 use crate::error::FieldError;
-use crate::karmada::{self, PolicyKind, PolicySpec, TemplateIdentity};
+use crate::karmada::{self, PolicyKind, PolicySpec, TemplateIdentity, PEER_WIDENED_SINCE};
 use crate::kubefed;
 use crate::model::{ObjectKey, ObjectSpec};
 use crate::state::{Ctx, HandlerResult, RejectCode, Rejection, State};
@@ -222,6 +222,9 @@ impl State {
             Some(_) => None,
         };
         let placement = match (&bound_to, required, &existing_spec) {
+            (Some(p), _, existing) if ctx.version >= PEER_WIDENED_SINCE => {
+                self.derived_placement(p, existing.as_ref().map(|s| &s.placement))
+            }
             (Some(p), _, _) => self.policy_placement(p),
             // Unbound: where the workloads that name it are (`deps.rs`), else kept where it
             // was, or nowhere for a new template.
@@ -278,6 +281,7 @@ impl State {
         };
         let required_now = self.requires(&key, &record);
         self.door.templates.insert(key, record);
+        self.settle_affinity_group(&object, ctx);
         let deps: BTreeSet<ResourceKey> = required_before
             .into_iter()
             .chain(required_now)
@@ -419,7 +423,17 @@ impl State {
             };
             let by_name = names_only(key, &record.labels, ctx);
             let bound_to = self.binding_for(&ident, record.bound_to.as_ref(), by_name);
+            let lazy = ctx.version >= PEER_WIDENED_SINCE
+                && self.lazily_kept(
+                    bound_to.as_ref(),
+                    record.bound_to.as_ref(),
+                    &obj.spec.placement,
+                );
             let placement = match &bound_to {
+                Some(_) if lazy => obj.spec.placement.clone(),
+                Some(p) if ctx.version >= PEER_WIDENED_SINCE => {
+                    self.derived_placement(p, Some(&obj.spec.placement))
+                }
                 Some(p) => self.policy_placement(p),
                 None => obj.spec.placement.clone(),
             };
@@ -446,6 +460,8 @@ impl State {
             if let Some(r) = self.door.templates.get_mut(&key) {
                 r.bound_to = bound_to;
             }
+            let object = ObjectKey::new(key.object_namespace(), &object_name);
+            self.settle_affinity_group(&object, ctx);
         }
         if ctx.version >= DOOR_ROLLOUTS_SINCE {
             self.door_strategies_follow_policies(ctx);

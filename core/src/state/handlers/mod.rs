@@ -8,6 +8,7 @@
 //! `state/store/`), do I/O, or read clocks.
 
 mod admission;
+pub(crate) mod affinity_groups;
 mod binding;
 mod cluster_quota;
 mod clusters;

@@ -235,6 +235,13 @@ impl State {
             return false;
         };
         let decision = self.decide(obj, fresh, ctx.now_ms);
+        // An object placed by an affinity group that has no room left moves to the next group
+        // that has some; that put re-places it (`affinity_groups`).
+        if !super::affinity_groups::feasible(&decision) {
+            if let Some(moved) = self.next_affinity_group(key, fresh, ctx) {
+                return moved;
+            }
+        }
         let changed = self.apply_decision(key, &decision, ctx);
         ctx.decisions.push((key.clone(), decision));
         changed
