@@ -20,10 +20,13 @@
 
 mod cluster;
 mod deps;
+mod lifecycle;
 mod overrides;
 mod propagation;
 mod select;
 
+#[cfg(test)]
+mod lifecycle_tests;
 #[cfg(test)]
 mod tests;
 
@@ -35,6 +38,7 @@ use crate::error::FieldError;
 pub use cluster::parse_cluster;
 pub(crate) use cluster::{member_name, metadata_labels};
 pub use deps::{dependencies, Dependency, DependencyKind};
+pub use lifecycle::{AppFailover, Failover, PurgeMode, Suspension, BUILT_IN_PRIORITY_CLASSES};
 pub use overrides::OverrideSpec;
 pub use propagation::PropagationSpec;
 pub use select::{best_match, MatchRank, Precedence, ResourceSelector, TemplateIdentity};

@@ -17,6 +17,8 @@
 //!   the fewest clusters that can hold the replicas, sharing them by capacity.
 //!
 //! - `propagateDeps` → kept on the spec: the door makes what bound workloads name follow them.
+//! - `failover`, `suspension`, `preserveResourcesOnDeletion`, `schedulePriority` → kept on the
+//!   spec as `super::lifecycle` reads them.
 //!
 //! Everything else Karmada defines is refused with a message naming the field, unless it is
 //! absent or at the value that means what fedraft does anyway.
@@ -26,6 +28,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::lifecycle::{Failover, RawLifecycle, Suspension};
 use super::select::ResourceSelector;
 use super::{
     unsupported, DEPS_SINCE, KARMADA_WIDENED_SINCE, PROVIDER_LABEL, REGION_LABEL, ZONE_LABEL,
@@ -54,6 +57,14 @@ pub struct PropagationSpec {
     /// `fedraft.io/rollout-strategy` annotation (`crate::door::rollout_annotation`); set by
     /// `parse_spec`, None when absent or unreadable (a put checks it strictly).
     pub rollout: Option<Box<RolloutStrategy>>,
+    /// `failover` (`super::lifecycle`).
+    pub failover: Failover,
+    /// `suspension`: the clusters template changes are not dispatched to.
+    pub suspension: Suspension,
+    /// `preserveResourcesOnDeletion: true`: a deleted template's member copies are released.
+    pub preserve_on_deletion: bool,
+    /// `schedulePriority.priorityClassName` (source `KubePriorityClass`).
+    pub priority_class: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -243,23 +254,14 @@ impl RawPropagationSpec {
                 "overrides apply as soon as they exist",
             ));
         }
-        for (field, present) in [
-            ("spec.failover", self.failover.is_some()),
-            (
-                "spec.activationPreference",
-                self.activation_preference.is_some(),
-            ),
-            ("spec.suspension", self.suspension.is_some()),
-            ("spec.schedulePriority", self.schedule_priority.is_some()),
-            (
-                "spec.preserveResourcesOnDeletion",
-                self.preserve_resources_on_deletion == Some(true),
-            ),
-        ] {
-            if present {
-                return Err(unsupported(field, "not implemented yet"));
-            }
+        let lifecycle = RawLifecycle {
+            failover: self.failover.as_ref(),
+            activation_preference: self.activation_preference.as_deref(),
+            suspension: self.suspension.as_ref(),
+            preserve_resources_on_deletion: self.preserve_resources_on_deletion,
+            schedule_priority: self.schedule_priority.as_ref(),
         }
+        .check(version)?;
         Ok(PropagationSpec {
             resource_selectors: self.resource_selectors,
             priority: self.priority,
@@ -267,6 +269,10 @@ impl RawPropagationSpec {
             propagate_deps: self.propagate_deps,
             placement: self.placement.check(version)?,
             rollout: None,
+            failover: lifecycle.failover,
+            suspension: lifecycle.suspension,
+            preserve_on_deletion: lifecycle.preserve_on_deletion,
+            priority_class: lifecycle.priority_class,
         })
     }
 }

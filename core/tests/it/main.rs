@@ -12,6 +12,7 @@ mod discovery;
 mod door;
 mod door_deps;
 mod door_kubefed;
+mod door_lifecycle;
 mod door_members;
 mod door_rollout;
 mod door_scope;
