@@ -85,9 +85,9 @@ impl Suspension {
     }
 }
 
-/// The four fields, read.
+/// The four fields, read (a [`PropagationSpec`](super::PropagationSpec)'s `lifecycle`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct Lifecycle {
+pub struct Lifecycle {
     pub failover: Failover,
     pub suspension: Suspension,
     pub preserve_on_deletion: bool,

@@ -37,7 +37,7 @@ fn refused_at(extra: Value, version: u16) -> FieldError {
 fn application_failover_reads_karmadas_defaults_and_purge_modes() {
     let p = read(json!({"failover": {"application": {"decisionConditions": {}}}}));
     assert_eq!(
-        p.failover.application,
+        p.lifecycle.failover.application,
         Some(AppFailover {
             toleration_seconds: 300,
             purge: PurgeMode::Graciously,
@@ -47,7 +47,11 @@ fn application_failover_reads_karmadas_defaults_and_purge_modes() {
     let p = read(json!({"failover": {"application": {
         "decisionConditions": {"tolerationSeconds": 120}, "purgeMode": "Graciously",
         "gracePeriodSeconds": 30}}}));
-    let app = p.failover.application.expect("application failover");
+    let app = p
+        .lifecycle
+        .failover
+        .application
+        .expect("application failover");
     assert_eq!(
         (app.toleration_seconds, app.purge, app.grace_period_seconds),
         (120, PurgeMode::Graciously, 30)
@@ -57,18 +61,21 @@ fn application_failover_reads_karmadas_defaults_and_purge_modes() {
         ("Never", PurgeMode::Never),
     ] {
         let p = read(json!({"failover": {"application": {"purgeMode": mode}}}));
-        assert_eq!(p.failover.application.map(|a| a.purge), Some(want));
+        assert_eq!(
+            p.lifecycle.failover.application.map(|a| a.purge),
+            Some(want)
+        );
     }
-    assert_eq!(p.failover.cluster, None);
+    assert_eq!(p.lifecycle.failover.cluster, None);
 }
 
 #[test]
 fn cluster_failover_purge_modes_map_onto_fedraft() {
     let p = read(json!({"failover": {"cluster": {"purgeMode": "Directly"}}}));
-    assert_eq!(p.failover.cluster, Some(PurgeMode::Immediately));
+    assert_eq!(p.lifecycle.failover.cluster, Some(PurgeMode::Immediately));
     let p = read(json!({"failover": {"cluster": {}}}));
     assert_eq!(
-        p.failover.cluster,
+        p.lifecycle.failover.cluster,
         Some(PurgeMode::Graciously),
         "Karmada's default"
     );
@@ -121,13 +128,17 @@ fn bad_failover_fields_are_refused_by_name() {
 #[test]
 fn suspension_reads_all_or_named_clusters() {
     let p = read(json!({"suspension": {"dispatching": true}}));
-    assert!(p.suspension.all && p.suspension.holds("anything"));
+    assert!(p.lifecycle.suspension.all && p.lifecycle.suspension.holds("anything"));
     let p = read(json!({"suspension": {"dispatchingOnClusters": {"clusterNames": ["member2"]}}}));
-    assert!(p.suspension.holds("member2") && !p.suspension.holds("member1"));
+    assert!(p.lifecycle.suspension.holds("member2") && !p.lifecycle.suspension.holds("member1"));
     let p = read(json!({"suspension": {"dispatching": false}}));
-    assert!(p.suspension.is_none());
+    assert!(p.lifecycle.suspension.is_none());
     let p = read(json!({}));
-    assert!(p.suspension.is_none() && !p.preserve_on_deletion && p.priority_class.is_none());
+    assert!(
+        p.lifecycle.suspension.is_none()
+            && !p.lifecycle.preserve_on_deletion
+            && p.lifecycle.priority_class.is_none()
+    );
     for (extra, field) in [
         (
             json!({"suspension": {"dispatching": true,
@@ -145,13 +156,21 @@ fn suspension_reads_all_or_named_clusters() {
 
 #[test]
 fn preserve_and_schedule_priority_are_read() {
-    assert!(read(json!({"preserveResourcesOnDeletion": true})).preserve_on_deletion);
-    assert!(!read(json!({"preserveResourcesOnDeletion": false})).preserve_on_deletion);
+    assert!(
+        read(json!({"preserveResourcesOnDeletion": true}))
+            .lifecycle
+            .preserve_on_deletion
+    );
+    assert!(
+        !read(json!({"preserveResourcesOnDeletion": false}))
+            .lifecycle
+            .preserve_on_deletion
+    );
     let p = read(
         json!({"schedulePriority": {"priorityClassSource": "KubePriorityClass",
         "priorityClassName": "high-priority"}}),
     );
-    assert_eq!(p.priority_class.as_deref(), Some("high-priority"));
+    assert_eq!(p.lifecycle.priority_class.as_deref(), Some("high-priority"));
     for (extra, field) in [
         (
             json!({"schedulePriority": {"priorityClassSource": "PodPriorityClass",

@@ -38,7 +38,9 @@ use crate::error::FieldError;
 pub use cluster::parse_cluster;
 pub(crate) use cluster::{member_name, metadata_labels};
 pub use deps::{dependencies, Dependency, DependencyKind};
-pub use lifecycle::{AppFailover, Failover, PurgeMode, Suspension, BUILT_IN_PRIORITY_CLASSES};
+pub use lifecycle::{
+    AppFailover, Failover, Lifecycle, PurgeMode, Suspension, BUILT_IN_PRIORITY_CLASSES,
+};
 pub use overrides::OverrideSpec;
 pub use propagation::PropagationSpec;
 pub use select::{best_match, MatchRank, Precedence, ResourceSelector, TemplateIdentity};

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::lifecycle::{Failover, RawLifecycle, Suspension};
+use super::lifecycle::{Lifecycle, RawLifecycle};
 use super::select::ResourceSelector;
 use super::{
     unsupported, DEPS_SINCE, KARMADA_WIDENED_SINCE, PROVIDER_LABEL, REGION_LABEL, ZONE_LABEL,
@@ -57,14 +57,9 @@ pub struct PropagationSpec {
     /// `fedraft.io/rollout-strategy` annotation (`crate::door::rollout_annotation`); set by
     /// `parse_spec`, None when absent or unreadable (a put checks it strictly).
     pub rollout: Option<Box<RolloutStrategy>>,
-    /// `failover` (`super::lifecycle`).
-    pub failover: Failover,
-    /// `suspension`: the clusters template changes are not dispatched to.
-    pub suspension: Suspension,
-    /// `preserveResourcesOnDeletion: true`: a deleted template's member copies are released.
-    pub preserve_on_deletion: bool,
-    /// `schedulePriority.priorityClassName` (source `KubePriorityClass`).
-    pub priority_class: Option<String>,
+    /// `failover`, `suspension`, `preserveResourcesOnDeletion` and `schedulePriority`
+    /// (`super::lifecycle`); boxed, as the policy enum's other variant is small.
+    pub lifecycle: Box<Lifecycle>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -269,10 +264,7 @@ impl RawPropagationSpec {
             propagate_deps: self.propagate_deps,
             placement: self.placement.check(version)?,
             rollout: None,
-            failover: lifecycle.failover,
-            suspension: lifecycle.suspension,
-            preserve_on_deletion: lifecycle.preserve_on_deletion,
-            priority_class: lifecycle.priority_class,
+            lifecycle: Box::new(lifecycle),
         })
     }
 }

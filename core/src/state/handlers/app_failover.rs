@@ -86,7 +86,10 @@ impl State {
         else {
             return;
         };
-        let Some(app) = self.bound_spec(key).and_then(|p| p.failover.application) else {
+        let Some(app) = self
+            .bound_spec(key)
+            .and_then(|p| p.lifecycle.failover.application)
+        else {
             return;
         };
         let at = since.saturating_add(app.toleration_seconds.saturating_mul(1000));
@@ -123,7 +126,10 @@ impl State {
     }
 
     fn app_failover_fire(&mut self, key: &ObjectKey, cluster: &str, ctx: &mut Ctx) {
-        let Some(app) = self.bound_spec(key).and_then(|p| p.failover.application) else {
+        let Some(app) = self
+            .bound_spec(key)
+            .and_then(|p| p.lifecycle.failover.application)
+        else {
             return;
         };
         let Some(status) = self

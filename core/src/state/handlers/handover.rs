@@ -257,9 +257,9 @@ impl State {
     /// its policy's `failover.cluster.purgeMode` is `Gracefully` (from `PEER_WIDENED_SINCE`).
     fn keeps_on_failed_cluster(&self, key: &ObjectKey, ctx: &Ctx) -> bool {
         ctx.version >= crate::karmada::PEER_WIDENED_SINCE
-            && self
-                .bound_spec(key)
-                .is_some_and(|p| p.failover.cluster == Some(crate::karmada::PurgeMode::Graciously))
+            && self.bound_spec(key).is_some_and(|p| {
+                p.lifecycle.failover.cluster == Some(crate::karmada::PurgeMode::Graciously)
+            })
     }
 
     /// A cluster stopped being Ready: holds on it end (nothing there to wait for).

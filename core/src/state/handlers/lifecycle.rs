@@ -137,7 +137,7 @@ impl State {
         self.life.released.remove(object);
         let Some(suspension) = policy
             .and_then(|p| self.propagation_spec(p))
-            .map(|p| p.suspension.clone())
+            .map(|p| p.lifecycle.suspension.clone())
             .filter(|s| !s.is_none())
         else {
             return;
@@ -206,7 +206,7 @@ impl State {
         };
         let suspension = policy
             .and_then(|p| self.propagation_spec(p))
-            .map(|p| p.suspension.clone())
+            .map(|p| p.lifecycle.suspension.clone())
             .unwrap_or_default();
         let obj = self.object(&object.namespace, &object.name);
         let resumed: Vec<String> = held
@@ -241,7 +241,7 @@ impl State {
         }
         let preserve = policy
             .and_then(|p| self.propagation_spec(p))
-            .is_some_and(|p| p.preserve_on_deletion);
+            .is_some_and(|p| p.lifecycle.preserve_on_deletion);
         if preserve {
             self.life.released.insert(object.clone());
         }
@@ -284,7 +284,7 @@ impl State {
         let PolicySpec::Propagation(p) = spec else {
             return Ok(());
         };
-        let Some(name) = &p.priority_class else {
+        let Some(name) = &p.lifecycle.priority_class else {
             return Ok(());
         };
         if self.priority_class_value(name).is_some() {
@@ -305,7 +305,7 @@ impl State {
     fn priority_follows_policy(&mut self, object: &ObjectKey, policy: Option<&PolicyRef>) {
         let class = policy
             .and_then(|p| self.propagation_spec(p))
-            .and_then(|p| p.priority_class.clone());
+            .and_then(|p| p.lifecycle.priority_class.clone());
         let Some(obj) = self.object(&object.namespace, &object.name) else {
             return;
         };
@@ -341,11 +341,9 @@ impl State {
 
     /// Every template whose policy names a priority class takes its current value.
     pub(super) fn priorities_follow_classes(&mut self) {
-        if !self
-            .door_ix
-            .values()
-            .any(|s| matches!(s, PolicySpec::Propagation(p) if p.priority_class.is_some()))
-        {
+        if !self.door_ix.values().any(
+            |s| matches!(s, PolicySpec::Propagation(p) if p.lifecycle.priority_class.is_some()),
+        ) {
             return;
         }
         let bound: Vec<(ObjectKey, Option<PolicyRef>)> = self
