@@ -21,10 +21,13 @@
 mod affinities;
 mod cluster;
 mod deps;
+mod lifecycle;
 mod overrides;
 mod propagation;
 mod select;
 
+#[cfg(test)]
+mod lifecycle_tests;
 #[cfg(test)]
 mod tests;
 
@@ -37,6 +40,9 @@ pub use affinities::AffinityGroup;
 pub use cluster::parse_cluster;
 pub(crate) use cluster::{member_name, metadata_labels};
 pub use deps::{dependencies, Dependency, DependencyKind};
+pub use lifecycle::{
+    AppFailover, Failover, Lifecycle, PurgeMode, Suspension, BUILT_IN_PRIORITY_CLASSES,
+};
 pub use overrides::OverrideSpec;
 pub use propagation::PropagationSpec;
 pub use select::{best_match, MatchRank, Precedence, ResourceSelector, TemplateIdentity};

@@ -20,6 +20,8 @@
 //!   what bound workloads name follow them.
 //! - `clusterAffinities` → one placement per affinity group, in order (`super::affinities`);
 //!   `activationPreference: Lazy` and `dependentOverrides` → kept on the spec for the door.
+//! - `failover`, `suspension`, `preserveResourcesOnDeletion`, `schedulePriority` → kept on the
+//!   spec as `super::lifecycle` reads them.
 //!
 //! Everything else Karmada defines is refused with a message naming the field, unless it is
 //! absent or at the value that means what fedraft does anyway.
@@ -30,6 +32,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::affinities::{self, AffinityGroup};
+use super::lifecycle::{Lifecycle, RawLifecycle};
 use super::select::ResourceSelector;
 use super::{
     unsupported, DEPS_SINCE, KARMADA_WIDENED_SINCE, PEER_WIDENED_SINCE, PROVIDER_LABEL,
@@ -71,6 +74,9 @@ pub struct PropagationSpec {
     /// `fedraft.io/rollout-strategy` annotation (`crate::door::rollout_annotation`); set by
     /// `parse_spec`, None when absent or unreadable (a put checks it strictly).
     pub rollout: Option<Box<RolloutStrategy>>,
+    /// `failover`, `suspension`, `preserveResourcesOnDeletion` and `schedulePriority`
+    /// (`super::lifecycle`); boxed, as the policy enum's other variant is small.
+    pub lifecycle: Box<Lifecycle>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -276,23 +282,14 @@ impl RawPropagationSpec {
                 "overrides apply as soon as they exist",
             ));
         }
-        for (field, present) in [
-            ("spec.failover", self.failover.is_some()),
-            (
-                "spec.activationPreference",
-                self.activation_preference.is_some() && version < PEER_WIDENED_SINCE,
-            ),
-            ("spec.suspension", self.suspension.is_some()),
-            ("spec.schedulePriority", self.schedule_priority.is_some()),
-            (
-                "spec.preserveResourcesOnDeletion",
-                self.preserve_resources_on_deletion == Some(true),
-            ),
-        ] {
-            if present {
-                return Err(unsupported(field, "not implemented yet"));
-            }
+        let lifecycle = RawLifecycle {
+            failover: self.failover.as_ref(),
+            activation_preference: self.activation_preference.as_deref(),
+            suspension: self.suspension.as_ref(),
+            preserve_resources_on_deletion: self.preserve_resources_on_deletion,
+            schedule_priority: self.schedule_priority.as_ref(),
         }
+        .check(version)?;
         let lazy = affinities::lazy(self.activation_preference.as_deref())?;
         let dependent_overrides = affinities::dependent_overrides(self.dependent_overrides)?;
         let (placement, affinity_groups) = self.placement.check(version)?;
@@ -306,6 +303,7 @@ impl RawPropagationSpec {
             lazy,
             dependent_overrides,
             rollout: None,
+            lifecycle: Box::new(lifecycle),
         })
     }
 }

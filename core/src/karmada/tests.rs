@@ -161,8 +161,8 @@ spec:
 fn what_fedraft_cannot_honour_is_refused_naming_the_field() {
     let cases = [
         (
-            "failover:\n    application:\n      decisionConditions: {tolerationSeconds: 30}",
-            "spec.failover",
+            "failover:\n    application:\n      statePreservation: {rules: []}",
+            "spec.failover.application.statePreservation",
         ),
         (
             "placement:\n    clusterTolerations: [{key: k, operator: Exists, effect: NoExecute, tolerationSeconds: 30}]",

@@ -13,6 +13,7 @@ mod door;
 mod door_affinities;
 mod door_deps;
 mod door_kubefed;
+mod door_lifecycle;
 mod door_members;
 mod door_rollout;
 mod door_scope;

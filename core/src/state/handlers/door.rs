@@ -14,7 +14,8 @@
 //! the policy a template is bound to keeps the template's last placement (nothing is removed
 //! from members because a policy went away) until another policy selects it. Which policy binds
 //! and what it derives is `binding.rs`; what a bound workload's pod template names follows it
-//! (`propagateDeps`, `deps.rs`) after each of these writes.
+//! (`propagateDeps`, `deps.rs`) after each of these writes, and so does what the bound policy's
+//! suspension, preserveResourcesOnDeletion and schedulePriority keep (`lifecycle.rs`).
 
 use std::collections::BTreeSet;
 
@@ -165,7 +166,12 @@ impl State {
             .and_then(|r| self.requires(key, r));
         let name = key.object_name();
         let result = self.delete_object(key.object_namespace(), &name, expected, ctx)?;
-        self.door.templates.remove(key);
+        let bound_to = self.door.templates.remove(key).and_then(|r| r.bound_to);
+        let object = ObjectKey::new(key.object_namespace(), &name);
+        self.lifecycle_template_deleted(&object, bound_to.as_ref(), ctx);
+        if ctx.version >= karmada::PEER_WIDENED_SINCE && key.group == "scheduling.k8s.io" {
+            self.priorities_follow_classes();
+        }
         if let Some(deps) = required {
             self.follow_deps(&deps, ctx);
         }
@@ -245,6 +251,13 @@ impl State {
         if let (Some(true), Some(s)) = (paused, &strategy) {
             self.check_door_pause(&object, &spec.template, s)?;
         }
+        let template_changed = existing_spec
+            .as_ref()
+            .is_some_and(|old| old.template != spec.template);
+        // Suspended clusters keep what they run before the template moves on (put back if the
+        // put is refused).
+        let life_before = self.lifecycle_part(&object);
+        self.suspend_before_put(&object, bound_to.as_ref(), ctx);
         let generation = match (&previous, &existing_spec) {
             (Some(r), Some(old)) => {
                 let old_doc: Value = serde_json::from_str(&old.template).unwrap_or(Value::Null);
@@ -256,7 +269,7 @@ impl State {
             }
             _ => 1,
         };
-        let version = match &strategy {
+        let put = match &strategy {
             Some(s) => self.put_under_strategy(
                 key.object_namespace(),
                 &object_name,
@@ -265,12 +278,20 @@ impl State {
                 expected,
                 ctx,
                 State::put_object,
-            )?,
-            None => self.put_object(key.object_namespace(), &object_name, &spec, expected, ctx)?,
+            ),
+            None => self.put_object(key.object_namespace(), &object_name, &spec, expected, ctx),
+        };
+        let version = match put {
+            Ok(v) => v,
+            Err(e) => {
+                self.restore_lifecycle_part(&object, life_before);
+                return Err(e);
+            }
         };
         if let Some(p) = paused {
             self.door_pause_after_put(&object, p, ctx);
         }
+        let policy = bound_to.clone();
         let record = TemplateRecord {
             api_version: id.api_version,
             labels,
@@ -280,8 +301,14 @@ impl State {
             bound_to,
         };
         let required_now = self.requires(&key, &record);
-        self.door.templates.insert(key, record);
+        self.door.templates.insert(key.clone(), record);
         self.settle_affinity_group(&object, ctx);
+        if ctx.version >= karmada::PEER_WIDENED_SINCE {
+            if template_changed {
+                self.app_failover_template_changed(&object, ctx);
+            }
+            self.lifecycle_after_put(&key, &object, policy.as_ref(), ctx);
+        }
         let deps: BTreeSet<ResourceKey> = required_before
             .into_iter()
             .chain(required_now)
@@ -314,6 +341,9 @@ impl State {
         self.check_policy_rights(kind, &id.namespace, &ctx.actor)?;
         validate::dns_subdomain(&id.name, "metadata.name")?;
         let spec = karmada::parse_spec(kind, &doc, ctx.version)?;
+        if ctx.version >= karmada::PEER_WIDENED_SINCE {
+            self.check_priority_class(&spec)?;
+        }
         if ctx.version >= DOOR_ROLLOUTS_SINCE && kind.propagates() {
             door::rollout_annotation(&doc)?;
         }
@@ -466,6 +496,7 @@ impl State {
         if ctx.version >= DOOR_ROLLOUTS_SINCE {
             self.door_strategies_follow_policies(ctx);
         }
+        self.lifecycles_follow_policies(ctx);
         Ok(())
     }
 }
