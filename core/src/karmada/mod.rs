@@ -20,10 +20,13 @@
 
 mod cluster;
 mod deps;
+mod edits;
 mod overrides;
 mod propagation;
 mod select;
 
+#[cfg(test)]
+mod edits_tests;
 #[cfg(test)]
 mod tests;
 
