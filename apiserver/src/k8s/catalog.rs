@@ -297,7 +297,7 @@ mod tests {
         )
         .unwrap();
         assert!(!fcr.def.namespaced);
-        let rb = find("work.karmada.io", "v1alpha2", "resourcebindings").unwrap();
+        let rb = find("work.karmada.io", "v1alpha1", "resourcebindings").unwrap();
         assert!(matches!(rb.store, Store::Internal(why) if why.contains("fedraft audit explain")));
         assert!(find("search.karmada.io", "v1alpha1", "resourceregistries").is_some());
         assert!(find(karmada::GROUP, karmada::VERSION, "clustertaintpolicies").is_some());

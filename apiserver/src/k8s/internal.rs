@@ -50,6 +50,9 @@ const TYPE_CONFIG: &str = "fedraft federates a fixed set of KubeFed types, serve
     FederatedClusterRole, FederatedClusterRoleBinding); any other kind is federated by applying \
     it as a resource template with a Karmada PropagationPolicy";
 
+/// The door's discovery lists one version per group, so `work.karmada.io` is served at
+/// v1alpha1 (Karmada's Work, and the bindings as its samples write them); Karmada's current
+/// bindings are v1alpha2, which kubectl reports as not served.
 const KINDS: &[Kind] = &[
     (
         "work.karmada.io",
@@ -68,22 +71,6 @@ const KINDS: &[Kind] = &[
         BINDING,
     ),
     ("work.karmada.io", "v1alpha1", "works", "Work", true, WORK),
-    (
-        "work.karmada.io",
-        "v1alpha2",
-        "resourcebindings",
-        "ResourceBinding",
-        true,
-        BINDING,
-    ),
-    (
-        "work.karmada.io",
-        "v1alpha2",
-        "clusterresourcebindings",
-        "ClusterResourceBinding",
-        false,
-        BINDING,
-    ),
     (
         "search.karmada.io",
         "v1alpha1",
