@@ -77,7 +77,7 @@ impl OverrideSpec {
 
 /// What a rule's overriders make, before a target is given.
 enum Body {
-    Fixed(Override),
+    Fixed(Box<Override>),
     Edits(Vec<Edit>),
 }
 
@@ -87,7 +87,7 @@ impl Body {
             Body::Fixed(o) => Step::Fixed(Override {
                 cluster_name: target.cluster_name,
                 cluster_selector: target.cluster_selector,
-                ..o.clone()
+                ..(**o).clone()
             }),
             Body::Edits(e) => Step::OnTemplate(target, e.clone()),
         }
@@ -358,7 +358,7 @@ impl RawOverriders {
                     target.extend(o.value);
                 }
             }
-            return Ok(Body::Fixed(out));
+            return Ok(Body::Fixed(Box::new(out)));
         }
         // Karmada's order: image, command, args, labels, annotations, plaintext.
         let mut out = Vec::new();

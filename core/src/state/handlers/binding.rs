@@ -151,11 +151,11 @@ impl State {
         selected.sort_by(|a, b| a.0.cmp(&b.0));
         // Parsed only for the policies that read it (a stored template is JSON; anything else
         // reads as no container and no labels).
-        let doc = selected
-            .iter()
-            .any(|(_, o)| o.reads_template())
-            .then(|| serde_json::from_str(template).unwrap_or(serde_json::Value::Null))
-            .unwrap_or(serde_json::Value::Null);
+        let doc = if selected.iter().any(|(_, o)| o.reads_template()) {
+            serde_json::from_str(template).unwrap_or(serde_json::Value::Null)
+        } else {
+            serde_json::Value::Null
+        };
         selected
             .into_iter()
             .flat_map(|(_, o)| o.overrides(&doc))
