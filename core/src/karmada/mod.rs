@@ -21,11 +21,14 @@
 mod affinities;
 mod cluster;
 mod deps;
+mod edits;
 mod lifecycle;
 mod overrides;
 mod propagation;
 mod select;
 
+#[cfg(test)]
+mod edits_tests;
 #[cfg(test)]
 mod lifecycle_tests;
 #[cfg(test)]

@@ -235,14 +235,16 @@ spec:
     else {
         panic!("expected an override spec");
     };
+    assert!(!o.reads_template());
+    let overrides = o.overrides(&Value::Null);
     assert_eq!(
-        o.overrides.len(),
+        overrides.len(),
         3,
         "one per named cluster, one per selector"
     );
-    assert_eq!(o.overrides[0].cluster_name.as_deref(), Some("member1"));
-    assert_eq!(o.overrides[1].cluster_name.as_deref(), Some("member2"));
-    let image = o.overrides[0]
+    assert_eq!(overrides[0].cluster_name.as_deref(), Some("member1"));
+    assert_eq!(overrides[1].cluster_name.as_deref(), Some("member2"));
+    let image = overrides[0]
         .image
         .as_ref()
         .unwrap_or_else(|| panic!("no image"));
@@ -250,10 +252,10 @@ spec:
     assert_eq!(image.tag.as_deref(), Some("1.25"));
     assert_eq!(image.container, None);
     assert_eq!(
-        o.overrides[1].labels.get("tier").map(String::as_str),
+        overrides[1].labels.get("tier").map(String::as_str),
         Some("edge")
     );
-    let eu = &o.overrides[2];
+    let eu = &overrides[2];
     assert!(eu.cluster_selector.is_some());
     assert_eq!(eu.patches[0].path, "/spec/replicas");
     assert_eq!(eu.patches[0].value.as_deref(), Some("3"));
@@ -442,8 +444,9 @@ fn an_override_target_ands_names_exclusions_labels_and_fields() {
     ) else {
         panic!("expected an override spec");
     };
-    assert_eq!(o.overrides.len(), 1);
-    let ov = &o.overrides[0];
+    let overrides = o.overrides(&Value::Null);
+    assert_eq!(overrides.len(), 1);
+    let ov = &overrides[0];
     let labels = |region: &str| {
         BTreeMap::from([
             ("tier".to_string(), "edge".to_string()),

@@ -36,6 +36,7 @@ mod kubectl_rollout;
 mod kubefed_door;
 mod members_door;
 mod metrics_exposition;
+mod peer_overriders;
 mod peer_samples;
 mod secrets_at_rest;
 mod tidy;

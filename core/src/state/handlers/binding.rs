@@ -6,7 +6,9 @@
 //! (`deps.rs`) call these and decide what to store.
 
 use crate::door::{PolicyRef, ResourceKey, TemplateRecord};
-use crate::karmada::{best_match, MatchRank, PolicySpec, Precedence, TemplateIdentity};
+use crate::karmada::{
+    best_match, MatchRank, OverrideSpec, PolicySpec, Precedence, TemplateIdentity,
+};
 use crate::model::ObjectKey;
 use crate::policy::{Division, Override, Placement, ReplicaMode};
 use crate::state::State;
@@ -139,11 +141,12 @@ impl State {
         }
     }
 
-    /// The overrides of every override policy that selects `t`: cluster-wide ones first, then
-    /// namespaced ones, each from the lowest precedence to the highest, so the strongest is
-    /// applied last and wins where two set the same field.
-    pub(super) fn overrides_for(&self, t: &TemplateIdentity<'_>) -> Vec<Override> {
-        let mut selected: Vec<(Precedence<'_>, &Vec<Override>)> = Vec::new();
+    /// The overrides of every override policy that selects `t` (whose manifest is `template`,
+    /// JSON text): cluster-wide ones first, then namespaced ones, each from the lowest
+    /// precedence to the highest, so the strongest is applied last and wins where two set the
+    /// same field.
+    pub(super) fn overrides_for(&self, t: &TemplateIdentity<'_>, template: &str) -> Vec<Override> {
+        let mut selected: Vec<(Precedence<'_>, &OverrideSpec)> = Vec::new();
         for (key, spec) in self.door_ix.iter() {
             let PolicySpec::Override(o) = spec else {
                 continue;
@@ -157,14 +160,21 @@ impl State {
                         rank,
                         name: std::cmp::Reverse(key.name.as_str()),
                     },
-                    &o.overrides,
+                    o,
                 ));
             }
         }
         selected.sort_by(|a, b| a.0.cmp(&b.0));
+        // Parsed only for the policies that read it (a stored template is JSON; anything else
+        // reads as no container and no labels).
+        let doc = if selected.iter().any(|(_, o)| o.reads_template()) {
+            serde_json::from_str(template).unwrap_or(serde_json::Value::Null)
+        } else {
+            serde_json::Value::Null
+        };
         selected
             .into_iter()
-            .flat_map(|(_, o)| o.iter().cloned())
+            .flat_map(|(_, o)| o.overrides(&doc))
             .collect()
     }
 }

@@ -243,10 +243,11 @@ impl State {
             .then(|| self.door_strategy(&object, bound_to.as_ref()))
             .flatten();
         let paused = (strategy.is_some() && pausable(&key)).then(|| take_paused(&mut doc));
+        let template = doc.to_string();
         let spec = ObjectSpec {
-            template: doc.to_string(),
+            overrides: self.overrides_for(&ident, &template),
+            template,
             placement,
-            overrides: self.overrides_for(&ident),
         };
         if let (Some(true), Some(s)) = (paused, &strategy) {
             self.check_door_pause(&object, &spec.template, s)?;
@@ -470,7 +471,7 @@ impl State {
             let spec = ObjectSpec {
                 template: obj.spec.template.clone(),
                 placement,
-                overrides: self.overrides_for(&ident),
+                overrides: self.overrides_for(&ident, &obj.spec.template),
             };
             if spec == obj.spec && bound_to == record.bound_to {
                 continue;
