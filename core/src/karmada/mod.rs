@@ -25,6 +25,7 @@ mod edits;
 mod lifecycle;
 mod overrides;
 mod propagation;
+mod replicas;
 mod select;
 
 #[cfg(test)]
@@ -33,6 +34,8 @@ mod edits_tests;
 mod lifecycle_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod widening_tests;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
