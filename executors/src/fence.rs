@@ -16,16 +16,22 @@
 //! renewal that commits late only pauses writes; the runner keeps its watches and caches, so
 //! the pause costs no relisting and ends with the next committed renewal.
 //!
+//! Releases ([`release`]) likewise: a copy whose template was deleted under Karmada's
+//! `preserveResourcesOnDeletion` loses fedraft's labels instead of being deleted, checked and
+//! conditioned on the live version the same way.
+//!
 //! Must not: decide ownership (core does, `fedraft_core::owners`), or write anything but the
-//! fenced delete.
+//! fenced delete and release.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use fedraft_core::owners::{parse_token, OWNER_ANNOTATION};
 use serde_json::Value;
 
-use kube::api::{DeleteParams, Preconditions};
+use fedraft_core::render::{MANAGED_BY_LABEL, OBJECT_ANNOTATION, OBJECT_LABEL};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 
 use crate::error::ExecError;
 use crate::lease::LeaseClock;
@@ -136,6 +142,70 @@ pub(crate) async fn delete(
         ctx.cfg.request_timeout,
         || format!("deleting {id}"),
         async { api.delete(&id.name, &params).await },
+    )
+    .await;
+    match res {
+        Ok(_) => Ok(()),
+        Err(ExecError::Kube {
+            source: kube::Error::Api(s),
+            ..
+        }) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The `fedraft.io/object` annotations of objects whose member copies are released rather than
+/// deleted (templates deleted under Karmada's `preserveResourcesOnDeletion`).
+pub(crate) fn released(s: &fedraft_core::state::State) -> BTreeSet<String> {
+    s.released().iter().map(ToString::to_string).collect()
+}
+
+/// Removes a managed object no longer desired: released if its object is in `released`,
+/// deleted otherwise.
+pub(crate) async fn remove(
+    ctx: &ClusterCtx,
+    id: &LiveId,
+    live: Option<&LiveObject>,
+    released: &BTreeSet<String>,
+) -> Result<(), ExecError> {
+    let preserved = live
+        .and_then(|l| l.annotation(OBJECT_ANNOTATION))
+        .is_some_and(|k| released.contains(k));
+    if preserved {
+        tracing::info!(cluster = %ctx.cluster, %id, "releasing a preserved copy");
+        return release(ctx, id, live).await;
+    }
+    delete(ctx, id, live).await
+}
+
+/// Releases a managed object whose template was deleted with its copies preserved: fedraft's
+/// labels and object annotation are taken off (a merge patch), so the watches stop seeing it
+/// and nothing ever deletes it. Gone already is fine.
+pub(crate) async fn release(
+    ctx: &ClusterCtx,
+    id: &LiveId,
+    live: Option<&LiveObject>,
+) -> Result<(), ExecError> {
+    ctx.fence.check(id, live)?;
+    let r = ctx.resolver.resolve(&id.api_version, &id.kind).await?;
+    let api = api_for(ctx, &r, &id.namespace);
+    let mut meta = serde_json::json!({
+        "labels": {MANAGED_BY_LABEL: null, OBJECT_LABEL: null},
+        "annotations": {OBJECT_ANNOTATION: null, OWNER_ANNOTATION: null},
+    });
+    if ctx.fence.token.is_some() {
+        if let Some(rv) = live.and_then(|l| l.resource_version.clone()) {
+            meta["resourceVersion"] = Value::from(rv);
+        }
+    }
+    let body = serde_json::json!({ "metadata": meta });
+    let res = bounded(
+        ctx.cfg.request_timeout,
+        || format!("releasing {id}"),
+        async {
+            api.patch(&id.name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+        },
     )
     .await;
     match res {

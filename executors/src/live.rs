@@ -215,7 +215,13 @@ async fn run_watch(
             }
             Ok(Event::Apply(o)) => {
                 if let Some((id, live)) = to_live(&r, o) {
-                    lock(&objects).insert(id, live);
+                    // A copy released (fedraft's label taken off) left the watch's selector;
+                    // not every server says so with a delete.
+                    if live.is_managed() {
+                        lock(&objects).insert(id, live);
+                    } else {
+                        lock(&objects).remove(&id);
+                    }
                     wake.notify_one();
                 }
             }

@@ -471,6 +471,8 @@ impl<C: ControlPlane> Reconciler<C> {
         let mut in_use = plan::namespaces_needed(&desired_ids);
         in_use.extend(scan.keys.iter().map(|k| k.namespace.clone()));
         let mut doomed = Vec::new();
+        let released = self.ctrl.read_state(crate::fence::released);
+        let released = &released;
         for held in snapshot.values() {
             let objects = held.iter().map(|(id, o)| (id, &**o));
             for id in plan::prunable(objects, &desired_ids, &unresolved, &in_use) {
@@ -484,7 +486,7 @@ impl<C: ControlPlane> Reconciler<C> {
             futures::stream::iter(doomed.into_iter().map(|(live, id)| {
                 let ctx = ctx.clone();
                 async move {
-                    let r = crate::fence::delete(&ctx, &id, live.as_deref()).await;
+                    let r = crate::fence::remove(&ctx, &id, live.as_deref(), released).await;
                     (id, r)
                 }
             }))

@@ -1,8 +1,8 @@
 //! What the door serves: the resource types (built-in Kubernetes kinds as resource templates,
 //! namespaced and cluster-scoped,
 //! fedraft's own kinds as read views, Karmada's policy kinds, KubeFed's federated kinds and
-//! ReplicaSchedulingPreference, the member cluster documents of both) and which store answers
-//! each.
+//! ReplicaSchedulingPreference, the member cluster documents of both, and their internal kinds,
+//! whose writes are refused saying why) and which store answers each.
 //!
 //! Discovery, routing, reads and writes all look a type up here, so a type listed here is served
 //! end to end. Must not hold objects or build documents (those are `fedraft_kubeapi`'s).
@@ -36,6 +36,9 @@ pub enum Store {
     User,
     /// An API token of the user database, named by its id (`super::users`).
     UserToken,
+    /// One of Karmada's or KubeFed's internal kinds (`super::internal`): served so that a write
+    /// is refused saying why fedraft does not need it; holds that reason.
+    Internal(&'static str),
 }
 
 /// One served type.
@@ -210,6 +213,11 @@ fn build() -> Vec<Served> {
         store: Store::Policy(PolicyKindTag::KubeFedCluster),
         columns: None,
     });
+    out.extend(super::internal::defs().map(|(def, why)| Served {
+        def,
+        store: Store::Internal(why),
+        columns: None,
+    }));
     out
 }
 
@@ -289,5 +297,10 @@ mod tests {
         )
         .unwrap();
         assert!(!fcr.def.namespaced);
+        let rb = find("work.karmada.io", "v1alpha1", "resourcebindings").unwrap();
+        assert!(matches!(rb.store, Store::Internal(why) if why.contains("fedraft audit explain")));
+        assert!(find("search.karmada.io", "v1alpha1", "resourceregistries").is_some());
+        assert!(find(karmada::GROUP, karmada::VERSION, "clustertaintpolicies").is_some());
+        assert!(find("core.kubefed.io", "v1beta1", "kubefedconfigs").is_some());
     }
 }

@@ -18,6 +18,7 @@ mod catalog;
 mod crds;
 mod discovery;
 mod errors;
+mod internal;
 mod managed;
 mod members;
 mod protobuf;
@@ -294,6 +295,11 @@ async fn dispatch(
     };
     if !call.target.served.def.verbs.iter().any(|v| v == verb) {
         return Refusal::method_not_allowed(method.as_str()).into_response();
+    }
+    if let Store::Internal(why) = call.target.store() {
+        if matches!(verb, "create" | "update" | "patch" | "delete") {
+            return internal::refusal(&call.target.served.def, why).into_response();
+        }
     }
     // The scale subresource has its own handlers; only these three verbs reach it.
     let scale = call.target.sub.as_deref() == Some("scale");

@@ -87,6 +87,7 @@ pub fn load(s: &State, t: &Target, name: &str) -> Option<Loaded> {
         Store::Tenant => s.tenant(name).cloned().map(|t| Loaded::Tenant(Box::new(t))),
         Store::User => super::users::load_user(s, name),
         Store::UserToken => super::users::load_token(s, name),
+        Store::Internal(_) => None,
     }
 }
 
@@ -253,6 +254,7 @@ pub fn candidates<'s>(
             s,
             continuing.then_some(after_name),
         )),
+        Store::Internal(_) => Box::new(std::iter::empty()),
     }
 }
 
@@ -343,7 +345,7 @@ fn printer_columns(t: &Target) -> Option<Vec<Value>> {
             col("Cordoned", "boolean", ".spec.cordoned"),
         ]),
         Store::Tenant => Some(vec![col("Namespaces", "string", ".spec.namespaces[*]")]),
-        Store::Policy(_) => Some(vec![age]),
+        Store::Policy(_) | Store::Internal(_) => Some(vec![age]),
         Store::User | Store::UserToken => Some(super::users::columns(t.store())),
         Store::Template | Store::Namespace => None,
     }

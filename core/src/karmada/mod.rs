@@ -18,23 +18,37 @@
 //! entries keep their meaning, and never refuse a document it once accepted (a restored state
 //! parses its stored policies again).
 
+mod affinities;
 mod cluster;
 mod deps;
+mod edits;
+mod lifecycle;
 mod overrides;
 mod propagation;
+mod replicas;
 mod select;
 
 #[cfg(test)]
+mod edits_tests;
+#[cfg(test)]
+mod lifecycle_tests;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod widening_tests;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::FieldError;
 
+pub use affinities::AffinityGroup;
 pub use cluster::parse_cluster;
 pub(crate) use cluster::{member_name, metadata_labels};
 pub use deps::{dependencies, Dependency, DependencyKind};
+pub use lifecycle::{
+    AppFailover, Failover, Lifecycle, PurgeMode, Suspension, BUILT_IN_PRIORITY_CLASSES,
+};
 pub use overrides::OverrideSpec;
 pub use propagation::PropagationSpec;
 pub use select::{best_match, MatchRank, Precedence, ResourceSelector, TemplateIdentity};
@@ -141,7 +155,8 @@ pub fn parse_spec(
     };
     let spec = match kind {
         PolicyKind::Propagation | PolicyKind::ClusterPropagation => {
-            let raw: propagation::RawPropagationSpec = typed(spec, "spec")?;
+            let spec = affinities::widen(spec, version)?;
+            let raw: propagation::RawPropagationSpec = typed(&spec, "spec")?;
             let mut p = raw.check(version)?;
             // Lenient whatever the version: a restored state must read the strategy an older
             // entry's policy carried exactly as replay does (its use is what is versioned).
@@ -156,8 +171,17 @@ pub fn parse_spec(
             PolicySpec::Override(raw.check(version)?)
         }
     };
+    // From PEER_WIDENED_SINCE a namespaced policy may name its own namespace, as Karmada's
+    // samples do; before, any namespace there was refused.
+    let own_namespace = (version >= PEER_WIDENED_SINCE && kind.namespaced())
+        .then(|| {
+            manifest
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+        })
+        .flatten();
     for (i, s) in spec.resource_selectors().iter().enumerate() {
-        s.validate(kind, &format!("spec.resourceSelectors[{i}]"))?;
+        s.validate(kind, own_namespace, &format!("spec.resourceSelectors[{i}]"))?;
     }
     Ok(spec)
 }

@@ -3,25 +3,29 @@
 //! Each rule's `targetCluster` becomes the override's target (one override per listed cluster
 //! name, or one with a label selector, or one for every cluster; a target that also excludes
 //! names, uses a field selector, or gives names and a label selector becomes one selector with
-//! the names as requirements on the cluster's name), and its overriders become, in
-//! Karmada's order: `plaintext` → JSON patch operations; `imageOverrider` with `replace` and no
+//! the names as requirements on the cluster's name). A rule of the first mapping becomes one
+//! override: `plaintext` → JSON patch operations; `imageOverrider` with `replace` and no
 //! predicate → fedraft's image override of every container; `labelsOverrider` and
-//! `annotationsOverrider` with `add` or `replace` → labels and annotations set on the object.
-//! Other operators, predicates and the command/args overriders are refused with a message
-//! naming the field.
+//! `annotationsOverrider` with `add` or `replace` → labels and annotations set on the object;
+//! render applies them in that order. A rule that uses what fedraft learned since
+//! (`PEER_WIDENED_SINCE`: `commandOverrider`, `argsOverrider`, the `remove` operator of the
+//! labels and annotations overriders) is kept as edits resolved against each template
+//! (`edits`), in Karmada's order of overriders. Other operators, predicates and
+//! `fieldOverrider` are refused with a message naming the field.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::edits::{self, Edit, ListField, MetaField};
 use super::propagation::{cluster_selector, ClusterAffinity};
 use super::select::ResourceSelector;
-use super::{unsupported, KARMADA_WIDENED_SINCE};
+use super::{unsupported, KARMADA_WIDENED_SINCE, PEER_WIDENED_SINCE};
 use crate::error::FieldError;
 use crate::policy::{
-    ImageOverride, JsonPatchOp, LabelSelector, LabelSelectorRequirement, Override, PatchOpKind,
-    SelectorOperator, CLUSTER_NAME_KEY,
+    validate_label_key, ImageOverride, JsonPatchOp, LabelSelector, LabelSelectorRequirement,
+    Override, PatchOpKind, SelectorOperator, CLUSTER_NAME_KEY,
 };
 
 /// An override policy's spec as fedraft keeps it.
@@ -29,7 +33,65 @@ use crate::policy::{
 pub struct OverrideSpec {
     pub resource_selectors: Vec<ResourceSelector>,
     /// In the order the rules are written; applied in that order.
-    pub overrides: Vec<Override>,
+    steps: Vec<Step>,
+}
+
+/// One target of one rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    /// A rule of the first mapping: the same override for every template.
+    Fixed(Override),
+    /// A rule resolved per template: its target (an override with only the cluster fields set)
+    /// and its overriders as edits.
+    OnTemplate(Override, Vec<Edit>),
+}
+
+impl OverrideSpec {
+    /// Whether [`OverrideSpec::overrides`] reads the template (callers parse it only then).
+    pub fn reads_template(&self) -> bool {
+        self.steps.iter().any(|s| matches!(s, Step::OnTemplate(..)))
+    }
+
+    /// The overrides this policy makes for `template`, in the order they apply.
+    pub fn overrides(&self, template: &Value) -> Vec<Override> {
+        let mut out = Vec::new();
+        for step in &self.steps {
+            match step {
+                Step::Fixed(o) => out.push(o.clone()),
+                Step::OnTemplate(target, list) => {
+                    out.extend(
+                        edits::resolve(list, template)
+                            .into_iter()
+                            .map(|o| Override {
+                                cluster_name: target.cluster_name.clone(),
+                                cluster_selector: target.cluster_selector.clone(),
+                                ..o
+                            }),
+                    );
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What a rule's overriders make, before a target is given.
+enum Body {
+    Fixed(Box<Override>),
+    Edits(Vec<Edit>),
+}
+
+impl Body {
+    fn at(&self, target: Override) -> Step {
+        match self {
+            Body::Fixed(o) => Step::Fixed(Override {
+                cluster_name: target.cluster_name,
+                cluster_selector: target.cluster_selector,
+                ..(**o).clone()
+            }),
+            Body::Edits(e) => Step::OnTemplate(target, e.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -116,6 +178,24 @@ struct MapOverrider {
     value: BTreeMap<String, String>,
 }
 
+/// A `commandOverrider` or `argsOverrider` item. Read only under `PEER_WIDENED_SINCE`: before,
+/// the overrider was refused whatever it held, and an older entry still is, with its message.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ListOverrider {
+    container_name: String,
+    operator: ListOperator,
+    #[serde(default)]
+    value: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ListOperator {
+    Add,
+    Remove,
+}
+
 impl RawOverrideSpec {
     pub(super) fn check(self, version: u16) -> Result<OverrideSpec, FieldError> {
         if self.resource_selectors.is_empty() {
@@ -152,19 +232,21 @@ impl RawOverrideSpec {
                 "must have at least one rule",
             ));
         }
-        let mut overrides = Vec::new();
+        let mut steps = Vec::new();
         for (field, rule) in rules {
-            let template = rule.overriders.check(&format!("{field}.overriders"))?;
+            let body = rule
+                .overriders
+                .check(&format!("{field}.overriders"), version)?;
             let target = rule.target_cluster.unwrap_or_default();
             let tf = format!("{field}.targetCluster");
             let general = target.field_selector.is_some()
                 || !target.exclude.is_empty()
                 || (!target.cluster_names.is_empty() && target.label_selector.is_some());
             if general && version >= KARMADA_WIDENED_SINCE {
-                overrides.push(Override {
+                steps.push(body.at(Override {
                     cluster_selector: Some(target_selector(target, &tf)?),
-                    ..template
-                });
+                    ..Override::default()
+                }));
                 continue;
             }
             if target.field_selector.is_some() || !target.exclude.is_empty() {
@@ -182,24 +264,25 @@ impl RawOverrideSpec {
                 }
                 (false, None) => {
                     for name in target.cluster_names {
-                        overrides.push(Override {
+                        steps.push(body.at(Override {
                             cluster_name: Some(name),
-                            ..template.clone()
-                        });
+                            ..Override::default()
+                        }));
                     }
                 }
-                (true, selector) => overrides.push(Override {
+                (true, selector) => steps.push(body.at(Override {
                     cluster_selector: selector,
-                    ..template
-                }),
+                    ..Override::default()
+                })),
             }
         }
-        for (i, o) in overrides.iter().enumerate() {
+        for (i, step) in steps.iter().enumerate() {
+            let (Step::Fixed(o) | Step::OnTemplate(o, _)) = step;
             o.validate(&format!("spec.overrideRules (override {i})"))?;
         }
         Ok(OverrideSpec {
             resource_selectors: self.resource_selectors,
-            overrides,
+            steps,
         })
     }
 }
@@ -224,11 +307,15 @@ fn target_selector(target: ClusterAffinity, field: &str) -> Result<LabelSelector
 }
 
 impl RawOverriders {
-    /// The override these overriders make, without a target yet.
-    fn check(self, field: &str) -> Result<Override, FieldError> {
+    /// What these overriders make, without a target yet.
+    fn check(self, field: &str, version: u16) -> Result<Body, FieldError> {
+        let widened = version >= PEER_WIDENED_SINCE;
         for (name, present) in [
-            ("commandOverrider", self.command_overrider.is_some()),
-            ("argsOverrider", self.args_overrider.is_some()),
+            (
+                "commandOverrider",
+                self.command_overrider.is_some() && !widened,
+            ),
+            ("argsOverrider", self.args_overrider.is_some() && !widened),
             ("fieldOverrider", self.field_overrider.is_some()),
         ] {
             if present {
@@ -238,78 +325,170 @@ impl RawOverriders {
                 ));
             }
         }
-        let mut out = Override::default();
-        for (i, p) in self.plaintext.into_iter().enumerate() {
-            let f = format!("{field}.plaintext[{i}]");
-            let op = match p.operator {
-                Operator::Add => PatchOpKind::Add,
-                Operator::Remove => PatchOpKind::Remove,
-                Operator::Replace => PatchOpKind::Replace,
+        let removes = self
+            .labels_overrider
+            .iter()
+            .chain(&self.annotations_overrider)
+            .any(|o| o.operator == Operator::Remove);
+        let on_template =
+            self.command_overrider.is_some() || self.args_overrider.is_some() || removes;
+        let patches = plaintext(self.plaintext, field)?;
+        let image = image(self.image_overrider, field)?;
+        if !(widened && on_template) {
+            let mut out = Override {
+                patches,
+                image,
+                ..Override::default()
             };
-            let value = match (op, p.value) {
-                (PatchOpKind::Remove, _) => None,
-                (_, Some(v)) => Some(v.to_string()),
-                (_, None) => {
-                    return Err(FieldError::new(
-                        format!("{f}.value"),
-                        "required for add and replace",
-                    ))
+            for (list, target, name) in [
+                (self.labels_overrider, &mut out.labels, "labelsOverrider"),
+                (
+                    self.annotations_overrider,
+                    &mut out.annotations,
+                    "annotationsOverrider",
+                ),
+            ] {
+                for (i, o) in list.into_iter().enumerate() {
+                    if o.operator == Operator::Remove {
+                        return Err(unsupported(
+                            format!("{field}.{name}[{i}].operator"),
+                            "remove is not implemented yet; add and replace set the value",
+                        ));
+                    }
+                    target.extend(o.value);
                 }
-            };
-            out.patches.push(JsonPatchOp {
-                op,
-                path: p.path,
-                from: None,
-                value,
-            });
-        }
-        if !self.image_overrider.is_empty() {
-            let mut image = ImageOverride::default();
-            for (i, o) in self.image_overrider.into_iter().enumerate() {
-                let f = format!("{field}.imageOverrider[{i}]");
-                if o.predicate.is_some() {
-                    return Err(unsupported(
-                        format!("{f}.predicate"),
-                        "an image override applies to every container",
-                    ));
-                }
-                if o.operator != Operator::Replace {
-                    return Err(unsupported(
-                        format!("{f}.operator"),
-                        "only replace is implemented for images",
-                    ));
-                }
-                let value = o
-                    .value
-                    .filter(|v| !v.is_empty())
-                    .ok_or_else(|| FieldError::new(format!("{f}.value"), "required"))?;
-                let slot = match o.component {
-                    ImageComponent::Registry => &mut image.registry,
-                    ImageComponent::Repository => &mut image.repository,
-                    ImageComponent::Tag => &mut image.tag,
-                };
-                *slot = Some(value);
             }
-            out.image = Some(image);
+            return Ok(Body::Fixed(Box::new(out)));
         }
-        for (list, target, name) in [
-            (self.labels_overrider, &mut out.labels, "labelsOverrider"),
+        // Karmada's order: image, command, args, labels, annotations, plaintext.
+        let mut out = Vec::new();
+        let mut check = Override::default();
+        if let Some(image) = image {
+            check.image = Some(image.clone());
+            out.push(Edit::Image(image));
+        }
+        for (raw, list, name) in [
+            (
+                self.command_overrider,
+                ListField::Command,
+                "commandOverrider",
+            ),
+            (self.args_overrider, ListField::Args, "argsOverrider"),
+        ] {
+            let Some(raw) = raw else { continue };
+            let Value::Array(items) = raw else {
+                return Err(FieldError::new(
+                    format!("{field}.{name}"),
+                    "must be a list of {containerName, operator, value}",
+                ));
+            };
+            for (i, item) in items.iter().enumerate() {
+                let o: ListOverrider = super::typed(item, &format!("{field}.{name}[{i}]"))?;
+                if o.container_name.is_empty() {
+                    return Err(FieldError::new(
+                        format!("{field}.{name}[{i}].containerName"),
+                        "required",
+                    ));
+                }
+                out.push(Edit::List {
+                    field: list,
+                    container: o.container_name,
+                    add: o.operator == ListOperator::Add,
+                    values: o.value,
+                });
+            }
+        }
+        for (items, meta, name) in [
+            (self.labels_overrider, MetaField::Labels, "labelsOverrider"),
             (
                 self.annotations_overrider,
-                &mut out.annotations,
+                MetaField::Annotations,
                 "annotationsOverrider",
             ),
         ] {
-            for (i, o) in list.into_iter().enumerate() {
-                if o.operator == Operator::Remove {
-                    return Err(unsupported(
-                        format!("{field}.{name}[{i}].operator"),
-                        "remove is not implemented yet; add and replace set the value",
-                    ));
+            for (i, o) in items.into_iter().enumerate() {
+                if o.operator != Operator::Remove {
+                    let set = match meta {
+                        MetaField::Labels => &mut check.labels,
+                        MetaField::Annotations => &mut check.annotations,
+                    };
+                    set.extend(o.value.clone());
+                    out.push(Edit::SetMeta(meta, o.value));
+                    continue;
                 }
-                target.extend(o.value);
+                for k in o.value.keys() {
+                    validate_label_key(k, &format!("{field}.{name}[{i}].value.{k}"))?;
+                }
+                out.push(Edit::RemoveMeta(meta, o.value.into_keys().collect()));
             }
         }
-        Ok(out)
+        if !patches.is_empty() {
+            check.patches = patches.clone();
+            out.push(Edit::Patches(patches));
+        }
+        check.validate(field)?;
+        Ok(Body::Edits(out))
     }
+}
+
+fn plaintext(list: Vec<Plaintext>, field: &str) -> Result<Vec<JsonPatchOp>, FieldError> {
+    let mut out = Vec::with_capacity(list.len());
+    for (i, p) in list.into_iter().enumerate() {
+        let f = format!("{field}.plaintext[{i}]");
+        let op = match p.operator {
+            Operator::Add => PatchOpKind::Add,
+            Operator::Remove => PatchOpKind::Remove,
+            Operator::Replace => PatchOpKind::Replace,
+        };
+        let value = match (op, p.value) {
+            (PatchOpKind::Remove, _) => None,
+            (_, Some(v)) => Some(v.to_string()),
+            (_, None) => {
+                return Err(FieldError::new(
+                    format!("{f}.value"),
+                    "required for add and replace",
+                ))
+            }
+        };
+        out.push(JsonPatchOp {
+            op,
+            path: p.path,
+            from: None,
+            value,
+        });
+    }
+    Ok(out)
+}
+
+fn image(list: Vec<ImageOverrider>, field: &str) -> Result<Option<ImageOverride>, FieldError> {
+    if list.is_empty() {
+        return Ok(None);
+    }
+    let mut image = ImageOverride::default();
+    for (i, o) in list.into_iter().enumerate() {
+        let f = format!("{field}.imageOverrider[{i}]");
+        if o.predicate.is_some() {
+            return Err(unsupported(
+                format!("{f}.predicate"),
+                "an image override applies to every container",
+            ));
+        }
+        if o.operator != Operator::Replace {
+            return Err(unsupported(
+                format!("{f}.operator"),
+                "only replace is implemented for images",
+            ));
+        }
+        let value = o
+            .value
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| FieldError::new(format!("{f}.value"), "required"))?;
+        let slot = match o.component {
+            ImageComponent::Registry => &mut image.registry,
+            ImageComponent::Repository => &mut image.repository,
+            ImageComponent::Tag => &mut image.tag,
+        };
+        *slot = Some(value);
+    }
+    Ok(Some(image))
 }

@@ -11,29 +11,37 @@
 //! - `spreadConstraints` → spread constraints over a cluster label (`spreadByLabel`, or the label
 //!   of `spreadByField` region, zone or provider), or over the clusters themselves
 //!   (`spreadByField: cluster`: between minGroups and maxGroups clusters).
-//! - `replicaScheduling`: absent or `Duplicated` → every selected cluster runs the template's
-//!   replicas; `Divided` with `Weighted` → static weights per cluster name, or equal weights, or
-//!   with `dynamicWeight: AvailableReplicas` the capacity-weighted division; `Aggregated` →
-//!   the fewest clusters that can hold the replicas, sharing them by capacity.
+//! - `replicaScheduling` (`super::replicas`): absent or `Duplicated` → every selected cluster
+//!   runs the template's replicas; `Divided` with `Weighted` → static weights per cluster name,
+//!   or equal weights, or with `dynamicWeight: AvailableReplicas` the capacity-weighted
+//!   division; `Aggregated` → the fewest clusters that can hold the replicas, sharing them by
+//!   capacity.
 //!
-//! - `propagateDeps` → kept on the spec: the door makes what bound workloads name follow them.
+//! - `propagateDeps` (or its deprecated name `association`) → kept on the spec: the door makes
+//!   what bound workloads name follow them.
+//! - `clusterAffinities` → one placement per affinity group, in order (`super::affinities`);
+//!   `activationPreference: Lazy` and `dependentOverrides` → kept on the spec for the door.
+//! - `failover`, `suspension`, `preserveResourcesOnDeletion`, `schedulePriority` → kept on the
+//!   spec as `super::lifecycle` reads them.
 //!
 //! Everything else Karmada defines is refused with a message naming the field, unless it is
 //! absent or at the value that means what fedraft does anyway.
 
-use std::collections::BTreeMap;
-
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::affinities::{self, AffinityGroup};
+use super::lifecycle::{Lifecycle, RawLifecycle};
+use super::replicas::RawReplicaScheduling;
 use super::select::ResourceSelector;
 use super::{
-    unsupported, DEPS_SINCE, KARMADA_WIDENED_SINCE, PROVIDER_LABEL, REGION_LABEL, ZONE_LABEL,
+    unsupported, DEPS_SINCE, KARMADA_WIDENED_SINCE, PEER_WIDENED_SINCE, PROVIDER_LABEL,
+    REGION_LABEL, ZONE_LABEL,
 };
 use crate::error::FieldError;
 use crate::policy::{
-    ClusterPreference, Division, LabelSelector, LabelSelectorRequirement, Placement, ReplicaMode,
-    ReplicaPolicy, SelectorOperator, SpreadConstraint, TaintEffect, Toleration, TolerationOperator,
+    LabelSelector, LabelSelectorRequirement, Placement, ReplicaMode, ReplicaPolicy,
+    SelectorOperator, SpreadConstraint, TaintEffect, Toleration, TolerationOperator,
     CLUSTER_NAME_KEY,
 };
 use crate::rollout::RolloutStrategy;
@@ -49,11 +57,26 @@ pub struct PropagationSpec {
     /// `propagateDeps: true`: what the bound workloads' pod templates name follows them
     /// (`super::deps`, `state/handlers/deps.rs`).
     pub propagate_deps: bool,
-    pub placement: Placement,
+    /// Boxed, as `rollout`: keeps the policy enum small.
+    pub placement: Box<Placement>,
+    /// `placement.clusterAffinities`: the groups in order, each a whole placement (the shared
+    /// tolerations, spread and replica rules with the group's clusters); `placement` is then
+    /// the first. Empty without them. Which group an object uses is read off its stored
+    /// placement (`state/handlers/affinity_groups.rs`).
+    pub affinity_groups: Vec<AffinityGroup>,
+    /// `activationPreference: Lazy`: a change of the policy re-places no template it already
+    /// binds; each takes the new placement when it is itself written again.
+    pub lazy: bool,
+    /// `dependentOverrides`: the override policies (of the policy's namespace, or cluster-wide
+    /// ones for a ClusterPropagationPolicy) that must exist before a template is placed.
+    pub dependent_overrides: Vec<String>,
     /// fedraft's rollout strategy for the templates it binds, from the policy's
     /// `fedraft.io/rollout-strategy` annotation (`crate::door::rollout_annotation`); set by
     /// `parse_spec`, None when absent or unreadable (a put checks it strictly).
     pub rollout: Option<Box<RolloutStrategy>>,
+    /// `failover`, `suspension`, `preserveResourcesOnDeletion` and `schedulePriority`
+    /// (`super::lifecycle`); boxed, as the policy enum's other variant is small.
+    pub lifecycle: Box<Lifecycle>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,6 +151,22 @@ pub(super) struct ClusterAffinity {
     pub exclude: Vec<String>,
 }
 
+impl ClusterAffinity {
+    pub(super) fn new(
+        label_selector: Option<LabelSelector>,
+        field_selector: Option<FieldSelector>,
+        cluster_names: Vec<String>,
+        exclude: Vec<String>,
+    ) -> Self {
+        ClusterAffinity {
+            label_selector,
+            field_selector,
+            cluster_names,
+            exclude,
+        }
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct FieldSelector {
@@ -163,50 +202,6 @@ struct RawSpread {
     min_groups: u32,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawReplicaScheduling {
-    #[serde(default)]
-    replica_scheduling_type: Option<SchedulingType>,
-    #[serde(default)]
-    replica_division_preference: Option<DivisionPreference>,
-    #[serde(default)]
-    weight_preference: Option<WeightPreference>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-enum SchedulingType {
-    Duplicated,
-    Divided,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-enum DivisionPreference {
-    Aggregated,
-    Weighted,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct WeightPreference {
-    #[serde(default)]
-    static_weight_list: Vec<StaticWeight>,
-    #[serde(default)]
-    dynamic_weight: Option<DynamicWeight>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct StaticWeight {
-    target_cluster: ClusterAffinity,
-    weight: i64,
-}
-
-#[derive(Debug, Deserialize)]
-enum DynamicWeight {
-    AvailableReplicas,
-}
-
 impl RawPropagationSpec {
     /// `version`: the log entry's; the fields fedraft learned in version 4 are refused to older
     /// entries as they were then (see `LOG_ENTRY_VERSION`).
@@ -237,49 +232,59 @@ impl RawPropagationSpec {
         // fedraft's executors take such an object over (`Overwrite`). Both are accepted so that
         // existing documents apply; the difference is written down in the door's docs.
         let _ = self.conflict_resolution;
-        if !self.dependent_overrides.is_empty() {
+        if !self.dependent_overrides.is_empty() && version < PEER_WIDENED_SINCE {
             return Err(unsupported(
                 "spec.dependentOverrides",
                 "overrides apply as soon as they exist",
             ));
         }
-        for (field, present) in [
-            ("spec.failover", self.failover.is_some()),
-            (
-                "spec.activationPreference",
-                self.activation_preference.is_some(),
-            ),
-            ("spec.suspension", self.suspension.is_some()),
-            ("spec.schedulePriority", self.schedule_priority.is_some()),
-            (
-                "spec.preserveResourcesOnDeletion",
-                self.preserve_resources_on_deletion == Some(true),
-            ),
-        ] {
-            if present {
-                return Err(unsupported(field, "not implemented yet"));
-            }
+        let lifecycle = RawLifecycle {
+            failover: self.failover.as_ref(),
+            activation_preference: self.activation_preference.as_deref(),
+            suspension: self.suspension.as_ref(),
+            preserve_resources_on_deletion: self.preserve_resources_on_deletion,
+            schedule_priority: self.schedule_priority.as_ref(),
         }
+        .check(version)?;
+        let lazy = affinities::lazy(self.activation_preference.as_deref())?;
+        let dependent_overrides = affinities::dependent_overrides(self.dependent_overrides)?;
+        let (placement, affinity_groups) = self.placement.check(version)?;
         Ok(PropagationSpec {
             resource_selectors: self.resource_selectors,
             priority: self.priority,
             preempts: matches!(self.preemption, Some(Preemption::Always)),
             propagate_deps: self.propagate_deps,
-            placement: self.placement.check(version)?,
+            placement: Box::new(placement),
+            affinity_groups,
+            lazy,
+            dependent_overrides,
             rollout: None,
+            lifecycle: Box::new(lifecycle),
         })
     }
 }
 
 impl RawPlacement {
-    fn check(self, version: u16) -> Result<Placement, FieldError> {
+    /// The placement, and the affinity groups' placements when `clusterAffinities` is given
+    /// (the first of them is then the placement).
+    fn check(self, version: u16) -> Result<(Placement, Vec<AffinityGroup>), FieldError> {
         let f = "spec.placement";
-        if self.cluster_affinities.is_some() {
-            return Err(unsupported(
-                format!("{f}.clusterAffinities"),
-                "ordered affinity groups are not implemented yet; use clusterAffinity",
-            ));
-        }
+        let groups = match self.cluster_affinities {
+            Some(_) if version < PEER_WIDENED_SINCE => {
+                return Err(unsupported(
+                    format!("{f}.clusterAffinities"),
+                    "ordered affinity groups are not implemented yet; use clusterAffinity",
+                ))
+            }
+            Some(_) if self.cluster_affinity.is_some() => {
+                return Err(FieldError::new(
+                    format!("{f}.clusterAffinities"),
+                    "give clusterAffinity or clusterAffinities, not both",
+                ))
+            }
+            Some(v) => affinities::terms(&v, &format!("{f}.clusterAffinities"))?,
+            None => Vec::new(),
+        };
         let mut placement = Placement::default();
         if let Some(aff) = self.cluster_affinity {
             apply_affinity(
@@ -312,8 +317,22 @@ impl RawPlacement {
             },
             Some(rs) => rs.check(&format!("{f}.replicaScheduling"), version)?,
         };
-        placement.validate(f)?;
-        Ok(placement)
+        if groups.is_empty() {
+            placement.validate(f)?;
+            return Ok((placement, Vec::new()));
+        }
+        let mut out = Vec::with_capacity(groups.len());
+        for (i, (name, aff)) in groups.into_iter().enumerate() {
+            let mut group = placement.clone();
+            let field = format!("{f}.clusterAffinities[{i}]");
+            apply_affinity(&mut group, aff, &field, version)?;
+            group.validate(f)?;
+            out.push(AffinityGroup {
+                name,
+                placement: group,
+            });
+        }
+        Ok((out[0].placement.clone(), out))
     }
 }
 
@@ -453,6 +472,8 @@ impl RawSpread {
                     format!("{other:?}: must be cluster, region, zone or provider"),
                 ))
             }
+            // Karmada's default when neither is given: spread over the clusters themselves.
+            (None, None) if version >= PEER_WIDENED_SINCE => CLUSTER_NAME_KEY.to_string(),
             (None, None) => {
                 return Err(FieldError::new(
                     format!("{field}.spreadByField"),
@@ -472,110 +493,5 @@ impl RawSpread {
             min_groups,
             max_groups,
         })
-    }
-}
-
-impl RawReplicaScheduling {
-    fn check(self, field: &str, version: u16) -> Result<ReplicaPolicy, FieldError> {
-        let kind = self
-            .replica_scheduling_type
-            .unwrap_or(SchedulingType::Duplicated);
-        if kind == SchedulingType::Duplicated {
-            if self.replica_division_preference.is_some() || self.weight_preference.is_some() {
-                return Err(FieldError::new(
-                    format!("{field}.replicaDivisionPreference"),
-                    "only valid with replicaSchedulingType Divided",
-                ));
-            }
-            return Ok(ReplicaPolicy {
-                mode: ReplicaMode::Duplicated,
-                division: None,
-            });
-        }
-        if self.replica_division_preference == Some(DivisionPreference::Aggregated) {
-            if version < KARMADA_WIDENED_SINCE {
-                return Err(unsupported(
-                    format!("{field}.replicaDivisionPreference"),
-                    "Aggregated is not implemented yet; use Weighted (dynamicWeight: AvailableReplicas divides by capacity)",
-                ));
-            }
-            // Karmada reads weights only for Weighted; a document that gives both would
-            // expect weights that nothing honours.
-            if self.weight_preference.is_some() {
-                return Err(FieldError::new(
-                    format!("{field}.weightPreference"),
-                    "only valid with replicaDivisionPreference Weighted",
-                ));
-            }
-            return Ok(ReplicaPolicy {
-                mode: ReplicaMode::Divided,
-                division: Some(Division::Aggregated { rebalance: false }),
-            });
-        }
-        let division = match self.weight_preference {
-            None => None,
-            Some(wp) => wp.check(&format!("{field}.weightPreference"))?,
-        };
-        Ok(ReplicaPolicy {
-            mode: ReplicaMode::Divided,
-            division,
-        })
-    }
-}
-
-impl WeightPreference {
-    fn check(self, field: &str) -> Result<Option<Division>, FieldError> {
-        if self.dynamic_weight.is_some() {
-            if !self.static_weight_list.is_empty() {
-                return Err(FieldError::new(
-                    format!("{field}.staticWeightList"),
-                    "give staticWeightList or dynamicWeight, not both",
-                ));
-            }
-            return Ok(Some(Division::DynamicByCapacity { rebalance: false }));
-        }
-        if self.static_weight_list.is_empty() {
-            return Ok(None);
-        }
-        let mut weights = BTreeMap::new();
-        for (i, w) in self.static_weight_list.into_iter().enumerate() {
-            let f = format!("{field}.staticWeightList[{i}]");
-            let t = &w.target_cluster;
-            if t.label_selector.is_some() || t.field_selector.is_some() || !t.exclude.is_empty() {
-                return Err(unsupported(
-                    format!("{f}.targetCluster"),
-                    "a weight's target must list clusterNames",
-                ));
-            }
-            if t.cluster_names.is_empty() {
-                return Err(FieldError::new(
-                    format!("{f}.targetCluster.clusterNames"),
-                    "required",
-                ));
-            }
-            let weight = u64::try_from(w.weight)
-                .ok()
-                .filter(|w| *w > 0)
-                .ok_or_else(|| FieldError::new(format!("{f}.weight"), "must be at least 1"))?;
-            for name in &w.target_cluster.cluster_names {
-                let previous = weights.insert(
-                    name.clone(),
-                    ClusterPreference {
-                        weight,
-                        ..ClusterPreference::default()
-                    },
-                );
-                if previous.is_some() {
-                    return Err(FieldError::new(
-                        format!("{f}.targetCluster.clusterNames"),
-                        format!("cluster {name:?} is weighted twice"),
-                    ));
-                }
-            }
-        }
-        Ok(Some(Division::StaticWeights {
-            weights,
-            rebalance: false,
-        }))
     }
 }

@@ -49,20 +49,34 @@ pub struct TemplateIdentity<'a> {
 }
 
 impl ResourceSelector {
-    pub(super) fn validate(&self, kind: PolicyKind, field: &str) -> Result<(), FieldError> {
+    /// `own_namespace`: the namespaced policy's own namespace where a selector may name it.
+    pub(super) fn validate(
+        &self,
+        kind: PolicyKind,
+        own_namespace: Option<&str>,
+        field: &str,
+    ) -> Result<(), FieldError> {
         if self.api_version.is_empty() {
             return Err(FieldError::new(format!("{field}.apiVersion"), "required"));
         }
         if self.kind.is_empty() {
             return Err(FieldError::new(format!("{field}.kind"), "required"));
         }
-        if kind.namespaced() && self.namespace.is_some() {
+        if kind.namespaced()
+            && self.namespace.is_some()
+            && self.namespace.as_deref() != own_namespace
+        {
             // Karmada ignores it there; refusing says so instead of selecting nothing quietly.
             return Err(FieldError::new(
                 format!("{field}.namespace"),
                 format!(
-                    "a {} selects only its own namespace; leave namespace out",
-                    kind.kind()
+                    "a {} selects only its own namespace; leave namespace out{}",
+                    kind.kind(),
+                    if own_namespace.is_some() {
+                        " or give that one"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }

@@ -10,17 +10,17 @@ use super::*;
 use crate::command::LOG_ENTRY_VERSION;
 use crate::policy::{Division, ReplicaMode, SelectorOperator, TaintEffect, CLUSTER_NAME_KEY};
 
-fn doc(yaml: &str) -> Value {
+pub(super) fn doc(yaml: &str) -> Value {
     serde_yaml::from_str(yaml).unwrap_or_else(|e| panic!("test YAML: {e}"))
 }
 
-fn kind_of(v: &Value) -> PolicyKind {
+pub(super) fn kind_of(v: &Value) -> PolicyKind {
     let api = v["apiVersion"].as_str().unwrap_or_default();
     let kind = v["kind"].as_str().unwrap_or_default();
     PolicyKind::of(api, kind).unwrap_or_else(|| panic!("not a policy: {api} {kind}"))
 }
 
-fn propagation(yaml: &str) -> PropagationSpec {
+pub(super) fn propagation(yaml: &str) -> PropagationSpec {
     let v = doc(yaml);
     match parse_spec(kind_of(&v), &v, LOG_ENTRY_VERSION) {
         Ok(PolicySpec::Propagation(p)) => p,
@@ -28,11 +28,11 @@ fn propagation(yaml: &str) -> PropagationSpec {
     }
 }
 
-fn refusal(yaml: &str) -> FieldError {
+pub(super) fn refusal(yaml: &str) -> FieldError {
     refusal_at(yaml, LOG_ENTRY_VERSION)
 }
 
-fn refusal_at(yaml: &str, version: u16) -> FieldError {
+pub(super) fn refusal_at(yaml: &str, version: u16) -> FieldError {
     let v = doc(yaml);
     match parse_spec(kind_of(&v), &v, version) {
         Err(e) => e,
@@ -40,7 +40,7 @@ fn refusal_at(yaml: &str, version: u16) -> FieldError {
     }
 }
 
-const NGINX_POLICY: &str = r#"
+pub(super) const NGINX_POLICY: &str = r#"
 apiVersion: policy.karmada.io/v1alpha1
 kind: PropagationPolicy
 metadata:
@@ -161,8 +161,8 @@ spec:
 fn what_fedraft_cannot_honour_is_refused_naming_the_field() {
     let cases = [
         (
-            "failover:\n    application:\n      decisionConditions: {tolerationSeconds: 30}",
-            "spec.failover",
+            "failover:\n    application:\n      statePreservation: {rules: []}",
+            "spec.failover.application.statePreservation",
         ),
         (
             "placement:\n    clusterTolerations: [{key: k, operator: Exists, effect: NoExecute, tolerationSeconds: 30}]",
@@ -235,14 +235,16 @@ spec:
     else {
         panic!("expected an override spec");
     };
+    assert!(!o.reads_template());
+    let overrides = o.overrides(&Value::Null);
     assert_eq!(
-        o.overrides.len(),
+        overrides.len(),
         3,
         "one per named cluster, one per selector"
     );
-    assert_eq!(o.overrides[0].cluster_name.as_deref(), Some("member1"));
-    assert_eq!(o.overrides[1].cluster_name.as_deref(), Some("member2"));
-    let image = o.overrides[0]
+    assert_eq!(overrides[0].cluster_name.as_deref(), Some("member1"));
+    assert_eq!(overrides[1].cluster_name.as_deref(), Some("member2"));
+    let image = overrides[0]
         .image
         .as_ref()
         .unwrap_or_else(|| panic!("no image"));
@@ -250,10 +252,10 @@ spec:
     assert_eq!(image.tag.as_deref(), Some("1.25"));
     assert_eq!(image.container, None);
     assert_eq!(
-        o.overrides[1].labels.get("tier").map(String::as_str),
+        overrides[1].labels.get("tier").map(String::as_str),
         Some("edge")
     );
-    let eu = &o.overrides[2];
+    let eu = &overrides[2];
     assert!(eu.cluster_selector.is_some());
     assert_eq!(eu.patches[0].path, "/spec/replicas");
     assert_eq!(eu.patches[0].value.as_deref(), Some("3"));
@@ -442,8 +444,9 @@ fn an_override_target_ands_names_exclusions_labels_and_fields() {
     ) else {
         panic!("expected an override spec");
     };
-    assert_eq!(o.overrides.len(), 1);
-    let ov = &o.overrides[0];
+    let overrides = o.overrides(&Value::Null);
+    assert_eq!(overrides.len(), 1);
+    let ov = &overrides[0];
     let labels = |region: &str| {
         BTreeMap::from([
             ("tier".to_string(), "edge".to_string()),

@@ -92,14 +92,23 @@ struct RawClusterOverride {
 }
 
 /// Reads a FederatedX manifest of `kind` whose metadata names it `namespace`/`name` (the door
-/// has read and checked the identity). Every error names its field from the document's root.
+/// has read and checked the identity), as a log entry of `version` means it. Every error names
+/// its field from the document's root.
+///
+/// The federated cluster-scoped kinds (FederatedClusterRole, FederatedClusterRoleBinding) are
+/// read since `PEER_WIDENED_SINCE`: their target is placed like a cluster-scoped resource
+/// template, under the same admission rules.
 pub fn parse_federated(
     kind: FederatedKind,
     manifest: &Value,
     namespace: &str,
     name: &str,
+    version: u16,
 ) -> Result<FederatedSpec, FieldError> {
-    if !kind.namespaced_target() && kind != FederatedKind::Namespace {
+    if !kind.namespaced_target()
+        && kind != FederatedKind::Namespace
+        && version < crate::karmada::PEER_WIDENED_SINCE
+    {
         return Err(FieldError::new(
             "kind",
             format!(

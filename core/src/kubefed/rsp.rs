@@ -6,7 +6,11 @@
 //! (`scheduler/rules/static_weights.rs`); this module only restates an RSP as such a division:
 //! - `totalReplicas` becomes the template's `spec.replicas`, what the scheduler divides;
 //! - `clusters` (name or `"*"` → weight, minReplicas, maxReplicas) becomes the weights, and an
-//!   empty map means `"*"` with weight 1, as KubeFed defaults it;
+//!   empty map means `"*"` with weight 1, as KubeFed defaults it. KubeFed reads a key as a
+//!   cluster name and nothing more: a key that names no cluster (its user guide writes "A",
+//!   "B", "C") matches nothing. Since `PEER_WIDENED_SINCE` such keys are accepted (bounded,
+//!   printable); as no fedraft cluster can carry a name that is not a DNS-1123 label, they are
+//!   left out of the weights, and an RSP whose keys all name no cluster places nothing;
 //! - each preference without `maxReplicas` gets `totalReplicas` as its maximum: no cluster can
 //!   hold more than the total anyway, and a bound is what selects the planner over Webster's
 //!   apportionment, which rounds differently (10 over three equal weights: the planner gives
@@ -23,6 +27,7 @@ use serde_json::Value;
 
 use super::{FederatedKind, FederatedSpec};
 use crate::error::FieldError;
+use crate::karmada::PEER_WIDENED_SINCE;
 use crate::policy::{
     validate_dns_label, ClusterPreference, Division, ReplicaMode, ReplicaPolicy,
     DEFAULT_PREFERENCE_KEY,
@@ -67,8 +72,12 @@ fn count(n: i64, field: &str) -> Result<u32, FieldError> {
     u32::try_from(n).map_err(|_| FieldError::new(field, format!("{n} is not between 0 and 2^32")))
 }
 
-/// Reads the `spec` of a ReplicaSchedulingPreference manifest.
-pub fn parse_rsp(manifest: &Value) -> Result<RspSpec, FieldError> {
+/// The longest cluster key read: a Kubernetes object name's limit.
+const MAX_KEY_LEN: usize = 253;
+
+/// Reads the `spec` of a ReplicaSchedulingPreference manifest, as a log entry of `version`
+/// means it (a stored one is read with the current version: widening only).
+pub fn parse_rsp(manifest: &Value, version: u16) -> Result<RspSpec, FieldError> {
     let Some(spec) = manifest.get("spec") else {
         return Err(FieldError::new("spec", "required"));
     };
@@ -93,7 +102,20 @@ pub fn parse_rsp(manifest: &Value) -> Result<RspSpec, FieldError> {
     for (name, p) in raw.clusters {
         let field = format!("spec.clusters.{name}");
         if name != DEFAULT_PREFERENCE_KEY {
-            validate_dns_label(&name, &field)?;
+            if version < PEER_WIDENED_SINCE {
+                validate_dns_label(&name, &field)?;
+            } else if name.is_empty()
+                || name.len() > MAX_KEY_LEN
+                || name.chars().any(char::is_control)
+            {
+                return Err(FieldError::new(
+                    field,
+                    format!(
+                        "{name:?}: a cluster name is 1 to {MAX_KEY_LEN} bytes without control \
+                         characters"
+                    ),
+                ));
+            }
         }
         let weight = u64::from(count(p.weight, &format!("{field}.weight"))?);
         let min_replicas = count(p.min_replicas, &format!("{field}.minReplicas"))?;
@@ -137,7 +159,22 @@ impl RspSpec {
                 spec.insert("replicas".into(), Value::from(self.total_replicas));
             }
         }
-        let mut weights = self.clusters.clone();
+        // Only a DNS-1123 label can name a fedraft cluster: other keys match nothing.
+        let mut weights: BTreeMap<String, ClusterPreference> = self
+            .clusters
+            .iter()
+            .filter(|(k, _)| *k == DEFAULT_PREFERENCE_KEY || validate_dns_label(k, "").is_ok())
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect();
+        if weights.is_empty() && !self.clusters.is_empty() {
+            fed.placement.clusters = Some(Vec::new());
+            fed.placement.cluster_selector = None;
+            fed.placement.replicas = ReplicaPolicy {
+                mode: ReplicaMode::Divided,
+                division: None,
+            };
+            return;
+        }
         if weights.is_empty() {
             weights.insert(
                 DEFAULT_PREFERENCE_KEY.to_string(),

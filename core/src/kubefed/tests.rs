@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::command::LOG_ENTRY_VERSION;
 use crate::policy::{ClusterPreference, Division, PatchOpKind, ReplicaMode};
 
 fn yaml(text: &str) -> Value {
@@ -20,7 +21,7 @@ fn federated(text: &str) -> Result<FederatedSpec, crate::error::FieldError> {
     .expect("a federated kind");
     let ns = v["metadata"]["namespace"].as_str().unwrap_or("");
     let name = v["metadata"]["name"].as_str().unwrap();
-    parse_federated(kind, &v, ns, name)
+    parse_federated(kind, &v, ns, name, LOG_ENTRY_VERSION)
 }
 
 const SAMPLE_DEPLOYMENT: &str = r#"
@@ -175,9 +176,28 @@ spec:
   template:
     rules: []
 "#;
-    let err = federated(role).unwrap_err();
+    let v = yaml(role);
+    let before = crate::karmada::PEER_WIDENED_SINCE - 1;
+    let err = parse_federated(
+        FederatedKind::ClusterRole,
+        &v,
+        "",
+        "test-clusterrole",
+        before,
+    )
+    .unwrap_err();
     assert_eq!(err.field, "kind");
     assert!(err.message.contains("cluster-scoped"), "{}", err.message);
+    // Since the widening, the target is a cluster-scoped template like any other.
+    let f = federated(role).unwrap();
+    assert_eq!(f.template["apiVersion"], "rbac.authorization.k8s.io/v1");
+    assert_eq!(f.template["kind"], "ClusterRole");
+    assert_eq!(f.template["metadata"], json!({"name": "test-clusterrole"}));
+    assert_eq!(
+        f.placement.clusters,
+        Some(Vec::new()),
+        "no placement: nowhere"
+    );
 }
 
 #[test]
@@ -202,8 +222,9 @@ spec:
 
 #[test]
 fn an_rsp_divides_its_total_with_the_planner() {
-    let rsp = parse_rsp(&yaml(
-        r#"
+    let rsp = parse_rsp(
+        &yaml(
+            r#"
 apiVersion: scheduling.kubefed.io/v1alpha1
 kind: ReplicaSchedulingPreference
 metadata: {name: test-deployment, namespace: test-namespace}
@@ -215,7 +236,9 @@ spec:
     cluster1: {weight: 2}
     cluster2: {weight: 3, minReplicas: 1, maxReplicas: 8}
 "#,
-    ))
+        ),
+        LOG_ENTRY_VERSION,
+    )
     .unwrap();
     let mut f = federated(SAMPLE_DEPLOYMENT).unwrap();
     rsp.apply(&mut f);
@@ -242,9 +265,12 @@ spec:
 
 #[test]
 fn an_rsp_without_clusters_weighs_every_cluster_alike_and_may_intersect() {
-    let rsp = parse_rsp(&yaml(
-        "spec:\n  targetKind: FederatedDeployment\n  totalReplicas: 4\n  intersectWithClusterSelector: true\n",
-    ))
+    let rsp = parse_rsp(
+        &yaml(
+            "spec:\n  targetKind: FederatedDeployment\n  totalReplicas: 4\n  intersectWithClusterSelector: true\n",
+        ),
+        LOG_ENTRY_VERSION,
+    )
     .unwrap();
     let mut f = federated(SAMPLE_DEPLOYMENT).unwrap();
     rsp.apply(&mut f);
@@ -272,8 +298,42 @@ fn rsp_refusals_name_the_field() {
             "targetKind: FederatedDeployment\n  totalReplicas: 1\n  clusters: {a: {minReplicas: 3, maxReplicas: 2}}",
             "spec.clusters.a.minReplicas",
         ),
+        (
+            "targetKind: FederatedDeployment\n  totalReplicas: 1\n  clusters: {\"a\\tb\": {weight: 1}}",
+            "spec.clusters.a\tb",
+        ),
+        (
+            "targetKind: FederatedDeployment\n  totalReplicas: 1\n  clusters: {\"\": {weight: 1}}",
+            "spec.clusters.",
+        ),
     ] {
-        let err = parse_rsp(&yaml(&format!("spec:\n  {spec}\n"))).expect_err(field);
+        let err = parse_rsp(&yaml(&format!("spec:\n  {spec}\n")), LOG_ENTRY_VERSION)
+            .expect_err(field);
         assert_eq!(err.field, field, "{}", err.message);
     }
+}
+
+/// KubeFed's user guide weighs clusters "A", "B" and "C": keys KubeFed reads as cluster names.
+#[test]
+fn rsp_keys_that_name_no_cluster_match_nothing() {
+    let guide = "spec:\n  targetKind: FederatedDeployment\n  totalReplicas: 9\n  clusters:\n    A: {weight: 1}\n    cluster1: {weight: 2}\n";
+    let before = crate::karmada::PEER_WIDENED_SINCE - 1;
+    let err = parse_rsp(&yaml(guide), before).expect_err("older entries refuse it");
+    assert_eq!(err.field, "spec.clusters.A");
+    let rsp = parse_rsp(&yaml(guide), LOG_ENTRY_VERSION).unwrap();
+    assert!(rsp.clusters.contains_key("A"), "kept as written");
+    let mut f = federated(SAMPLE_DEPLOYMENT).unwrap();
+    rsp.apply(&mut f);
+    let Some(Division::StaticWeights { weights, .. }) = &f.placement.replicas.division else {
+        panic!("static weights expected");
+    };
+    assert_eq!(weights.keys().collect::<Vec<_>>(), ["cluster1"]);
+    assert!(f.placement.validate("spec.placement").is_ok());
+
+    let none = "spec:\n  targetKind: FederatedDeployment\n  totalReplicas: 9\n  clusters:\n    A: {weight: 1}\n    B: {weight: 2}\n";
+    let rsp = parse_rsp(&yaml(none), LOG_ENTRY_VERSION).unwrap();
+    let mut f = federated(SAMPLE_DEPLOYMENT).unwrap();
+    rsp.apply(&mut f);
+    assert_eq!(f.placement.clusters, Some(Vec::new()), "no cluster matches");
+    assert!(f.placement.validate("spec.placement").is_ok());
 }

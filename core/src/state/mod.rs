@@ -65,6 +65,7 @@ use crate::users::Users;
 use handlers::deschedule::Deschedules;
 use handlers::extended::ExtendedTables;
 use handlers::failback::FailBacks;
+use handlers::lifecycle::Lifecycles;
 use handlers::rollout::Rollouts;
 use handlers::services::Services;
 use store::dedupe::{Dedupe, Memo, Seen};
@@ -174,6 +175,10 @@ pub struct State {
     /// Descheduling policies, replicas stuck Pending, their timers and the clusters held to
     /// an estimate (`handlers/deschedule.rs`); replicated, encoded after `owners`.
     pub(crate) deschedules: Deschedules,
+    /// What bound Karmada policies' suspension, preserveResourcesOnDeletion and application
+    /// failover keep per object (`handlers/lifecycle.rs`); replicated, encoded after
+    /// `deschedules`.
+    pub(crate) life: Lifecycles,
 }
 
 impl State {
@@ -474,6 +479,7 @@ impl State {
             &self.failbacks,
             &self.owners,
             &self.deschedules,
+            &self.life,
         )
     }
 
@@ -499,6 +505,7 @@ impl State {
             failbacks: self.failbacks.clone(),
             owners: self.owners.clone(),
             deschedules: self.deschedules.clone(),
+            life: self.life.clone(),
             ix: None,
         }
     }
@@ -526,6 +533,7 @@ impl State {
             failbacks,
             owners,
             deschedules,
+            life,
         ) = snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
@@ -544,6 +552,7 @@ impl State {
             failbacks,
             owners,
             deschedules,
+            life,
         })
     }
 
@@ -614,6 +623,12 @@ impl State {
             let ds = bincode::serde::encode_to_vec(&self.deschedules, bincode::config::standard())
                 .unwrap_or_else(|e| unreachable!("descheduler tables encoding failed: {e}"));
             h.update(&ds);
+        }
+        // And for the lifecycle tables while they are empty (always, before version 12).
+        if !self.life.is_empty() {
+            let life = bincode::serde::encode_to_vec(&self.life, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("lifecycle tables encoding failed: {e}"));
+            h.update(&life);
         }
         h.finalize().into()
     }

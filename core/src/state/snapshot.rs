@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::handlers::deschedule::Deschedules;
 use super::handlers::extended::ExtendedTables;
 use super::handlers::failback::FailBacks;
+use super::handlers::lifecycle::Lifecycles;
 use super::handlers::rollout::Rollouts;
 use super::handlers::services::Services;
 use super::store::index::Index;
@@ -21,13 +22,15 @@ use crate::health::HealthBook;
 use crate::owners::Owners;
 use crate::users::Users;
 
-/// Snapshot format this binary writes; it reads this, 8 (before the descheduler's tables), 7
+/// Snapshot format this binary writes; it reads this, 9 (before the lifecycle tables of
+/// Karmada's suspension, preserveResourcesOnDeletion and application failover), 8 (before the
+/// descheduler's tables), 7
 /// (before the health book, the fail-back
 /// tables, the owners' book and per-cluster tenant quotas in the extended-resource tables), 6
 /// (before the extended-resource tables), 5 (before rollouts), 4 (before the user database), 3
 /// (before the door's tables), 2 (before the admission policy) and 1 (before service
 /// discovery).
-pub const SNAPSHOT_VERSION: u16 = 9;
+pub const SNAPSHOT_VERSION: u16 = 10;
 
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
@@ -44,11 +47,31 @@ struct SnapshotRef<'a> {
     failbacks: &'a FailBacks,
     owners: &'a Owners,
     deschedules: &'a Deschedules,
+    life: &'a Lifecycles,
 }
 
 #[derive(Deserialize)]
 struct SnapshotOwned {
     /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+    door: DoorTables,
+    users: Users,
+    rollouts: Rollouts,
+    ext: ExtendedTables,
+    health: HealthBook,
+    failbacks: FailBacks,
+    owners: Owners,
+    deschedules: Deschedules,
+    life: Lifecycles,
+}
+
+/// Version 9 snapshots: no lifecycle tables yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV9 {
     _version: u16,
     applied_index: u64,
     data: Data,
@@ -189,6 +212,7 @@ pub(super) fn encode_snapshot(
     failbacks: &FailBacks,
     owners: &Owners,
     deschedules: &Deschedules,
+    life: &Lifecycles,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -204,6 +228,7 @@ pub(super) fn encode_snapshot(
         failbacks,
         owners,
         deschedules,
+        life,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -226,6 +251,7 @@ pub struct StateImage {
     pub(super) failbacks: FailBacks,
     pub(super) owners: Owners,
     pub(super) deschedules: Deschedules,
+    pub(super) life: Lifecycles,
     /// The indexes' aggregates at that index, in an image taken to be checked
     /// ([`State::checked_image`](super::State::checked_image)).
     pub(super) ix: Option<Index>,
@@ -255,6 +281,7 @@ impl StateImage {
             &self.failbacks,
             &self.owners,
             &self.deschedules,
+            &self.life,
         )
     }
 
@@ -281,6 +308,7 @@ pub(super) type SnapshotParts = (
     FailBacks,
     Owners,
     Deschedules,
+    Lifecycles,
 );
 
 /// Version 1 snapshots: no service discovery yet.
@@ -293,7 +321,7 @@ struct SnapshotOwnedV1 {
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
 /// services, admission policy, door tables, user database, rollout tables, extended-resource
-/// tables, health book, fail-back tables, owners' book and descheduler tables (the parts an older version lacks
+/// tables, health book, fail-back tables, owners' book, descheduler tables and lifecycle tables (the parts an older version lacks
 /// are defaults, per-cluster quotas included).
 pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
@@ -358,6 +386,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 FailBacks::default(),
                 Owners::default(),
                 Deschedules::default(),
+                Lifecycles::default(),
             ));
         }
         6 => {
@@ -375,6 +404,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 FailBacks::default(),
                 Owners::default(),
                 Deschedules::default(),
+                Lifecycles::default(),
             ));
         }
         7 => {
@@ -392,6 +422,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 FailBacks::default(),
                 Owners::default(),
                 Deschedules::default(),
+                Lifecycles::default(),
             ));
         }
         8 => {
@@ -409,6 +440,25 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.failbacks,
                 snap.owners,
                 Deschedules::default(),
+                Lifecycles::default(),
+            ));
+        }
+        9 => {
+            let snap: SnapshotOwnedV9 = decode_exact(bytes)?;
+            return Ok((
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                snap.door,
+                snap.users,
+                snap.rollouts,
+                snap.ext,
+                snap.health,
+                snap.failbacks,
+                snap.owners,
+                snap.deschedules,
+                Lifecycles::default(),
             ));
         }
         _ => {
@@ -426,6 +476,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.failbacks,
                 snap.owners,
                 snap.deschedules,
+                snap.life,
             ));
         }
     };
@@ -443,5 +494,6 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
         FailBacks::default(),
         Owners::default(),
         Deschedules::default(),
+        Lifecycles::default(),
     ))
 }

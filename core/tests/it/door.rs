@@ -283,7 +283,9 @@ fn bad_documents_are_refused_naming_the_field_and_change_nothing() {
         Some("app"),
         "p",
         json!([{"apiVersion": "v1", "kind": "ConfigMap"}]),
-        json!({"clusterAffinities": [{"affinityName": "a", "clusterNames": ["member1"]}]}),
+        // Groups and a single affinity at once: Karmada refuses it too.
+        json!({"clusterAffinities": [{"affinityName": "a", "clusterNames": ["member1"]}],
+            "clusterAffinity": {"clusterNames": ["member2"]}}),
     );
     let r = refused(&mut h, put(bad.clone()));
     assert_eq!(r.field.as_deref(), Some("spec.placement.clusterAffinities"));

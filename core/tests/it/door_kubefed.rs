@@ -2,8 +2,11 @@
 //! FederatedX derives, an RSP's division with KubeFed's planner, a FederatedNamespace bounding
 //! its namespace, conflicts with plain templates, deletes, restore and the version gate.
 
+use fedraft_core::admission::AdmissionPolicy;
 use fedraft_core::command::{Command, LogEntry};
-use fedraft_core::door::ResourceKey;
+use fedraft_core::door::{ResourceKey, CLUSTER_SCOPE_NAMESPACE};
+use fedraft_core::karmada::PEER_WIDENED_SINCE;
+use fedraft_core::model::TenantSpec;
 use fedraft_core::policy::ReplicaMode;
 use fedraft_core::state::{Outcome, RejectCode, State};
 use serde_json::{json, Value};
@@ -153,7 +156,7 @@ fn a_plain_template_and_a_federated_x_of_one_object_refuse_each_other() {
 }
 
 #[test]
-fn refusals_name_the_field_and_cluster_scoped_kinds_are_refused() {
+fn refusals_name_the_field() {
     let mut h = fleet();
     let mut bad = federated_deployment(json!({}));
     bad["spec"]["overrides"][0]["clusterOverrides"][0]["path"] = json!("/metadata/name");
@@ -162,10 +165,6 @@ fn refusals_name_the_field_and_cluster_scoped_kinds_are_refused() {
         r.field.as_deref(),
         Some("spec.overrides[0].clusterOverrides[0].path")
     );
-    let r = h.refused(put(json!({"apiVersion": "types.kubefed.io/v1beta1",
-        "kind": "FederatedClusterRole", "metadata": {"name": "admin"},
-        "spec": {"template": {"rules": []}}})));
-    assert_eq!(r.field.as_deref(), Some("kind"));
     let r = h.refused(put(rsp(
         json!({"targetKind": "FederatedService", "totalReplicas": 1}),
     )));
@@ -196,4 +195,134 @@ fn restored_states_keep_the_documents_and_old_entries_keep_their_meaning() {
         .state
         .object("app", "federateddeployment.types.kubefed.io:web")
         .is_some());
+}
+
+fn federated_cluster_role(clusters: &[&str]) -> Value {
+    let clusters: Vec<Value> = clusters.iter().map(|c| json!({"name": c})).collect();
+    json!({"apiVersion": "types.kubefed.io/v1beta1", "kind": "FederatedClusterRole",
+        "metadata": {"name": "reader"},
+        "spec": {"template": {"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]},
+            "placement": {"clusters": clusters}}})
+}
+
+const ROLE_OBJECT: &str = "clusterrole.rbac.authorization.k8s.io:reader";
+
+fn cluster_key(group: &str, kind: &str, name: &str) -> ResourceKey {
+    ResourceKey {
+        group: group.into(),
+        kind: kind.into(),
+        namespace: String::new(),
+        name: name.into(),
+    }
+}
+
+#[test]
+fn a_federated_cluster_role_places_a_cluster_scoped_template_under_admission() {
+    // Until an administrator lists ClusterRole, admission refuses it, and nothing is kept.
+    let mut h = fleet();
+    let r = h.refused(put(federated_cluster_role(&["member1"])));
+    assert!(r.message.contains("clusterScopedKinds"), "{}", r.message);
+    assert!(h.state.door().policies.is_empty());
+
+    h.ok(Command::SetAdmissionPolicy(AdmissionPolicy {
+        cluster_scoped_kinds: vec!["rbac.authorization.k8s.io/ClusterRole".into()],
+        ..AdmissionPolicy::default()
+    }));
+    h.ok(put(federated_cluster_role(&["member1", "member3"])));
+    let placed = h.placement(CLUSTER_SCOPE_NAMESPACE, ROLE_OBJECT);
+    assert_eq!(placed.keys().collect::<Vec<_>>(), ["member1", "member3"]);
+    let template: Value =
+        serde_json::from_str(&h.obj(CLUSTER_SCOPE_NAMESPACE, ROLE_OBJECT).spec.template).unwrap();
+    assert_eq!(template["kind"], "ClusterRole");
+    assert!(template["metadata"].get("namespace").is_none());
+
+    // A plain ClusterRole template of the same name would place the same member object twice.
+    let plain = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "reader"}, "rules": []});
+    let r = h.refused(put(plain));
+    assert_eq!(r.code, RejectCode::FailedPrecondition);
+    assert!(r.message.contains("FederatedClusterRole"), "{}", r.message);
+
+    // A cluster-scoped document takes no namespace, and is never a tenant's.
+    let mut in_ns = federated_cluster_role(&["member1"]);
+    in_ns["metadata"]["namespace"] = json!("app");
+    assert_eq!(
+        h.refused(put(in_ns)).field.as_deref(),
+        Some("metadata.namespace")
+    );
+    h.ok(Command::PutTenant(TenantSpec {
+        name: "acme".into(),
+        namespaces: vec!["app".into()],
+        quota: Default::default(),
+        slice_size: None,
+        members: vec!["alice".into()],
+    }));
+    h.index += 1;
+    let e = LogEntry::new(
+        "",
+        "tenant:acme/alice",
+        h.now_ms,
+        put(federated_cluster_role(&["member2"])),
+    );
+    let Outcome::Rejected(r) = h.state.apply(h.index, &e).outcome else {
+        panic!("a tenant wrote a FederatedClusterRole");
+    };
+    assert_eq!(r.code, RejectCode::Forbidden);
+
+    // Deleting the document removes the object from the members.
+    h.ok(Command::DeleteResource {
+        key: cluster_key("types.kubefed.io", "FederatedClusterRole", "reader"),
+        expected_version: None,
+    });
+    assert!(h
+        .state
+        .object(CLUSTER_SCOPE_NAMESPACE, ROLE_OBJECT)
+        .is_none());
+    assert!(h.state.door().policies.is_empty());
+}
+
+#[test]
+fn older_entries_refuse_federated_cluster_roles_and_unknown_rsp_keys_as_before() {
+    let mut h = fleet();
+    h.ok(Command::SetAdmissionPolicy(AdmissionPolicy {
+        cluster_scoped_kinds: vec!["rbac.authorization.k8s.io/ClusterRole".into()],
+        ..AdmissionPolicy::default()
+    }));
+    for (cmd, field) in [
+        (put(federated_cluster_role(&["member1"])), "kind"),
+        (
+            put(rsp(
+                json!({"targetKind": "FederatedDeployment", "totalReplicas": 2,
+                "clusters": {"A": {"weight": 1}}}),
+            )),
+            "spec.clusters.A",
+        ),
+    ] {
+        h.index += 1;
+        let mut old = LogEntry::new("", "admin", h.now_ms, cmd);
+        old.version = PEER_WIDENED_SINCE - 1;
+        let Outcome::Rejected(r) = h.state.apply(h.index, &old).outcome else {
+            panic!("an older entry was accepted");
+        };
+        assert_eq!(r.field.as_deref(), Some(field));
+    }
+    assert!(h.state.door().policies.is_empty());
+}
+
+#[test]
+fn an_rsp_keyed_by_names_of_no_cluster_matches_nothing() {
+    let mut h = fleet();
+    h.ok(put(federated_deployment(json!({"clusterSelector": {}}))));
+    h.ok(put(rsp(
+        json!({"targetKind": "FederatedDeployment", "totalReplicas": 6,
+        "clusters": {"A": {"weight": 5}, "member2": {"weight": 1}}}),
+    )));
+    let placed = h.placement("app", WEB);
+    assert_eq!(placed.keys().collect::<Vec<_>>(), ["member2"]);
+    assert_eq!(placed["member2"], 6);
+    h.ok(put(rsp(
+        json!({"targetKind": "FederatedDeployment", "totalReplicas": 6,
+        "clusters": {"A": {"weight": 1}, "B": {"weight": 2}}}),
+    )));
+    assert!(h.placement("app", WEB).is_empty());
 }

@@ -330,17 +330,22 @@ fn an_empty_user_database_leaves_the_hash_alone_and_snapshots_keep_it() {
     // also without the user database's two.
     let book =
         bincode::serde::encode_to_vec(b.state.health(), bincode::config::standard()).unwrap();
-    // The descheduler's six tables come last (empty: six zero lengths), after the owners'
-    // book (empty: two zero lengths and no forming window), after the fail-back tables;
-    // version 8 is this layout without the descheduler's tables.
+    // The lifecycle tables come last (empty: five zero lengths), after the descheduler's six
+    // (empty: six zero lengths), after the owners' book (empty: two zero lengths and no forming
+    // window), after the fail-back tables; version 9 is this layout without the lifecycle
+    // tables, version 8 also without the descheduler's.
     let full = b.state.to_snapshot();
-    assert_eq!(full[0], 9);
-    assert_eq!(full[full.len() - 13..], [0; 13]);
-    let mut v8 = full[..full.len() - 6].to_vec();
+    assert_eq!(full[0], 10);
+    assert_eq!(full[full.len() - 18..], [0; 18]);
+    let mut v9 = full[..full.len() - 5].to_vec();
+    v9[0] = 9;
+    let old = State::from_snapshot(&v9).expect("a version-9 snapshot decodes");
+    assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());
+    let mut v8 = full[..full.len() - 11].to_vec();
     v8[0] = 8;
     let old = State::from_snapshot(&v8).expect("a version-8 snapshot decodes");
     assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());
-    let no_failbacks = &full[..full.len() - 13];
+    let no_failbacks = &full[..full.len() - 18];
     assert!(no_failbacks.ends_with(&book));
     let bytes = no_failbacks[..no_failbacks.len() - book.len()].to_vec();
     assert_eq!(bytes[bytes.len() - 12..], [0; 12]);

@@ -6,11 +6,18 @@
 //! Each complete object must be accepted, or refused by the server with a 4xx, or refused by
 //! kubectl because fedraft does not serve its kind; a 5xx or a timeout fails the test whatever
 //! the table says. Fragments (a snippet SOURCES.json marks incomplete) and KubeFed's e2e
-//! fixtures (`kind: fixture`, no apiVersion) are listed but not applied. Objects are applied in
-//! three passes so that what a policy selects exists before the policy: CRDs and namespaces,
-//! then the other kinds Kubernetes builds in (the resource templates), then everything else
-//! (policies, federated kinds, clusters), each deleted again once accepted so that every row is
-//! a create that does not depend on the rows before it; the table lists them in file order.
+//! fixtures (`kind: fixture`, no apiVersion) are listed but not applied.
+//!
+//! Run as a migrating administrator would: before applying anything, the admission policy is
+//! set with `fedraft admission set` to let administrators federate the cluster-scoped kinds the
+//! samples federate ([`CLUSTER_SCOPED_KINDS`]: namespaces, CRDs, ClusterRoles and their
+//! bindings), since fedraft places no cluster-scoped kind until an administrator lists it.
+//! Objects are applied in three passes so that what a policy selects exists before the policy:
+//! CRDs and namespaces, then the other kinds Kubernetes builds in (the resource templates),
+//! then everything else (policies, federated kinds, clusters, custom resources). The first two
+//! passes' objects stay until the end, so a sample's custom resource is applied after its CRD;
+//! the third pass's are deleted again once accepted so that every such row is a create that
+//! does not depend on the rows before it. The table lists them in file order.
 //!
 //! After an intended change: `FEDRAFT_BLESS=1 cargo test -p fedraft --test it peer_samples`
 //! rewrites the table; review its diff like code.
@@ -25,6 +32,35 @@ use crate::support::*;
 
 /// The table, from the workspace root.
 const TABLE: &str = "docs/peer-samples.md";
+
+/// The cluster-scoped kinds Karmada's and KubeFed's samples federate, which the test lets
+/// administrators federate first (the admission policy's `clusterScopedKinds`).
+const CLUSTER_SCOPED_KINDS: &str = "clusterScopedKinds:
+  - Namespace
+  - apiextensions.k8s.io/CustomResourceDefinition
+  - rbac.authorization.k8s.io/ClusterRole
+  - rbac.authorization.k8s.io/ClusterRoleBinding
+";
+
+/// `fedraft admission set`, as an administrator runs it against the federation.
+pub(crate) fn allow_cluster_scoped_kinds(fed: &Fed, dir: &Path) {
+    let file = dir.join("admission.yaml");
+    std::fs::write(&file, CLUSTER_SCOPED_KINDS).expect("writing the admission policy");
+    let out = std::process::Command::new(BIN)
+        .args(["admission", "set", "-f"])
+        .arg(&file)
+        .env("FEDRAFT_SERVER", fed.procs.url(0, ""))
+        .env("FEDRAFT_TOKEN", TOKEN)
+        .env("FEDRAFT_CA_FILE", fed.root().join("tls").join("ca.crt"))
+        .env("HOME", dir)
+        .output()
+        .expect("fedraft admission set runs");
+    assert!(
+        out.status.success(),
+        "fedraft admission set: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -224,7 +260,9 @@ fn render_table(docs: &[Doc], outcomes: &BTreeMap<(String, usize), Outcome>) -> 
         "# Karmada's and KubeFed's samples through fedraft's door\n\n\
          Every document of `../shared/peer-samples/` applied with the stock kubectl to a running \
          fedraft (`fedraft/tests/it/peer_samples.rs` writes this file and fails when it is not \
-         what the test sees; `FEDRAFT_BLESS=1` rewrites it). A refusal is kubectl's message: \
+         what the test sees; `FEDRAFT_BLESS=1` rewrites it), after `fedraft admission set` let \
+         administrators federate the cluster-scoped kinds the samples federate (Namespace, \
+         CustomResourceDefinition, ClusterRole, ClusterRoleBinding). A refusal is kubectl's message: \
          the server's 4xx names the field it does not support, or kubectl reports that fedraft \
          serves no such kind.\n\n\
          Complete objects: {} accepted, {} refused; {} documents not applied (fragments of \
@@ -259,6 +297,7 @@ async fn every_peer_sample_is_accepted_or_refused_naming_why() {
     let k = Kubectl {
         dir: home.path().to_path_buf(),
     };
+    allow_cluster_scoped_kinds(&fed, home.path());
 
     let mut outcomes = BTreeMap::new();
     for d in docs.iter().filter(|d| !d.complete) {

@@ -6,7 +6,9 @@
 //! (`deps.rs`) call these and decide what to store.
 
 use crate::door::{PolicyRef, ResourceKey, TemplateRecord};
-use crate::karmada::{best_match, MatchRank, PolicySpec, Precedence, TemplateIdentity};
+use crate::karmada::{
+    best_match, MatchRank, OverrideSpec, PolicySpec, Precedence, TemplateIdentity,
+};
 use crate::model::ObjectKey;
 use crate::policy::{Division, Override, Placement, ReplicaMode};
 use crate::state::State;
@@ -66,8 +68,24 @@ impl State {
         } else {
             ""
         };
+        // The affinity group in use and what the placement still waits for, when they apply.
+        let group = self
+            .affinity_group(key)
+            .map(|g| format!("; affinity group {g}"))
+            .unwrap_or_default();
+        let missing = self.missing_overrides(policy);
+        let waiting = if missing.is_empty() {
+            String::new()
+        } else {
+            let kind = if policy.namespace.is_empty() {
+                "ClusterOverridePolicy"
+            } else {
+                "OverridePolicy"
+            };
+            format!("; waiting for {kind} {}", missing.join(", "))
+        };
         Some(format!(
-            "{} (priority {}{preemption}; {})",
+            "{} (priority {}{preemption}; {}{group}{waiting})",
             policy_name(policy),
             p.priority,
             replica_rule(&p.placement)
@@ -118,16 +136,17 @@ impl State {
 
     pub(super) fn policy_placement(&self, key: &PolicyRef) -> Placement {
         match self.door_ix.get(key) {
-            Some(PolicySpec::Propagation(p)) => p.placement.clone(),
+            Some(PolicySpec::Propagation(p)) => (*p.placement).clone(),
             _ => nowhere(),
         }
     }
 
-    /// The overrides of every override policy that selects `t`: cluster-wide ones first, then
-    /// namespaced ones, each from the lowest precedence to the highest, so the strongest is
-    /// applied last and wins where two set the same field.
-    pub(super) fn overrides_for(&self, t: &TemplateIdentity<'_>) -> Vec<Override> {
-        let mut selected: Vec<(Precedence<'_>, &Vec<Override>)> = Vec::new();
+    /// The overrides of every override policy that selects `t` (whose manifest is `template`,
+    /// JSON text): cluster-wide ones first, then namespaced ones, each from the lowest
+    /// precedence to the highest, so the strongest is applied last and wins where two set the
+    /// same field.
+    pub(super) fn overrides_for(&self, t: &TemplateIdentity<'_>, template: &str) -> Vec<Override> {
+        let mut selected: Vec<(Precedence<'_>, &OverrideSpec)> = Vec::new();
         for (key, spec) in self.door_ix.iter() {
             let PolicySpec::Override(o) = spec else {
                 continue;
@@ -141,14 +160,21 @@ impl State {
                         rank,
                         name: std::cmp::Reverse(key.name.as_str()),
                     },
-                    &o.overrides,
+                    o,
                 ));
             }
         }
         selected.sort_by(|a, b| a.0.cmp(&b.0));
+        // Parsed only for the policies that read it (a stored template is JSON; anything else
+        // reads as no container and no labels).
+        let doc = if selected.iter().any(|(_, o)| o.reads_template()) {
+            serde_json::from_str(template).unwrap_or(serde_json::Value::Null)
+        } else {
+            serde_json::Value::Null
+        };
         selected
             .into_iter()
-            .flat_map(|(_, o)| o.iter().cloned())
+            .flat_map(|(_, o)| o.overrides(&doc))
             .collect()
     }
 }

@@ -14,7 +14,8 @@
 //! the policy a template is bound to keeps the template's last placement (nothing is removed
 //! from members because a policy went away) until another policy selects it. Which policy binds
 //! and what it derives is `binding.rs`; what a bound workload's pod template names follows it
-//! (`propagateDeps`, `deps.rs`) after each of these writes.
+//! (`propagateDeps`, `deps.rs`) after each of these writes, and so does what the bound policy's
+//! suspension, preserveResourcesOnDeletion and schedulePriority keep (`lifecycle.rs`).
 
 use std::collections::BTreeSet;
 
@@ -36,7 +37,7 @@ use crate::door::{
 };
 use crate::error::CodecError;
 use crate::error::FieldError;
-use crate::karmada::{self, PolicyKind, PolicySpec, TemplateIdentity};
+use crate::karmada::{self, PolicyKind, PolicySpec, TemplateIdentity, PEER_WIDENED_SINCE};
 use crate::kubefed;
 use crate::model::{ObjectKey, ObjectSpec};
 use crate::state::{Ctx, HandlerResult, RejectCode, Rejection, State};
@@ -165,7 +166,12 @@ impl State {
             .and_then(|r| self.requires(key, r));
         let name = key.object_name();
         let result = self.delete_object(key.object_namespace(), &name, expected, ctx)?;
-        self.door.templates.remove(key);
+        let bound_to = self.door.templates.remove(key).and_then(|r| r.bound_to);
+        let object = ObjectKey::new(key.object_namespace(), &name);
+        self.lifecycle_template_deleted(&object, bound_to.as_ref(), ctx);
+        if ctx.version >= karmada::PEER_WIDENED_SINCE && key.group == "scheduling.k8s.io" {
+            self.priorities_follow_classes();
+        }
         if let Some(deps) = required {
             self.follow_deps(&deps, ctx);
         }
@@ -222,6 +228,9 @@ impl State {
             Some(_) => None,
         };
         let placement = match (&bound_to, required, &existing_spec) {
+            (Some(p), _, existing) if ctx.version >= PEER_WIDENED_SINCE => {
+                self.derived_placement(p, existing.as_ref().map(|s| &s.placement))
+            }
             (Some(p), _, _) => self.policy_placement(p),
             // Unbound: where the workloads that name it are (`deps.rs`), else kept where it
             // was, or nowhere for a new template.
@@ -234,14 +243,22 @@ impl State {
             .then(|| self.door_strategy(&object, bound_to.as_ref()))
             .flatten();
         let paused = (strategy.is_some() && pausable(&key)).then(|| take_paused(&mut doc));
+        let template = doc.to_string();
         let spec = ObjectSpec {
-            template: doc.to_string(),
+            overrides: self.overrides_for(&ident, &template),
+            template,
             placement,
-            overrides: self.overrides_for(&ident),
         };
         if let (Some(true), Some(s)) = (paused, &strategy) {
             self.check_door_pause(&object, &spec.template, s)?;
         }
+        let template_changed = existing_spec
+            .as_ref()
+            .is_some_and(|old| old.template != spec.template);
+        // Suspended clusters keep what they run before the template moves on (put back if the
+        // put is refused).
+        let life_before = self.lifecycle_part(&object);
+        self.suspend_before_put(&object, bound_to.as_ref(), ctx);
         let generation = match (&previous, &existing_spec) {
             (Some(r), Some(old)) => {
                 let old_doc: Value = serde_json::from_str(&old.template).unwrap_or(Value::Null);
@@ -253,7 +270,7 @@ impl State {
             }
             _ => 1,
         };
-        let version = match &strategy {
+        let put = match &strategy {
             Some(s) => self.put_under_strategy(
                 key.object_namespace(),
                 &object_name,
@@ -262,12 +279,20 @@ impl State {
                 expected,
                 ctx,
                 State::put_object,
-            )?,
-            None => self.put_object(key.object_namespace(), &object_name, &spec, expected, ctx)?,
+            ),
+            None => self.put_object(key.object_namespace(), &object_name, &spec, expected, ctx),
+        };
+        let version = match put {
+            Ok(v) => v,
+            Err(e) => {
+                self.restore_lifecycle_part(&object, life_before);
+                return Err(e);
+            }
         };
         if let Some(p) = paused {
             self.door_pause_after_put(&object, p, ctx);
         }
+        let policy = bound_to.clone();
         let record = TemplateRecord {
             api_version: id.api_version,
             labels,
@@ -277,7 +302,14 @@ impl State {
             bound_to,
         };
         let required_now = self.requires(&key, &record);
-        self.door.templates.insert(key, record);
+        self.door.templates.insert(key.clone(), record);
+        self.settle_affinity_group(&object, ctx);
+        if ctx.version >= karmada::PEER_WIDENED_SINCE {
+            if template_changed {
+                self.app_failover_template_changed(&object, ctx);
+            }
+            self.lifecycle_after_put(&key, &object, policy.as_ref(), ctx);
+        }
         let deps: BTreeSet<ResourceKey> = required_before
             .into_iter()
             .chain(required_now)
@@ -310,6 +342,9 @@ impl State {
         self.check_policy_rights(kind, &id.namespace, &ctx.actor)?;
         validate::dns_subdomain(&id.name, "metadata.name")?;
         let spec = karmada::parse_spec(kind, &doc, ctx.version)?;
+        if ctx.version >= karmada::PEER_WIDENED_SINCE {
+            self.check_priority_class(&spec)?;
+        }
         if ctx.version >= DOOR_ROLLOUTS_SINCE && kind.propagates() {
             door::rollout_annotation(&doc)?;
         }
@@ -419,14 +454,24 @@ impl State {
             };
             let by_name = names_only(key, &record.labels, ctx);
             let bound_to = self.binding_for(&ident, record.bound_to.as_ref(), by_name);
+            let lazy = ctx.version >= PEER_WIDENED_SINCE
+                && self.lazily_kept(
+                    bound_to.as_ref(),
+                    record.bound_to.as_ref(),
+                    &obj.spec.placement,
+                );
             let placement = match &bound_to {
+                Some(_) if lazy => obj.spec.placement.clone(),
+                Some(p) if ctx.version >= PEER_WIDENED_SINCE => {
+                    self.derived_placement(p, Some(&obj.spec.placement))
+                }
                 Some(p) => self.policy_placement(p),
                 None => obj.spec.placement.clone(),
             };
             let spec = ObjectSpec {
                 template: obj.spec.template.clone(),
                 placement,
-                overrides: self.overrides_for(&ident),
+                overrides: self.overrides_for(&ident, &obj.spec.template),
             };
             if spec == obj.spec && bound_to == record.bound_to {
                 continue;
@@ -446,10 +491,13 @@ impl State {
             if let Some(r) = self.door.templates.get_mut(&key) {
                 r.bound_to = bound_to;
             }
+            let object = ObjectKey::new(key.object_namespace(), &object_name);
+            self.settle_affinity_group(&object, ctx);
         }
         if ctx.version >= DOOR_ROLLOUTS_SINCE {
             self.door_strategies_follow_policies(ctx);
         }
+        self.lifecycles_follow_policies(ctx);
         Ok(())
     }
 }

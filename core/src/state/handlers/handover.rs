@@ -50,13 +50,20 @@ impl Handovers {
 impl State {
     /// Replicas `cluster` keeps running for `key` while the object moves away from it, if any.
     pub fn held_on(&self, key: &ObjectKey, cluster: &str) -> Option<u32> {
-        self.rollouts
+        let moving = self
+            .rollouts
             .handovers
             .by_object
-            .get(key)?
-            .held
-            .get(cluster)
-            .copied()
+            .get(key)
+            .and_then(|h| h.held.get(cluster))
+            .copied();
+        // Copies an application failover with `purgeMode: Never` left behind (`app_failover`).
+        moving.max(self.kept_on(key, cluster))
+    }
+
+    /// Whether no object keeps replicas anywhere it is moving away from.
+    pub(crate) fn holds_nothing(&self) -> bool {
+        self.rollouts.handovers.is_empty() && self.life.kept.is_empty()
     }
 
     /// The object's hold, for the API.
@@ -69,12 +76,20 @@ impl State {
         &'a self,
         cluster: &'a str,
     ) -> impl Iterator<Item = &'a ObjectKey> {
-        self.rollouts
+        let moving = self
+            .rollouts
             .handovers
             .by_object
             .iter()
             .filter(move |(_, h)| h.held.contains_key(cluster))
-            .map(|(k, _)| k)
+            .map(|(k, _)| k);
+        let kept = self
+            .life
+            .kept
+            .iter()
+            .filter(move |(_, per)| per.contains_key(cluster))
+            .map(|(k, _)| k);
+        moving.chain(kept)
     }
 
     /// A decision moved `key` from `before` (cluster -> replicas) to its current placement: the
@@ -110,7 +125,7 @@ impl State {
                     .clusters
                     .get(cluster)
                     .is_some_and(|c| c.status.health == Health::Ready);
-                if now < *was && ready {
+                if now < *was && (ready || self.keeps_on_failed_cluster(key, ctx)) {
                     let n = held.entry(cluster.clone()).or_insert(0);
                     *n = (*n).max(*was);
                 }
@@ -183,6 +198,14 @@ impl State {
             })
             .cloned()
             .collect();
+        // `failover.cluster.purgeMode: Gracefully`: a failed cluster's copy waits like any.
+        let lost = if !lost.is_empty() && self.keeps_on_failed_cluster(key, ctx) {
+            lost.into_iter()
+                .filter(|c| !self.d.clusters.contains_key(c.as_str()))
+                .collect()
+        } else {
+            lost
+        };
         if done || lost.len() == h.held.len() {
             self.handover_release(key, ctx);
         } else if !lost.is_empty() {
@@ -228,6 +251,15 @@ impl State {
         for k in seen {
             self.handover_check(&k, ctx);
         }
+    }
+
+    /// Whether the clusters `key` fails over from keep their copy until the move is done:
+    /// its policy's `failover.cluster.purgeMode` is `Gracefully` (from `PEER_WIDENED_SINCE`).
+    fn keeps_on_failed_cluster(&self, key: &ObjectKey, ctx: &Ctx) -> bool {
+        ctx.version >= crate::karmada::PEER_WIDENED_SINCE
+            && self.bound_spec(key).is_some_and(|p| {
+                p.lifecycle.failover.cluster == Some(crate::karmada::PurgeMode::Graciously)
+            })
     }
 
     /// A cluster stopped being Ready: holds on it end (nothing there to wait for).

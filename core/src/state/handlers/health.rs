@@ -75,6 +75,7 @@ impl State {
         self.handovers_advance(ctx);
         self.failbacks_advance(ctx);
         self.deschedules_advance(ctx);
+        self.app_failovers_advance(ctx);
     }
 
     /// The owner's deadline for `name` passed. Returns whether it turned NotReady.

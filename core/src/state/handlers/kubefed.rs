@@ -9,6 +9,11 @@
 //! namespaced resource's placement with its namespace's). A plain template of the same target
 //! and a FederatedX would fight over one member object, so the second to come is refused.
 //!
+//! FederatedClusterRole and FederatedClusterRoleBinding federate a cluster-scoped kind: their
+//! object is the door's cluster-scoped template of the target (in `door::CLUSTER_SCOPE_NAMESPACE`),
+//! admitted under the same rules (an administrator's, for the kinds the admission policy's
+//! `clusterScopedKinds` lists), and no FederatedNamespace or RSP shapes it.
+//!
 //! A write re-derives the objects it concerns and checks every derived spec before anything
 //! changes; a document that would make one of them inadmissible is refused as a whole. Deleting
 //! a FederatedX deletes its object (KubeFed removes it from the members); deleting an RSP or a
@@ -18,8 +23,11 @@ use serde_json::Value;
 
 use super::door::{Identity, PolicyWrite};
 use super::validate;
+use crate::admission::Actor;
+use crate::command::LOG_ENTRY_VERSION;
 use crate::door::{PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey};
 use crate::error::FieldError;
+use crate::karmada::PEER_WIDENED_SINCE;
 use crate::kubefed::{self, FederatedKind};
 use crate::model::ObjectSpec;
 use crate::policy::{LabelSelectorRequirement, Placement, SelectorOperator};
@@ -89,21 +97,30 @@ impl State {
         // metadata says.
         match tag {
             PolicyKindTag::Federated(kind) => {
-                kubefed::parse_federated(kind, &doc, &id.namespace, &id.name)?;
+                kubefed::parse_federated(kind, &doc, &id.namespace, &id.name, ctx.version)?;
             }
             _ => {
-                kubefed::parse_rsp(&doc)?;
+                kubefed::parse_rsp(&doc, ctx.version)?;
             }
         }
-        if id.namespace.is_empty() {
-            return Err(FieldError::new("metadata.namespace", "required").into());
+        if tag.namespaced() {
+            if id.namespace.is_empty() {
+                return Err(FieldError::new("metadata.namespace", "required").into());
+            }
+            validate::dns_label(&id.namespace, "metadata.namespace")?;
+        } else if !id.namespace.is_empty() {
+            let (_, kind) = tag.api_version_kind();
+            return Err(FieldError::new(
+                "metadata.namespace",
+                format!("a {kind} is cluster-scoped; leave namespace out"),
+            )
+            .into());
         }
-        validate::dns_label(&id.namespace, "metadata.namespace")?;
         validate::dns_subdomain(&id.name, "metadata.name")?;
-        self.check_rights(&id.namespace, &ctx.actor)?;
+        self.check_kubefed_rights(tag, &id.namespace, ctx)?;
         if let PolicyKindTag::Federated(kind) = tag {
             let target = target_key(kind, &id.namespace, &id.name);
-            if kind.namespaced_target() && self.door.templates.contains_key(&target) {
+            if kind != FederatedKind::Namespace && self.door.templates.contains_key(&target) {
                 return Err(Rejection::new(
                     RejectCode::FailedPrecondition,
                     Some("metadata.name"),
@@ -144,7 +161,7 @@ impl State {
         expected: Option<u64>,
         ctx: &mut Ctx,
     ) -> HandlerResult {
-        self.check_rights(namespace, &ctx.actor)?;
+        self.check_kubefed_rights(tag, namespace, ctx)?;
         let key = PolicyRef {
             kind: tag,
             namespace: namespace.to_string(),
@@ -160,10 +177,11 @@ impl State {
         super::clusters::check_version(expected, Some(record.resource_version))?;
         let old = self.door.policies.remove(&key);
         if let PolicyKindTag::Federated(kind) = tag {
-            if kind.namespaced_target() {
-                let object = target_key(kind, namespace, name).object_name();
-                if self.object(namespace, &object).is_some() {
-                    self.delete_object(namespace, &object, None, ctx)?;
+            if kind != FederatedKind::Namespace {
+                let target = target_key(kind, namespace, name);
+                let (ns, object) = (target.object_namespace(), target.object_name());
+                if self.object(ns, &object).is_some() {
+                    self.delete_object(ns, &object, None, ctx)?;
                 }
                 return Ok(Some(ctx.index));
             }
@@ -186,7 +204,7 @@ impl State {
         namespace: &str,
         name: &str,
     ) -> Option<Result<ObjectSpec, Rejection>> {
-        if !kind.namespaced_target() {
+        if kind == FederatedKind::Namespace {
             return None;
         }
         let rec = self.door.policies.get(&PolicyRef {
@@ -194,16 +212,19 @@ impl State {
             namespace: namespace.to_string(),
             name: name.to_string(),
         })?;
-        let mut fed = match kubefed::parse_federated(kind, &parse_stored(rec), namespace, name) {
-            Ok(f) => f,
-            Err(e) => return Some(Err(e.into())),
-        };
+        let stored = parse_stored(rec);
+        let mut fed =
+            match kubefed::parse_federated(kind, &stored, namespace, name, LOG_ENTRY_VERSION) {
+                Ok(f) => f,
+                Err(e) => return Some(Err(e.into())),
+            };
         let rsp = self.door.policies.get(&PolicyRef {
             kind: PolicyKindTag::ReplicaSchedulingPreference,
             namespace: namespace.to_string(),
             name: name.to_string(),
         });
-        if let Some(Ok(rsp)) = rsp.map(|r| kubefed::parse_rsp(&parse_stored(r))) {
+        if let Some(Ok(rsp)) = rsp.map(|r| kubefed::parse_rsp(&parse_stored(r), LOG_ENTRY_VERSION))
+        {
             if rsp.target == kind {
                 rsp.apply(&mut fed);
             }
@@ -219,6 +240,7 @@ impl State {
                 &parse_stored(ns),
                 namespace,
                 namespace,
+                LOG_ENTRY_VERSION,
             ) {
                 Ok(n) => intersect(&mut fed.placement, &n.placement),
                 Err(e) => return Some(Err(e.into())),
@@ -262,12 +284,14 @@ impl State {
                 continue;
             };
             let spec = spec?;
-            let object = target_key(kind, ns, &name).object_name();
-            let existing = self.object(ns, &object);
+            let target = target_key(kind, ns, &name);
+            // A cluster-scoped target's object lives where the door keeps cluster-scoped ones.
+            let (obj_ns, object) = (target.object_namespace(), target.object_name());
+            let existing = self.object(obj_ns, &object);
             if existing.is_some_and(|o| o.spec == spec) {
                 continue;
             }
-            self.admit_object(ns, &spec, existing, &ctx.actor)
+            self.admit_object(obj_ns, &spec, existing, &ctx.actor)
                 .map_err(|r| {
                     Rejection::new(
                         r.code,
@@ -279,10 +303,35 @@ impl State {
                         ),
                     )
                 })?;
-            changes.push((object, spec));
+            changes.push((obj_ns.to_string(), object, spec));
         }
-        for (object, spec) in changes {
-            self.put_object(ns, &object, &spec, None, ctx)?;
+        for (obj_ns, object, spec) in changes {
+            self.put_object(&obj_ns, &object, &spec, None, ctx)?;
+        }
+        Ok(())
+    }
+
+    /// A namespaced document follows its namespace's rights; a federated cluster-scoped kind
+    /// reaches every namespace of the members it is placed on, so it is never a tenant's.
+    fn check_kubefed_rights(
+        &self,
+        tag: PolicyKindTag,
+        namespace: &str,
+        ctx: &Ctx,
+    ) -> Result<(), Rejection> {
+        // Older entries are answered as they were (no such document could exist before).
+        if tag.namespaced() || ctx.version < PEER_WIDENED_SINCE {
+            return self.check_rights(namespace, &ctx.actor);
+        }
+        if matches!(ctx.actor, Actor::Tenant { .. }) {
+            let (_, kind) = tag.api_version_kind();
+            return Err(Rejection::new(
+                RejectCode::Forbidden,
+                Some("kind"),
+                format!(
+                    "a {kind} federates a cluster-scoped kind: only an administrator may write it"
+                ),
+            ));
         }
         Ok(())
     }
@@ -290,7 +339,7 @@ impl State {
     /// Whether a plain template of `key` would fight a FederatedX over one member object.
     pub(crate) fn federated_owner(&self, key: &ResourceKey) -> Option<&'static str> {
         FederatedKind::ALL.into_iter().find_map(|kind| {
-            let owns = kind.namespaced_target()
+            let owns = kind != FederatedKind::Namespace
                 && target_key(kind, &key.namespace, &key.name) == *key
                 && self.door.policies.contains_key(&PolicyRef {
                     kind: PolicyKindTag::Federated(kind),

@@ -8,6 +8,8 @@
 //! `state/store/`), do I/O, or read clocks.
 
 mod admission;
+pub(crate) mod affinity_groups;
+pub mod app_failover;
 mod binding;
 mod cluster_quota;
 mod clusters;
@@ -22,6 +24,7 @@ pub mod failback;
 pub mod handover;
 mod health;
 mod kubefed;
+pub mod lifecycle;
 pub mod member_quota;
 mod members;
 mod objects;

@@ -259,6 +259,7 @@ impl State {
         self.set_object_extended(&obj.key(), crate::policy::Extended::new());
         self.ext.priorities.remove(&obj.key());
         self.ext.waiting.remove(&obj.key());
+        self.lifecycle_forget(&obj.key());
         // What it held is free: the objects waiting for those clusters are queued, fairly.
         if ctx.version >= EXTENDED_SINCE {
             let freed: Vec<String> = obj

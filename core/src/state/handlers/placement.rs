@@ -191,6 +191,21 @@ impl State {
                 })
                 .collect()
         };
+        // Clusters application failover moved this object away from carry a taint for it.
+        let evicted: Vec<Option<Vec<crate::policy::Taint>>> = if self.life.evicted.is_empty() {
+            Vec::new()
+        } else {
+            listed
+                .iter()
+                .map(|c| {
+                    self.app_evicted(&key, &c.spec.name, now_ms).then(|| {
+                        let mut t = c.effective_taints.clone();
+                        t.push(super::app_failover::eviction_taint());
+                        t
+                    })
+                })
+                .collect()
+        };
         let views: Vec<ClusterView<'_>> = listed
             .iter()
             .enumerate()
@@ -205,6 +220,9 @@ impl State {
                     .and_then(Option::as_ref)
                     .map(|(report, free)| ExtendedFree { report, free });
                 v.held_to = self.held_to(&key, &c.spec.name, cluster_available(c), now_ms);
+                if let Some(Some(t)) = evicted.get(i) {
+                    v.taints = t;
+                }
                 v
             })
             .collect();
@@ -235,6 +253,13 @@ impl State {
             return false;
         };
         let decision = self.decide(obj, fresh, ctx.now_ms);
+        // An object placed by an affinity group that has no room left moves to the next group
+        // that has some; that put re-places it (`affinity_groups`).
+        if !super::affinity_groups::feasible(&decision) {
+            if let Some(moved) = self.next_affinity_group(key, fresh, ctx) {
+                return moved;
+            }
+        }
         let changed = self.apply_decision(key, &decision, ctx);
         ctx.decisions.push((key.clone(), decision));
         changed
@@ -479,7 +504,7 @@ impl State {
     /// replicas the object is moving away (`handover`).
     pub fn replicas_running(&self, obj: &FederatedObject, cluster: &str) -> u32 {
         let placed = obj.replicas_on(cluster);
-        if self.rollouts.handovers.is_empty() {
+        if self.holds_nothing() {
             return placed;
         }
         self.held_on(&obj.key(), cluster)
@@ -489,7 +514,7 @@ impl State {
     /// Whether `cluster` should run `obj` at all: placed there, or keeping it mid-move.
     pub fn runs_on(&self, obj: &FederatedObject, cluster: &str) -> bool {
         obj.replicas_on(cluster) > 0
-            || (!self.rollouts.handovers.is_empty() && self.held_on(&obj.key(), cluster).is_some())
+            || (!self.holds_nothing() && self.held_on(&obj.key(), cluster).is_some())
     }
 
     /// One object rendered for one cluster: the template revision that cluster runs, its

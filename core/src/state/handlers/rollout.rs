@@ -423,6 +423,9 @@ impl State {
             if ctx.version >= DESCHEDULE_SINCE {
                 self.deschedule_observed(&key, &r.cluster, stuck, ctx);
             }
+            if ctx.version >= crate::karmada::PEER_WIDENED_SINCE {
+                self.app_failover_observed(&key, &r.cluster, ctx);
+            }
             if moved.last() != Some(&key) {
                 moved.push(key);
             }
@@ -474,6 +477,12 @@ impl State {
         obj: &'a crate::model::FederatedObject,
         cluster: &str,
     ) -> (&'a str, Option<u32>) {
+        // A cluster whose dispatching is suspended keeps what it ran (`lifecycle.rs`).
+        if !self.life.suspended.is_empty() {
+            if let Some(h) = self.suspended_template(&obj.key(), cluster) {
+                return (&h.template, h.revision);
+            }
+        }
         if self.rollouts.records.is_empty() {
             return (&obj.spec.template, None);
         }
