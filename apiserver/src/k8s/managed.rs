@@ -24,7 +24,9 @@ pub(super) fn keeps_manifest(t: &Target) -> bool {
     match t.store() {
         Store::Template | Store::Namespace => true,
         Store::Policy(tag) => !tag.is_member(),
-        Store::Cluster | Store::Tenant | Store::User | Store::UserToken => false,
+        Store::Cluster | Store::Tenant | Store::User | Store::UserToken | Store::Internal(_) => {
+            false
+        }
     }
 }
 
