@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::karmada::PolicyKind;
 use crate::kubefed::{self, FederatedKind};
@@ -214,14 +215,49 @@ pub const CLUSTER_TEMPLATES_SINCE: u16 = 9;
 /// namespace, and executors write cluster-scoped kinds without it.
 pub const CLUSTER_SCOPE_NAMESPACE: &str = "fedraft-cluster-scoped";
 
-/// The group and kind of a CustomResourceDefinition: stored as a cluster-scoped template, read
-/// by the door to serve the kind it defines ([`crd_names`]).
 /// The annotation in which the door keeps a written object's `managedFields` (server-side
 /// apply's field ownership): a manifest's metadata holds what the user wrote, and this is the
 /// one server-kept field a later write needs. The door sets it and lifts it back into
 /// `metadata.managedFields` when it answers; rendering for members leaves it out.
 pub const MANAGED_FIELDS_ANNOTATION: &str = "fedraft.io/managed-fields";
 
+/// Log entry version from which templates that differ only in [`MANAGED_FIELDS_ANNOTATION`]
+/// are one revision ([`same_revision`]): who last wrote a field is not a change to roll out.
+pub const MANAGED_FIELDS_SINCE: u16 = 12;
+
+/// Whether two stored templates are one revision: equal, or, from [`MANAGED_FIELDS_SINCE`],
+/// equal but for the managed-fields annotation. A template that does not parse is only ever
+/// its own revision.
+pub fn same_revision(a: &str, b: &str, version: u16) -> bool {
+    if a == b {
+        return true;
+    }
+    if version < MANAGED_FIELDS_SINCE {
+        return false;
+    }
+    match (without_managed_fields(a), without_managed_fields(b)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// The template with the managed-fields annotation (and an annotation map it leaves empty) out.
+fn without_managed_fields(template: &str) -> Option<Value> {
+    let mut doc: Value = serde_json::from_str(template).ok()?;
+    if let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
+        let emptied = match meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            Some(a) => a.remove(MANAGED_FIELDS_ANNOTATION).is_some() && a.is_empty(),
+            None => false,
+        };
+        if emptied {
+            meta.remove("annotations");
+        }
+    }
+    Some(doc)
+}
+
+/// The group and kind of a CustomResourceDefinition: stored as a cluster-scoped template, read
+/// by the door to serve the kind it defines ([`crd_names`]).
 pub const CRD_GROUP: &str = "apiextensions.k8s.io";
 pub const CRD_KIND: &str = "CustomResourceDefinition";
 

@@ -92,7 +92,7 @@ use crate::users::{TokenIssue, UserSpec};
 /// `crate::rollout::deschedule`), and `WorkloadReports` that record, per object and cluster,
 /// the replicas Pending unschedulable and since when ([`DESCHEDULE_SINCE`]); an older entry's
 /// reports recorded only the workload status. A binary that knows only version 10 declines a
-/// version-11 entry rather than misreads it. 12: more peer documents accepted (`karmada`).
+/// version-11 entry rather than misreads it. 12: peer documents, managedFields (`door`).
 pub const LOG_ENTRY_VERSION: u16 = 12;
 
 /// The first envelope version whose entries may carry `StatusReportsAt` and whose changes of

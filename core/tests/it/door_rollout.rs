@@ -2,7 +2,8 @@
 //! annotation makes a Deployment's new template roll out in waves, `spec.paused` pauses and
 //! resumes that rollout without entering the template, a pause with nothing under way is
 //! refused (changing nothing), a policy that gains or loses the annotation moves the record's
-//! strategy, and entries of version 10 replay as they did. A restored state derives the same.
+//! strategy, and entries of version 10 replay as they did. Who last wrote a field (the door's
+//! managed-fields annotation) is no revision from version 12. A restored state derives the same.
 
 use fedraft_core::command::{Command, LogEntry, RolloutAction, WorkloadReport};
 use fedraft_core::door::ROLLOUT_STRATEGY_ANNOTATION;
@@ -348,5 +349,65 @@ fn version_10_entries_ignore_the_annotation_and_keep_spec_paused() {
     run.ok(put(&web("nginx:3", None)));
     assert_eq!(run.phase(), Some(Phase::Progressing));
     assert!(run.stored()["spec"].get("paused").is_none());
+    run.replay_matches();
+}
+
+/// `web` as the door stores it after a write by `manager`: its managedFields in their annotation.
+fn web_managed(image: &str, paused: Option<bool>, manager: &str) -> Value {
+    let mut d = web(image, paused);
+    let managed = json!([{"manager": manager, "operation": "Update", "apiVersion": "apps/v1"}]);
+    d["metadata"]["annotations"] =
+        json!({ fedraft_core::door::MANAGED_FIELDS_ANNOTATION: managed.to_string() });
+    d
+}
+
+#[test]
+fn who_wrote_a_field_is_no_revision_and_pauses_nothing() {
+    let mut run = Run::new();
+    run.ok(put(&policy(Some(WAVES_BY_REGION))));
+    run.ok(put(&web_managed(
+        "nginx:1",
+        None,
+        "kubectl-client-side-apply",
+    )));
+    let latest = |run: &Run| {
+        run.h
+            .state
+            .rollout("app", OBJECT)
+            .map(|r| r.latest().number)
+    };
+    assert_eq!(latest(&run), Some(1));
+    // Another manager writes the same template: no revision, nothing rolls out.
+    run.ok(put(&web_managed("nginx:1", None, "kubectl-edit")));
+    assert_eq!(latest(&run), Some(1));
+    assert_eq!(run.phase(), Some(Phase::Complete));
+    // kubectl rollout pause records its manager too; with nothing under way it is refused.
+    let before = run.h.state.state_hash();
+    let out = run.apply(put(&web_managed("nginx:1", Some(true), "kubectl-rollout")));
+    let Outcome::Rejected(r) = out else {
+        panic!("a pause of a complete rollout was accepted: {out:?}")
+    };
+    assert_eq!(r.field.as_deref(), Some("spec.paused"));
+    assert_eq!(run.h.state.state_hash(), before);
+    // A real change still rolls out, whoever wrote it.
+    run.ok(put(&web_managed("nginx:2", None, "kubectl-edit")));
+    assert_eq!(latest(&run), Some(2));
+    assert_eq!(run.phase(), Some(Phase::Progressing));
+    run.replay_matches();
+}
+
+#[test]
+fn before_version_12_the_annotation_was_part_of_the_revision() {
+    let mut run = Run::new();
+    run.version = fedraft_core::door::MANAGED_FIELDS_SINCE - 1;
+    run.ok(put(&policy(Some(WAVES_BY_REGION))));
+    run.ok(put(&web_managed("nginx:1", None, "a")));
+    run.ok(put(&web_managed("nginx:1", None, "b")));
+    let rec = run.h.state.rollout("app", OBJECT).expect("record");
+    assert_eq!(
+        rec.latest().number,
+        2,
+        "any annotation change was a revision"
+    );
     run.replay_matches();
 }

@@ -32,8 +32,8 @@ use super::{members, validate};
 use crate::admission::Actor;
 use crate::command::LOG_ENTRY_VERSION;
 use crate::door::{
-    self, DoorTables, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey, TemplateRecord,
-    CLUSTER_TEMPLATES_SINCE, DOOR_ROLLOUTS_SINCE, MEMBERS_SINCE,
+    self, same_revision, DoorTables, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey,
+    TemplateRecord, CLUSTER_TEMPLATES_SINCE, DOOR_ROLLOUTS_SINCE, MEMBERS_SINCE,
 };
 use crate::error::CodecError;
 use crate::error::FieldError;
@@ -250,11 +250,11 @@ impl State {
             placement,
         };
         if let (Some(true), Some(s)) = (paused, &strategy) {
-            self.check_door_pause(&object, &spec.template, s)?;
+            self.check_door_pause(&object, &spec.template, s, ctx.version)?;
         }
         let template_changed = existing_spec
             .as_ref()
-            .is_some_and(|old| old.template != spec.template);
+            .is_some_and(|old| !same_revision(&old.template, &spec.template, ctx.version));
         // Suspended clusters keep what they run before the template moves on (put back if the
         // put is refused).
         let life_before = self.lifecycle_part(&object);

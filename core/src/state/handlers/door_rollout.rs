@@ -71,6 +71,7 @@ impl State {
         object: &ObjectKey,
         template: &str,
         strategy: &RolloutStrategy,
+        version: u16,
     ) -> Result<(), Rejection> {
         let (latest, phase) = match self.rollouts.records.get(object) {
             Some(r) => (Some(r.latest().template.as_str()), r.phase),
@@ -83,7 +84,8 @@ impl State {
         let placed = self
             .object(&object.namespace, &object.name)
             .is_some_and(|o| !o.status.clusters.is_empty());
-        let under_way = if latest != Some(template) {
+        let same = latest.is_some_and(|l| crate::door::same_revision(l, template, version));
+        let under_way = if !same {
             // A new revision starts a rollout only under a progressive strategy, on clusters.
             latest.is_some() && strategy.type_ == RolloutType::Progressive && placed
         } else {

@@ -143,7 +143,7 @@ impl State {
         let Some(rec) = self.rollouts.records.get_mut(key) else {
             return;
         };
-        if rec.latest().template == obj.spec.template {
+        if crate::door::same_revision(&rec.latest().template, &obj.spec.template, ctx.version) {
             return;
         }
         let in_flight = matches!(rec.phase, Phase::Progressing | Phase::Paused);
