@@ -227,6 +227,21 @@ pub fn write_managed(obj: &mut Value, entries: Vec<Entry>) {
     }
 }
 
+/// The field manager of a write, as kube-apiserver names it: the `fieldManager` parameter, else
+/// the client's User-Agent up to its first '/', at most 128 characters ("unknown" without one).
+pub fn manager_name(field_manager: Option<&str>, user_agent: Option<&str>) -> String {
+    if let Some(m) = field_manager {
+        return m.to_string();
+    }
+    user_agent
+        .and_then(|ua| ua.split('/').next())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("unknown")
+        .chars()
+        .take(128)
+        .collect()
+}
+
 /// Records an Update-style write (create, PUT, merge or JSON patch, an out-of-band edit) by
 /// `manager`: it takes every field whose value it changed, from whoever owned it before.
 pub fn record_update(

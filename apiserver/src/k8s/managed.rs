@@ -4,20 +4,20 @@
 //! Core keeps a manifest as written and drops the fields a server populates, so the door keeps
 //! managedFields in the annotation [`MANAGED_FIELDS_ANNOTATION`]: [`stow`] moves them there
 //! before a write is proposed, [`lift`] moves them back when an object is answered. Updates
-//! (create, PUT, merge, JSON and strategic patches) record their manager with [`record`];
+//! (create, PUT, merge, JSON and strategic patches) record their manager with [`record_update`];
 //! apply records its own (`fedraft_kubeapi::apply`). A write that changes nothing but the
 //! managers' timestamps keeps the stored ones ([`keep_times`]), so it changes nothing at all.
 //!
 //! Must not: decide conflicts (`fedraft_kubeapi::apply` does), or let a client set the
 //! annotation: what a write carries there is replaced by the managedFields it computed.
 
+use axum::http::header;
 use fedraft_core::door::MANAGED_FIELDS_ANNOTATION;
 use fedraft_kubeapi::{fields, meta};
 use serde_json::{Map, Value};
 
 use super::render;
 use super::{Call, Store, Target};
-use axum::http::header;
 
 /// Whether the target keeps a manifest, and with it managedFields (`managed`).
 pub(super) fn keeps_manifest(t: &Target) -> bool {
@@ -46,27 +46,31 @@ pub(super) fn record_update(call: &Call, current: Option<&Value>, next: &mut Val
     if current.is_some_and(|c| managed_of(c) != managed_of(next)) {
         return;
     }
-    let now = now();
+    let api_version = next
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let has_status = call.target.served.def.has_status();
-    record(current, next, &manager(call), has_status, &now);
+    fields::record_update(
+        current,
+        next,
+        &manager(call),
+        &api_version,
+        has_status,
+        &now(),
+    );
     if let Some(c) = current {
         keep_times(c, next);
     }
 }
 
-/// The field manager of a write: the `fieldManager` parameter, else the client's name from
-/// its User-Agent, as kube-apiserver does.
+/// The field manager of a write (`fields::manager_name`).
 pub(super) fn manager(call: &Call) -> String {
-    if let Some(m) = call.params.get("fieldManager") {
-        return m.to_string();
-    }
-    call.header(header::USER_AGENT)
-        .and_then(|ua| ua.split('/').next())
-        .filter(|s| !s.is_empty())
-        .unwrap_or("unknown")
-        .chars()
-        .take(128)
-        .collect()
+    fields::manager_name(
+        call.params.get("fieldManager"),
+        call.header(header::USER_AGENT),
+    )
 }
 
 /// Now, as managedFields timestamps are written.
@@ -113,22 +117,6 @@ pub fn lift(obj: &mut Value) {
     if let Ok(list @ Value::Array(_)) = serde_json::from_str::<Value>(&text) {
         m.insert("managedFields".into(), list);
     }
-}
-
-/// Records an Update by `manager` from `current` (None: a create) to `next`.
-pub fn record(
-    current: Option<&Value>,
-    next: &mut Value,
-    manager: &str,
-    has_status: bool,
-    now: &str,
-) {
-    let api_version = next
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    fields::record_update(current, next, manager, &api_version, has_status, now);
 }
 
 /// When `next` differs from `current` in nothing but the managers' timestamps, gives it

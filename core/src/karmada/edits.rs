@@ -250,17 +250,10 @@ fn list_patches(
     }
 }
 
-/// The pointers of the containers named `name` in the template's pod spec (fedraft's image
-/// override finds the pod spec the same way).
+/// The pointers of the containers named `name` in the template's pod spec (found as render's
+/// image override finds it).
 fn containers_named(template: &Value, name: &str) -> Vec<String> {
-    let pod = [
-        "/spec/template/spec",
-        "/spec/jobTemplate/spec/template/spec",
-    ]
-    .into_iter()
-    .find(|p| template.pointer(p).is_some())
-    .or_else(|| (template.get("kind").and_then(Value::as_str) == Some("Pod")).then_some("/spec"));
-    let Some(pod) = pod else {
+    let Some(pod) = crate::render::pod_spec_pointer(template) else {
         return Vec::new();
     };
     let Some(list) = template

@@ -351,29 +351,25 @@ pub(crate) fn kind_carries_replicas(kind: &str) -> bool {
     )
 }
 
+/// Where a workload manifest keeps its pod spec: its pod template's, its CronJob job
+/// template's, or, for a Pod, its own spec.
+pub(crate) fn pod_spec_pointer(doc: &Value) -> Option<&'static str> {
+    [
+        "/spec/template/spec",
+        "/spec/jobTemplate/spec/template/spec",
+    ]
+    .into_iter()
+    .find(|p| doc.pointer(p).is_some())
+    .or_else(|| (doc.get("kind").and_then(Value::as_str) == Some("Pod")).then_some("/spec"))
+}
+
 pub(crate) fn pod_spec(doc: &Value) -> Option<&Value> {
-    doc.pointer("/spec/template/spec")
-        .or_else(|| doc.pointer("/spec/jobTemplate/spec/template/spec"))
-        .or_else(|| {
-            (doc.get("kind").and_then(Value::as_str) == Some("Pod"))
-                .then(|| doc.get("spec"))
-                .flatten()
-        })
+    doc.pointer(pod_spec_pointer(doc)?)
 }
 
 fn pod_spec_mut(doc: &mut Value) -> Option<&mut Value> {
-    for p in [
-        "/spec/template/spec",
-        "/spec/jobTemplate/spec/template/spec",
-    ] {
-        if doc.pointer(p).is_some() {
-            return doc.pointer_mut(p);
-        }
-    }
-    if doc.get("kind").and_then(Value::as_str) == Some("Pod") {
-        return doc.get_mut("spec");
-    }
-    None
+    let pointer = pod_spec_pointer(doc)?;
+    doc.pointer_mut(pointer)
 }
 
 fn object_at<'v>(doc: &'v mut Value, key: &str) -> Result<&'v mut Map<String, Value>, String> {

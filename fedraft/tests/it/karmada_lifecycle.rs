@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::kubectl_door::{kubectl_path, write_kubeconfig, Kubectl};
+use crate::kubectl_door::{have_kubectl, kubectl_for};
 use crate::support::*;
 
 fn app(image: &str, suspended: &[&str]) -> String {
@@ -56,17 +56,12 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspension_holds_a_cluster_back_and_preserved_copies_outlive_their_template() {
-    if !kubectl_path().exists() {
-        eprintln!("no kubectl at {}: skipped", kubectl_path().display());
+    if !have_kubectl() {
         return;
     }
     let fed = Fed::start_tls().await;
     fed.register_all(10, 1).await;
-    let home = tempfile::tempdir().unwrap();
-    write_kubeconfig(&fed, home.path());
-    let k = Kubectl {
-        dir: home.path().to_path_buf(),
-    };
+    let (_home, k) = kubectl_for(&fed);
 
     k.ok_in(&["apply", "-f", "-"], Some(&app("nginx:1.27", &["dc2"])));
     for c in CLUSTERS {

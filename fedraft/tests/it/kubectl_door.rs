@@ -166,19 +166,34 @@ pub(crate) fn write_kubeconfig(fed: &Fed, dir: &Path) {
     std::fs::write(dir.join("kubeconfig"), &out.stdout).unwrap();
 }
 
+/// Whether the stock kubectl is on this machine; a test without it says it is skipped.
+pub(crate) fn have_kubectl() -> bool {
+    let found = kubectl_path().exists();
+    if !found {
+        eprintln!("no kubectl at {}: skipped", kubectl_path().display());
+    }
+    found
+}
+
+/// kubectl pointed at `fed`, its configuration in a home that lives as long as the directory
+/// returned with it.
+pub(crate) fn kubectl_for(fed: &Fed) -> (tempfile::TempDir, Kubectl) {
+    let home = tempfile::tempdir().unwrap();
+    write_kubeconfig(fed, home.path());
+    let k = Kubectl {
+        dir: home.path().to_path_buf(),
+    };
+    (home, k)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_drives_the_federation() {
-    if !kubectl_path().exists() {
-        eprintln!("no kubectl at {}: skipped", kubectl_path().display());
+    if !have_kubectl() {
         return;
     }
     let fed = Fed::start_tls().await;
     fed.register_all(10, 1).await;
-    let home = tempfile::tempdir().unwrap();
-    write_kubeconfig(&fed, home.path());
-    let k = Kubectl {
-        dir: home.path().to_path_buf(),
-    };
+    let (_home, k) = kubectl_for(&fed);
 
     // Discovery: every kind, fedraft's own and Karmada's policies.
     let kinds = k.ok(&["api-resources"]);

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::kubectl_door::{kubectl_path, write_kubeconfig, Kubectl};
+use crate::kubectl_door::{have_kubectl, kubectl_for};
 use crate::support::*;
 
 const APP: &str = r#"apiVersion: apps/v1
@@ -70,17 +70,12 @@ async fn phase(fed: &Fed) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_rollout_restart_pause_resume_and_status() {
-    if !kubectl_path().exists() {
-        eprintln!("no kubectl at {}: skipped", kubectl_path().display());
+    if !have_kubectl() {
         return;
     }
     let fed = Fed::start_tls().await;
     fed.register_all(10, 1).await;
-    let home = tempfile::tempdir().unwrap();
-    write_kubeconfig(&fed, home.path());
-    let k = Kubectl {
-        dir: home.path().to_path_buf(),
-    };
+    let (_home, k) = kubectl_for(&fed);
     let web = ["-n", "shop", "deploy/web"];
     let with = |verb: &[&str], extra: &[&str]| -> Vec<String> {
         verb.iter()

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::kubectl_door::{kubectl_path, write_kubeconfig, Kubectl};
+use crate::kubectl_door::{have_kubectl, kubectl_for};
 use crate::support::*;
 
 const NAMESPACE: &str = r#"apiVersion: types.kubefed.io/v1beta1
@@ -114,17 +114,12 @@ impl Fed {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubefed_documents_place_what_kubefed_placed() {
-    if !kubectl_path().exists() {
-        eprintln!("no kubectl at {}: skipped", kubectl_path().display());
+    if !have_kubectl() {
         return;
     }
     let fed = Fed::start_tls().await;
     fed.register_all(10, 1).await;
-    let home = tempfile::tempdir().unwrap();
-    write_kubeconfig(&fed, home.path());
-    let k = Kubectl {
-        dir: home.path().to_path_buf(),
-    };
+    let (_home, k) = kubectl_for(&fed);
     let apply = |doc: &str| {
         let out = k.run(&["apply", "-f", "-"], Some(doc));
         assert!(

@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use crate::kubectl_door::{kubectl_path, write_kubeconfig, Kubectl};
+use crate::kubectl_door::{have_kubectl, kubectl_for};
 use crate::support::*;
 
 const TOKEN_TEXT: &str = "member-token-5e1d0c9b7a";
@@ -85,16 +85,11 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn karmada_and_kubefed_clusters_register_members_through_kubectl() {
-    if !kubectl_path().exists() {
-        eprintln!("no kubectl at {}: skipped", kubectl_path().display());
+    if !have_kubectl() {
         return;
     }
     let fed = Fed::start_tls_sealed().await;
-    let home = tempfile::tempdir().unwrap();
-    write_kubeconfig(&fed, home.path());
-    let k = Kubectl {
-        dir: home.path().to_path_buf(),
-    };
+    let (_home, k) = kubectl_for(&fed);
     let apply = |doc: &str| {
         let out = k.run(&["apply", "-f", "-"], Some(doc));
         assert!(

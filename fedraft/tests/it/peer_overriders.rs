@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::kubectl_door::{kubectl_path, write_kubeconfig, Kubectl};
+use crate::kubectl_door::{have_kubectl, kubectl_for};
 use crate::peer_samples::allow_cluster_scoped_kinds;
 use crate::support::*;
 
@@ -110,17 +110,12 @@ async fn role_reports(fed: &Fed) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn karmada_command_overriders_and_kubefed_cluster_roles_reach_the_members() {
-    if !kubectl_path().exists() {
-        eprintln!("no kubectl at {}: skipped", kubectl_path().display());
+    if !have_kubectl() {
         return;
     }
     let fed = Fed::start_tls().await;
     fed.register_all(10, 1).await;
-    let home = tempfile::tempdir().unwrap();
-    write_kubeconfig(&fed, home.path());
-    let k = Kubectl {
-        dir: home.path().to_path_buf(),
-    };
+    let (home, k) = kubectl_for(&fed);
     allow_cluster_scoped_kinds(&fed, home.path());
 
     // Each cluster's copy carries its rule's command and args, computed from the template.

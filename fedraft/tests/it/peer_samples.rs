@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::kubectl_door::{kubectl_path, write_kubeconfig, Kubectl};
+use crate::kubectl_door::{kubectl_for, kubectl_path};
 use crate::support::*;
 
 /// The table, from the workspace root.
@@ -292,11 +292,7 @@ async fn every_peer_sample_is_accepted_or_refused_naming_why() {
     );
     // Sealed, as in production: a member Secret is accepted only where a key seals it.
     let fed = Fed::start_tls_sealed().await;
-    let home = tempfile::tempdir().unwrap();
-    write_kubeconfig(&fed, home.path());
-    let k = Kubectl {
-        dir: home.path().to_path_buf(),
-    };
+    let (home, k) = kubectl_for(&fed);
     allow_cluster_scoped_kinds(&fed, home.path());
 
     let mut outcomes = BTreeMap::new();

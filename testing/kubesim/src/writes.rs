@@ -36,21 +36,13 @@ fn parse_body(call: &Call) -> Result<Value, ApiError> {
     Ok(v)
 }
 
-/// The field manager: `fieldManager`, else the User-Agent up to its first '/', as
-/// kube-apiserver derives it.
+/// The field manager of a write (`fields::manager_name`).
 fn manager(call: &Call) -> String {
-    if let Some(m) = call.params.get("fieldManager") {
-        return m.to_string();
-    }
-    call.headers
+    let ua = call
+        .headers
         .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|ua| ua.split('/').next())
-        .filter(|s| !s.is_empty())
-        .unwrap_or("unknown")
-        .chars()
-        .take(128)
-        .collect()
+        .and_then(|v| v.to_str().ok());
+    fields::manager_name(call.params.get("fieldManager"), ua)
 }
 
 /// The body must be an object of this resource's apiVersion and kind (when it names them),
