@@ -221,6 +221,61 @@ pub const CLUSTER_SCOPE_NAMESPACE: &str = "fedraft-cluster-scoped";
 /// `metadata.managedFields` when it answers; rendering for members leaves it out.
 pub const MANAGED_FIELDS_ANNOTATION: &str = "fedraft.io/managed-fields";
 
+/// Log entry version from which a `Namespace` template stored in the namespace it names (as
+/// the door stores `kubectl create ns` and Helm's `--create-namespace`) is admitted without
+/// the admission policy's `clusterScopedKinds` listing `Namespace`: it is the container every
+/// other template of the door needs, and whoever may write in that namespace may declare it.
+/// It reaches members only where a policy places it or something in it is placed.
+pub const NAMESPACES_SINCE: u16 = 13;
+
+/// Log entry version from which a template without a replica count (a Service, a ConfigMap, a
+/// DaemonSet...) bound to a policy that divides replicas goes to every cluster the policy
+/// selects, as Karmada schedules it, instead of taking one replica's worth of place on one
+/// cluster ([`undivided_without_replicas`]).
+pub const UNDIVIDED_WITHOUT_REPLICAS_SINCE: u16 = 13;
+
+/// A policy's placement as it applies to `template` (JSON text) in an entry of `version`: a
+/// dividing placement duplicates a template that has no replicas to divide.
+pub fn undivided_without_replicas(
+    placement: crate::policy::Placement,
+    template: &str,
+    version: u16,
+) -> crate::policy::Placement {
+    if version < UNDIVIDED_WITHOUT_REPLICAS_SINCE || !placement.replicas.mode.divides() {
+        return placement;
+    }
+    match serde_json::from_str::<Value>(template) {
+        Ok(doc) => undivided_for(placement, &doc, version),
+        Err(_) => placement,
+    }
+}
+
+/// [`undivided_without_replicas`] for a template already parsed.
+pub fn undivided_for(
+    mut placement: crate::policy::Placement,
+    doc: &Value,
+    version: u16,
+) -> crate::policy::Placement {
+    use crate::policy::{ReplicaMode, ReplicaPolicy};
+    if version >= UNDIVIDED_WITHOUT_REPLICAS_SINCE
+        && placement.replicas.mode.divides()
+        && !crate::render::carries_replicas(doc)
+    {
+        placement.replicas = ReplicaPolicy {
+            mode: ReplicaMode::Duplicated,
+            division: None,
+        };
+    }
+    placement
+}
+
+/// Whether `admitted` is a `Namespace` template in the namespace it names.
+pub fn is_own_namespace(admitted: &crate::admission::Admitted) -> bool {
+    admitted.group().is_empty()
+        && admitted.kind == "Namespace"
+        && admitted.name == admitted.namespace
+}
+
 /// Log entry version from which templates that differ only in [`MANAGED_FIELDS_ANNOTATION`]
 /// are one revision ([`same_revision`]): who last wrote a field is not a change to roll out.
 pub const MANAGED_FIELDS_SINCE: u16 = 12;

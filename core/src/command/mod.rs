@@ -93,7 +93,10 @@ use crate::users::{TokenIssue, UserSpec};
 /// the replicas Pending unschedulable and since when ([`DESCHEDULE_SINCE`]); an older entry's
 /// reports recorded only the workload status. A binary that knows only version 10 declines a
 /// version-11 entry rather than misreads it. 12: peer documents, managedFields (`door`).
-pub const LOG_ENTRY_VERSION: u16 = 12;
+/// 13, the same envelope and commands, whose puts admit a `Namespace` template named after its
+/// own namespace without the admission policy listing the kind (`door::NAMESPACES_SINCE`); an
+/// older entry's was refused unless `clusterScopedKinds` listed `Namespace`, and still is.
+pub const LOG_ENTRY_VERSION: u16 = 13;
 
 /// The first envelope version whose entries may carry `StatusReportsAt` and whose changes of
 /// what a placed cluster must hold (a new template, a new replica count) reset its applied

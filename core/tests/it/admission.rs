@@ -194,6 +194,45 @@ fn cluster_scoped_kinds_by_role_and_policy() {
 }
 
 #[test]
+fn a_namespace_template_in_its_own_namespace_needs_no_policy() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1"]);
+    tenant(&mut h, &["team-a"]);
+    let ns =
+        |name: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    // Before version 13 the admission policy had to list the kind, and a replayed entry of that
+    // version is still refused.
+    let mut old = LogEntry::new(
+        "",
+        "root",
+        h.now_ms,
+        put("shop", "shop", ns("shop"), vec![]),
+    );
+    old.version = fedraft_core::door::NAMESPACES_SINCE - 1;
+    h.index += 1;
+    let r = refusal(h.state.apply(h.index, &old).outcome);
+    assert_eq!(r.code, RejectCode::FailedPrecondition);
+    // Now an administrator declares any namespace, a tenant only its own.
+    assert!(entry(&mut h, "root", put("shop", "shop", ns("shop"), vec![])).is_accepted());
+    assert!(entry(&mut h, ALICE, put("team-a", "team-a", ns("team-a"), vec![])).is_accepted());
+    let r = refusal(entry(
+        &mut h,
+        ALICE,
+        put("shop", "shop2", ns("shop"), vec![]),
+    ));
+    assert_eq!(r.code, RejectCode::Forbidden);
+    // A Namespace named after another namespace is still a cluster-scoped kind like any other.
+    let r = refusal(entry(
+        &mut h,
+        "root",
+        put("infra", "other", ns("other"), vec![]),
+    ));
+    assert_eq!(r.field.as_deref(), Some("spec.template.kind"));
+    let r = refusal(entry(&mut h, ALICE, put("team-a", "x", ns("x"), vec![])));
+    assert_eq!(r.code, RejectCode::Forbidden);
+}
+
+#[test]
 fn tenant_rights_are_checked_at_apply() {
     let mut h = Harness::new();
     h.fleet(&["dc1"]);

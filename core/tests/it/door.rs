@@ -433,3 +433,65 @@ fn exclusion_and_cluster_spread_place_from_log_entry_version_4_and_not_before() 
     assert_eq!(placed.len(), 2, "{placed:?}");
     assert_eq!(placed.values().sum::<u32>(), 4);
 }
+
+#[test]
+fn a_dividing_policy_duplicates_templates_without_replicas_from_version_13() {
+    let divided = propagation(
+        Some("app"),
+        "web",
+        json!([{"apiVersion": "apps/v1", "kind": "Deployment"},
+            {"apiVersion": "v1", "kind": "ConfigMap"}]),
+        json!({"clusterAffinity": {"clusterNames": ["member1", "member2"]},
+            "replicaScheduling": {"replicaSchedulingType": "Divided",
+                "replicaDivisionPreference": "Weighted",
+                "weightPreference": {"staticWeightList": [
+                    {"targetCluster": {"clusterNames": ["member1"]}, "weight": 1},
+                    {"targetCluster": {"clusterNames": ["member2"]}, "weight": 1}]}}}),
+    );
+    let since = fedraft_core::door::UNDIVIDED_WITHOUT_REPLICAS_SINCE;
+    let at = |h: &mut Harness, version: u16, v: Value| {
+        h.index += 1;
+        let mut e = LogEntry::new("", "admin", h.now_ms, put(v));
+        e.version = version;
+        assert!(h.state.apply(h.index, &e).outcome.is_accepted());
+    };
+    // As entries of the version before, a ConfigMap took one replica's place on one cluster,
+    // and replays so.
+    let mut old = fleet();
+    at(&mut old, since - 1, divided.clone());
+    at(&mut old, since - 1, config_map("app", "settings", "1"));
+    assert_eq!(old.placement("app", "configmap:settings").len(), 1);
+
+    // Now, as Karmada schedules it: every selected cluster holds the ConfigMap, while the
+    // Deployment's replicas are still divided.
+    let mut h = fleet();
+    h.ok(put(divided));
+    h.ok(put(config_map("app", "settings", "1")));
+    h.ok(put(deployment("app", "web", 4)));
+    let settings = h.placement("app", "configmap:settings");
+    assert_eq!(
+        settings.keys().cloned().collect::<Vec<_>>(),
+        ["member1", "member2"]
+    );
+    assert_eq!(
+        h.obj("app", "configmap:settings")
+            .spec
+            .placement
+            .replicas
+            .mode,
+        ReplicaMode::Duplicated
+    );
+    let web = h.placement("app", "deployment.apps:web");
+    assert_eq!(web.values().sum::<u32>(), 4, "{web:?}");
+    assert_eq!(web.get("member1"), Some(&2));
+    // A policy change re-derives the same way.
+    h.ok(put(propagation(
+        Some("app"),
+        "web",
+        json!([{"apiVersion": "v1", "kind": "ConfigMap"}]),
+        json!({"replicaScheduling": {"replicaSchedulingType": "Divided"}}),
+    )));
+    assert_eq!(h.placement("app", "configmap:settings").len(), 3);
+    let restored = State::from_snapshot(&h.state.to_snapshot()).unwrap();
+    assert_eq!(restored.state_hash(), h.state.state_hash());
+}

@@ -16,7 +16,7 @@
 //! entry older than `karmada::PEER_WIDENED_SINCE`.
 
 use crate::admission::Actor;
-use crate::door::PolicyRef;
+use crate::door::{undivided_without_replicas, PolicyRef};
 use crate::karmada::{AffinityGroup, PolicyKind, PolicySpec, PEER_WIDENED_SINCE};
 use crate::model::{FederatedObject, ObjectKey, ObjectSpec};
 use crate::policy::Placement;
@@ -31,11 +31,19 @@ pub(super) fn feasible(d: &Decision) -> bool {
     d.unschedulable.is_none() && !(d.placement.is_empty() && d.candidates.iter_str().len() == 0)
 }
 
-/// The index of the group `placement` is, or 0 when it is none of them.
+/// The index of the group `placement` is, or 0 when it is none of them. A template without
+/// replicas holds its group's placement undivided (`door::undivided_without_replicas`), so the
+/// replica policy is compared only when no group matches all else.
 pub fn group_in_use(groups: &[AffinityGroup], placement: &Placement) -> usize {
+    let but_replicas = |g: &Placement| {
+        let mut g = g.clone();
+        g.replicas = placement.replicas.clone();
+        g == *placement
+    };
     groups
         .iter()
         .position(|g| g.placement == *placement)
+        .or_else(|| groups.iter().position(|g| but_replicas(&g.placement)))
         .unwrap_or(0)
 }
 
@@ -163,7 +171,11 @@ impl State {
         for g in groups.iter().skip(from + 1) {
             let candidate = FederatedObject {
                 spec: ObjectSpec {
-                    placement: g.placement.clone(),
+                    placement: undivided_without_replicas(
+                        g.placement.clone(),
+                        &obj.spec.template,
+                        ctx.version,
+                    ),
                     ..obj.spec.clone()
                 },
                 ..obj.clone()

@@ -32,8 +32,9 @@ use super::{members, validate};
 use crate::admission::Actor;
 use crate::command::LOG_ENTRY_VERSION;
 use crate::door::{
-    self, same_revision, DoorTables, PolicyKindTag, PolicyRecord, PolicyRef, ResourceKey,
-    TemplateRecord, CLUSTER_TEMPLATES_SINCE, DOOR_ROLLOUTS_SINCE, MEMBERS_SINCE,
+    self, same_revision, undivided_for, undivided_without_replicas, DoorTables, PolicyKindTag,
+    PolicyRecord, PolicyRef, ResourceKey, TemplateRecord, CLUSTER_TEMPLATES_SINCE,
+    DOOR_ROLLOUTS_SINCE, MEMBERS_SINCE,
 };
 use crate::error::CodecError;
 use crate::error::FieldError;
@@ -228,9 +229,11 @@ impl State {
             Some(_) => None,
         };
         let placement = match (&bound_to, required, &existing_spec) {
-            (Some(p), _, existing) if ctx.version >= PEER_WIDENED_SINCE => {
-                self.derived_placement(p, existing.as_ref().map(|s| &s.placement))
-            }
+            (Some(p), _, existing) if ctx.version >= PEER_WIDENED_SINCE => undivided_for(
+                self.derived_placement(p, existing.as_ref().map(|s| &s.placement)),
+                &doc,
+                ctx.version,
+            ),
             (Some(p), _, _) => self.policy_placement(p),
             // Unbound: where the workloads that name it are (`deps.rs`), else kept where it
             // was, or nowhere for a new template.
@@ -462,9 +465,11 @@ impl State {
                 );
             let placement = match &bound_to {
                 Some(_) if lazy => obj.spec.placement.clone(),
-                Some(p) if ctx.version >= PEER_WIDENED_SINCE => {
-                    self.derived_placement(p, Some(&obj.spec.placement))
-                }
+                Some(p) if ctx.version >= PEER_WIDENED_SINCE => undivided_without_replicas(
+                    self.derived_placement(p, Some(&obj.spec.placement)),
+                    &obj.spec.template,
+                    ctx.version,
+                ),
                 Some(p) => self.policy_placement(p),
                 None => obj.spec.placement.clone(),
             };
@@ -476,14 +481,19 @@ impl State {
             if spec == obj.spec && bound_to == record.bound_to {
                 continue;
             }
-            self.admit_object(key.object_namespace(), &spec, Some(obj), &ctx.actor)
-                .map_err(|r| {
-                    Rejection::new(
-                        r.code,
-                        r.field.as_deref(),
-                        format!("would make {key} inadmissible: {}", r.message),
-                    )
-                })?;
+            self.admit_object(
+                key.object_namespace(),
+                &spec,
+                Some(obj),
+                (ctx.version, &ctx.actor),
+            )
+            .map_err(|r| {
+                Rejection::new(
+                    r.code,
+                    r.field.as_deref(),
+                    format!("would make {key} inadmissible: {}", r.message),
+                )
+            })?;
             changes.push((key.clone(), object_name, spec, bound_to));
         }
         for (key, object_name, spec, bound_to) in changes {

@@ -291,7 +291,7 @@ impl State {
             if existing.is_some_and(|o| o.spec == spec) {
                 continue;
             }
-            self.admit_object(obj_ns, &spec, existing, &ctx.actor)
+            self.admit_object(obj_ns, &spec, existing, (ctx.version, &ctx.actor))
                 .map_err(|r| {
                     Rejection::new(
                         r.code,

@@ -113,7 +113,7 @@ impl State {
         if existing.is_some_and(|o| o.spec == *spec) {
             return Ok(existing.map(|o| o.resource_version));
         }
-        self.admit_object(namespace, spec, existing, &ctx.actor)?;
+        self.admit_object(namespace, spec, existing, (ctx.version, &ctx.actor))?;
         if !per_ext.is_empty() {
             let candidate = FederatedObject {
                 namespace: namespace.to_string(),
