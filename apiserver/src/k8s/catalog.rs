@@ -74,9 +74,13 @@ fn build() -> Vec<Served> {
         // Only the scale subresource is served (kubectl scale); status is derived, never written.
         def.subresources.retain(|s| s == "scale");
         let store = if r.group.is_empty() && r.plural == "namespaces" {
-            def.verbs = ["create", "delete", "get", "list", "watch"]
-                .map(String::from)
-                .to_vec();
+            // Patching or replacing a namespace that exists only because something uses it
+            // stores it as a template (Helm applies the namespace it creates).
+            def.verbs = [
+                "create", "delete", "get", "list", "patch", "update", "watch",
+            ]
+            .map(String::from)
+            .to_vec();
             Store::Namespace
         } else {
             Store::Template

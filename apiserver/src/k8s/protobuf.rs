@@ -1,11 +1,14 @@
-//! The few protobuf bodies kubectl insists on sending: typed clients (`kubectl create
-//! namespace`, `kubectl create configmap`) post `application/vnd.kubernetes.protobuf` and do not
-//! fall back to JSON on a 415. This decodes the Kubernetes envelope (`k8s\0` + `runtime.Unknown`)
-//! and, for a Namespace or a ConfigMap, the fields those commands set (ObjectMeta's name,
-//! generateName, namespace, labels and annotations; a ConfigMap's data and immutable) into the
-//! JSON object the JSON path would have received. Anything else is `None` (the caller answers
-//! 415). Must not: accept a body it cannot decode completely as something else.
+//! The few protobuf bodies clients insist on sending: typed clients (`kubectl create
+//! namespace`, `kubectl create configmap`, Helm's release storage, which writes Secrets) post
+//! `application/vnd.kubernetes.protobuf` and do not fall back to JSON on a 415. This decodes the
+//! Kubernetes envelope (`k8s\0` + `runtime.Unknown`) and, for a Namespace, a ConfigMap or a
+//! Secret, the fields those clients set (ObjectMeta's name, generateName, namespace,
+//! resourceVersion, labels and annotations; a ConfigMap's data and immutable; a Secret's data,
+//! stringData, type and immutable) into the JSON object the JSON path would have received.
+//! Anything else is `None` (the caller answers 415). Must not: accept a body it cannot decode
+//! completely as something else.
 
+use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
 /// One field of a protobuf message.
@@ -60,16 +63,30 @@ fn text(v: &Field<'_>) -> Option<String> {
 
 /// A `map<string, string>` entry.
 fn entry(v: &Field<'_>) -> Option<(String, Value)> {
+    let (k, val) = raw_entry(v)?;
+    Some((k, json!(String::from_utf8(val.to_vec()).ok()?)))
+}
+
+/// A `map<string, bytes>` entry, its value base64 as in JSON.
+fn bytes_entry(v: &Field<'_>) -> Option<(String, Value)> {
+    let (k, val) = raw_entry(v)?;
+    Some((
+        k,
+        json!(base64::engine::general_purpose::STANDARD.encode(val)),
+    ))
+}
+
+fn raw_entry<'a>(v: &Field<'a>) -> Option<(String, &'a [u8])> {
     let Field::Bytes(b) = v else { return None };
-    let (mut k, mut val) = (String::new(), String::new());
+    let (mut k, mut val): (String, &[u8]) = (String::new(), &[]);
     for (n, f) in fields(b)? {
-        match n {
-            1 => k = text(&f)?,
-            2 => val = text(&f)?,
+        match (n, f) {
+            (1, f) => k = text(&f)?,
+            (2, Field::Bytes(b)) => val = b,
             _ => return None,
         }
     }
-    Some((k, json!(val)))
+    Some((k, val))
 }
 
 fn object_meta(b: &[u8]) -> Option<Value> {
@@ -80,6 +97,10 @@ fn object_meta(b: &[u8]) -> Option<Value> {
             1 => m.insert("name".into(), json!(text(&f)?)),
             2 => m.insert("generateName".into(), json!(text(&f)?)),
             3 => m.insert("namespace".into(), json!(text(&f)?)),
+            // An update's precondition; a create sends it empty.
+            6 => Some(text(&f)?)
+                .filter(|rv| !rv.is_empty())
+                .and_then(|rv| m.insert("resourceVersion".into(), json!(rv))),
             11 => {
                 let (k, v) = entry(&f)?;
                 labels.insert(k, v)
@@ -101,7 +122,7 @@ fn object_meta(b: &[u8]) -> Option<Value> {
     Some(Value::Object(m))
 }
 
-/// The JSON object of a protobuf-encoded Namespace or ConfigMap.
+/// The JSON object of a protobuf-encoded Namespace, ConfigMap or Secret.
 pub fn decode(body: &[u8]) -> Option<Value> {
     let unknown = body.strip_prefix(b"k8s\0")?;
     let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), None);
@@ -122,7 +143,8 @@ pub fn decode(body: &[u8]) -> Option<Value> {
     }
     let raw = raw?;
     let mut doc = json!({ "apiVersion": api_version, "kind": kind, "metadata": {} });
-    let mut data = Map::new();
+    // Field numbers are those of k8s.io/api/core/v1's generated.proto.
+    let (mut data, mut string_data, mut binary_data) = (Map::new(), Map::new(), Map::new());
     for (n, f) in fields(raw)? {
         match (kind.as_str(), n, &f) {
             (_, 1, Field::Bytes(m)) => doc["metadata"] = object_meta(m)?,
@@ -131,14 +153,36 @@ pub fn decode(body: &[u8]) -> Option<Value> {
                 let (k, v) = entry(&f)?;
                 data.insert(k, v);
             }
-            ("ConfigMap", 4, Field::Varint(b)) => doc["immutable"] = json!(*b != 0),
+            ("Secret", 2, _) => {
+                let (k, v) = bytes_entry(&f)?;
+                data.insert(k, v);
+            }
+            ("Secret", 3, _) => doc["type"] = json!(text(&f)?),
+            ("Secret", 4, _) => {
+                let (k, v) = entry(&f)?;
+                string_data.insert(k, v);
+            }
+            ("ConfigMap", 3, _) => {
+                let (k, v) = bytes_entry(&f)?;
+                binary_data.insert(k, v);
+            }
+            ("ConfigMap", 4, Field::Varint(b)) | ("Secret", 5, Field::Varint(b)) => {
+                doc["immutable"] = json!(*b != 0)
+            }
             _ => return None,
         }
     }
     if !data.is_empty() {
         doc["data"] = Value::Object(data);
     }
-    (api_version == "v1" && matches!(kind.as_str(), "Namespace" | "ConfigMap")).then_some(doc)
+    if !string_data.is_empty() {
+        doc["stringData"] = Value::Object(string_data);
+    }
+    if !binary_data.is_empty() {
+        doc["binaryData"] = Value::Object(binary_data);
+    }
+    (api_version == "v1" && matches!(kind.as_str(), "Namespace" | "ConfigMap" | "Secret"))
+        .then_some(doc)
 }
 
 #[cfg(test)]
@@ -152,7 +196,7 @@ mod tests {
     }
 
     #[test]
-    fn a_namespace_and_a_configmap_as_kubectl_creates_them() {
+    fn namespaces_configmaps_and_secrets_as_typed_clients_send_them() {
         let meta = [
             bytes_field(1, b"shop"),
             bytes_field(
@@ -192,6 +236,40 @@ mod tests {
         ]
         .concat();
         assert_eq!(decode(&body).unwrap()["data"], json!({"k": "v"}));
+        // A Secret as Helm stores a release: bytes data, a type, labels; an update's version.
+        let type_meta = [bytes_field(1, b"v1"), bytes_field(2, b"Secret")].concat();
+        let meta = [
+            bytes_field(1, b"sh.helm.release.v1.shop.v1"),
+            bytes_field(6, b"42"),
+            bytes_field(
+                11,
+                &[bytes_field(1, b"owner"), bytes_field(2, b"helm")].concat(),
+            ),
+        ]
+        .concat();
+        let secret = [
+            bytes_field(1, &meta),
+            bytes_field(
+                2,
+                &[bytes_field(1, b"release"), bytes_field(2, &[0, 255, 7])].concat(),
+            ),
+            bytes_field(3, b"helm.sh/release.v1"),
+            vec![5 << 3, 1],
+        ]
+        .concat();
+        let body = [
+            b"k8s\0".to_vec(),
+            bytes_field(1, &type_meta),
+            bytes_field(2, &secret),
+        ]
+        .concat();
+        assert_eq!(
+            decode(&body).unwrap(),
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+                   "immutable": true, "data": {"release": "AP8H"},
+                   "metadata": {"name": "sh.helm.release.v1.shop.v1", "resourceVersion": "42",
+                                "labels": {"owner": "helm"}}})
+        );
         // A kind it does not know, a truncated body, no envelope: not decoded.
         let type_meta = [bytes_field(1, b"apps/v1"), bytes_field(2, b"Deployment")].concat();
         let body = [

@@ -417,7 +417,9 @@ pub async fn patch(call: &Call, body: Body) -> KResult<Response> {
                 "field is immutable",
             ));
         }
-        let created = expected == 0;
+        // A namespace in use but never written has version 0: the write creates its template,
+        // yet the namespace was there, so the answer is 200 as for any existing object.
+        let created = cur.is_none();
         if call.params.dry_run() {
             let code = if created {
                 StatusCode::CREATED
