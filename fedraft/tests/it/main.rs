@@ -30,6 +30,7 @@ mod e2e_owners;
 mod failpoints;
 mod fleet;
 mod gpu_procs;
+mod helm_door;
 mod karmada_lifecycle;
 mod kubectl_door;
 mod kubectl_rollout;

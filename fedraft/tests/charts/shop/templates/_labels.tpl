@@ -1,0 +1,6 @@
+{{- define "shop.labels" -}}
+app.kubernetes.io/name: shop
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end -}}
