@@ -11,6 +11,7 @@ mod deschedule;
 mod discovery;
 mod door;
 mod door_affinities;
+mod door_changes;
 mod door_deps;
 mod door_kubefed;
 mod door_lifecycle;

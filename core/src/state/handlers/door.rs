@@ -41,7 +41,9 @@ use crate::error::FieldError;
 use crate::karmada::{self, PolicyKind, PolicySpec, TemplateIdentity, PEER_WIDENED_SINCE};
 use crate::kubefed;
 use crate::model::{ObjectKey, ObjectSpec};
-use crate::state::{Ctx, HandlerResult, RejectCode, Rejection, State};
+use crate::state::{
+    Change, ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State,
+};
 
 /// The manifest without metadata and status: what a change of generation compares.
 /// What a put of a policy document does to its stored record.
@@ -90,6 +92,19 @@ impl State {
             resource_version: ctx.index,
         };
         Ok(PolicyWrite::Store { record, previous })
+    }
+
+    /// Tells watch streams that this entry wrote or removed the document `key`: called once it
+    /// is certain to stay so, never before a check that may still refuse (and restore) it.
+    /// `existed` is whether it was there before the entry.
+    pub(super) fn policy_changed(&self, key: &PolicyRef, existed: bool, ctx: &mut Ctx) {
+        let op = match (existed, self.door.policies.contains_key(key)) {
+            (false, true) => ChangeOp::Added,
+            (true, true) => ChangeOp::Modified,
+            (true, false) => ChangeOp::Deleted,
+            (false, false) => return,
+        };
+        ctx.change(ChangeKind::Policy(key.kind), Change::policy_key(key), op);
     }
 }
 
@@ -425,6 +440,7 @@ impl State {
         ctx: &mut Ctx,
     ) -> HandlerResult {
         let Err(refusal) = self.rederive_templates(ctx) else {
+            self.policy_changed(&key, old_record.is_some(), ctx);
             self.deps_after_policy_write(required_before, ctx);
             return Ok(Some(ctx.index));
         };

@@ -150,6 +150,7 @@ impl State {
             };
             return Err(refusal);
         }
+        self.policy_changed(&key, previous.is_some(), ctx);
         Ok(Some(ctx.index))
     }
 
@@ -183,6 +184,7 @@ impl State {
                 if self.object(ns, &object).is_some() {
                     self.delete_object(ns, &object, None, ctx)?;
                 }
+                self.policy_changed(&key, true, ctx);
                 return Ok(Some(ctx.index));
             }
         }
@@ -192,6 +194,7 @@ impl State {
             }
             return Err(refusal);
         }
+        self.policy_changed(&key, true, ctx);
         Ok(Some(ctx.index))
     }
 

@@ -257,14 +257,15 @@ impl State {
             validate_spec(spec)?;
         }
         let changed = |old: &Value, new: &Value| spec_part(old) != spec_part(new);
-        let record = match self.policy_write(&key, expected, &doc, changed, ctx)? {
+        let (record, existed) = match self.policy_write(&key, expected, &doc, changed, ctx)? {
             PolicyWrite::Unchanged(version) => return Ok(version),
-            PolicyWrite::Store { record, .. } => record,
+            PolicyWrite::Store { record, previous } => (record, previous.is_some()),
         };
-        self.door.policies.insert(key, record);
+        self.door.policies.insert(key.clone(), record);
         if let Some(spec) = spec {
             self.apply_member_spec(&spec, ctx)?;
         }
+        self.policy_changed(&key, existed, ctx);
         Ok(Some(ctx.index))
     }
 
@@ -341,14 +342,15 @@ impl State {
         };
         // Sealing is fresh each time: any write of the credentials is a change of the Secret.
         let changed = |old: &Value, new: &Value| spec_part(old) != spec_part(new);
-        let record = match self.policy_write(&key, expected, &stored, changed, ctx)? {
+        let (record, existed) = match self.policy_write(&key, expected, &stored, changed, ctx)? {
             PolicyWrite::Unchanged(version) => return Ok(version),
-            PolicyWrite::Store { record, .. } => record,
+            PolicyWrite::Store { record, previous } => (record, previous.is_some()),
         };
-        self.door.policies.insert(key, record);
+        self.door.policies.insert(key.clone(), record);
         for spec in &specs {
             self.apply_member_spec(spec, ctx)?;
         }
+        self.policy_changed(&key, existed, ctx);
         Ok(Some(ctx.index))
     }
 
@@ -378,6 +380,7 @@ impl State {
         if tag != PolicyKindTag::MemberSecret && self.d.clusters.get(&pkey.name).is_some() {
             self.on_deregister_cluster(&pkey.name, None, ctx)?;
         }
+        self.policy_changed(&pkey, true, ctx);
         Ok(Some(ctx.index))
     }
 }

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::door::{PolicyKindTag, PolicyRef};
 use crate::error::FieldError;
 use crate::model::ObjectKey;
 use crate::scheduler::Decision;
@@ -98,11 +99,15 @@ impl Outcome {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Which table a [`Change`] is in. Outcomes travel in forwarded replies and the audit archive:
+/// new variants go at the END.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum ChangeKind {
     Cluster,
     Object,
     Tenant,
+    /// A document of the door's policy table (`door::DoorTables::policies`), of this kind.
+    Policy(PolicyKindTag),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,13 +117,44 @@ pub enum ChangeOp {
     Deleted,
 }
 
-/// One resource this entry changed, for watch streams. `key` is the cluster or tenant name, or
-/// `namespace/name` for objects.
+/// One resource this entry changed, for watch streams. `key` is the cluster or tenant name,
+/// `namespace/name` for objects, and for policies `namespace/name`, or the name alone for a
+/// cluster-wide kind ([`Change::policy_key`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     pub kind: ChangeKind,
     pub key: String,
     pub op: ChangeOp,
+}
+
+impl Change {
+    /// The key a policy's change carries: shaped like an object's, so whatever reads a namespace
+    /// out of a change key (the audit's tenant view) reads it out of this one too.
+    pub fn policy_key(key: &PolicyRef) -> String {
+        if key.namespace.is_empty() {
+            key.name.clone()
+        } else {
+            format!("{}/{}", key.namespace, key.name)
+        }
+    }
+
+    /// The policy a [`ChangeKind::Policy`] change names; None for any other change.
+    pub fn policy(&self) -> Option<PolicyRef> {
+        match self.kind {
+            ChangeKind::Policy(kind) => Some(Self::policy_of(kind, &self.key)),
+            _ => None,
+        }
+    }
+
+    /// The policy of `kind` a change key made by [`Change::policy_key`] names.
+    pub fn policy_of(kind: PolicyKindTag, key: &str) -> PolicyRef {
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        PolicyRef {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
+    }
 }
 
 /// Everything one applied entry produced.
