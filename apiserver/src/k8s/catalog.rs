@@ -52,6 +52,11 @@ pub struct Served {
 }
 
 const READ_ONLY: &[&str] = &["get", "list", "watch"];
+/// The verbs of the documents kept as written in the policy table: what kubectl's apply, edit,
+/// delete and `get -w` use.
+const DOCUMENT_VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
 
 /// Built-in kinds not served: nodes are the members' own. (The kinds that CustomResourceDefinitions
 /// define are served too, but read from the state per request: `crds`.)
@@ -125,7 +130,7 @@ fn build() -> Vec<Served> {
     let policy = |plural: &str, kind: &str, short: &str, tag: PolicyKindTag| {
         let mut def = ResourceDef::new(karmada::GROUP, karmada::VERSION, plural, kind)
             .short_names(&[short])
-            .verbs(&["create", "delete", "get", "list", "patch", "update"]);
+            .verbs(DOCUMENT_VERBS);
         if matches!(
             tag,
             PolicyKindTag::ClusterPropagation | PolicyKindTag::ClusterOverride
@@ -162,11 +167,10 @@ fn build() -> Vec<Served> {
         "cop",
         PolicyKindTag::ClusterOverride,
     ));
-    // KubeFed's documents are kept as written, like the policies, and served with the verbs
-    // kubectl's apply, edit and delete use.
+    // KubeFed's documents are kept as written, like the policies, and served with the same
+    // verbs.
     let kubefed_def = |group: &str, version: &str, plural: &str, kind: &str| {
-        ResourceDef::new(group, version, plural, kind)
-            .verbs(&["create", "delete", "get", "list", "patch", "update"])
+        ResourceDef::new(group, version, plural, kind).verbs(DOCUMENT_VERBS)
     };
     for k in FederatedKind::ALL {
         let mut def = kubefed_def(
@@ -279,6 +283,12 @@ mod tests {
         .unwrap();
         assert_eq!(cpp.store, Store::Policy(PolicyKindTag::ClusterPropagation));
         assert!(!cpp.def.namespaced);
+        // Every document of the policy table is watched through the ring.
+        for s in CATALOG.iter() {
+            if let Store::Policy(tag) = s.store {
+                assert!(s.def.verbs.iter().any(|v| v == "watch"), "{tag:?}");
+            }
+        }
         assert!(find("apps", "v1", "deployments")
             .unwrap()
             .def

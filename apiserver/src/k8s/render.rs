@@ -209,17 +209,26 @@ pub fn load_namespace(s: &State, name: &str) -> Option<Loaded> {
 
 pub fn load_policy(s: &State, key: &PolicyRef) -> Option<Loaded> {
     let rec = s.door().policies.get(key)?;
-    let member = matches!(
-        key.kind,
-        PolicyKindTag::KarmadaCluster | PolicyKindTag::KubeFedCluster
-    )
-    .then(|| s.cluster(&key.name).cloned().map(Box::new))
-    .flatten();
     Some(Loaded::Policy {
         key: key.clone(),
         rec: rec.clone(),
-        member,
+        member: registered(s, key),
     })
+}
+
+/// Whether documents of `tag` register member clusters, whose health is their status.
+pub fn is_cluster_document(tag: PolicyKindTag) -> bool {
+    matches!(
+        tag,
+        PolicyKindTag::KarmadaCluster | PolicyKindTag::KubeFedCluster
+    )
+}
+
+/// The cluster the member cluster document `key` registered, if it is one and did.
+pub fn registered(s: &State, key: &PolicyRef) -> Option<Box<Cluster>> {
+    is_cluster_document(key.kind)
+        .then(|| s.cluster(&key.name).cloned().map(Box::new))
+        .flatten()
 }
 
 impl Loaded {
@@ -477,10 +486,7 @@ fn policy_object(key: &PolicyRef, rec: &PolicyRecord, member: Option<&Cluster>) 
         (rec.created_ms, rec.created_index),
         rec.generation,
     );
-    if matches!(
-        key.kind,
-        PolicyKindTag::KarmadaCluster | PolicyKindTag::KubeFedCluster
-    ) {
+    if is_cluster_document(key.kind) {
         doc["status"] = member_status(key.kind, &doc, member);
     }
     doc

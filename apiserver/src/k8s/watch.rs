@@ -1,13 +1,17 @@
 //! `?watch=1`: a Kubernetes watch stream of templates, namespaces created through the door,
-//! clusters or tenants, fed by the API's watch ring (`crate::watch`), so it resumes from any
+//! policies (Karmada's, KubeFed's documents and the member cluster documents), clusters or
+//! tenants, fed by the API's watch ring (`crate::watch`), so it resumes from any
 //! resourceVersion the ring still holds and answers a 410 `ERROR` event when it is too old.
 //!
 //! Without a resourceVersion (or with 0) the stream starts with an `ADDED` event for every
 //! current object. With `allowWatchBookmarks` an idle stream sends a `BOOKMARK` with the last
 //! applied index every bookmark interval. A template event's object is rendered from the
 //! federated object the event carries and the template's record as this node holds it when the
-//! event is sent. Policies are not watched: they are not in the ring (discovery does not offer
-//! `watch` for them). Must not: hold the state's lock while it renders or sends.
+//! event is sent; a policy event's from the document it carries, which for a `DELETED` is the
+//! document as it was before the delete (so label selectors match it), at the delete's
+//! resourceVersion. A member cluster document's status is its cluster's health: a change of
+//! that cluster is a `MODIFIED` of the document. Member Secrets are not watched (the ring
+//! holds nothing of them). Must not: hold the state's lock while it renders or sends.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -16,7 +20,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use fedraft_core::door::ResourceKey;
+use fedraft_core::door::{PolicyKindTag, PolicyRef, ResourceKey};
 use fedraft_kubeapi::negotiate::{self, ObjectForm};
 use fedraft_kubeapi::selector::{FieldSelector, LabelSelector};
 use fedraft_kubeapi::table::IncludeObject;
@@ -28,7 +32,7 @@ use super::render::{self, Loaded};
 use super::{Call, KResult, Refusal, Store, Target};
 use crate::auth::{Principal, Role};
 use crate::routes::common::{read, tenant_namespaces};
-use crate::watch::ring::{EventType, LiveMsg, Payload, WatchEvent};
+use crate::watch::ring::{EventType, LiveMsg, Payload, WatchEvent, POLICY};
 use crate::watch::stream::{follow, Lines};
 use crate::App;
 
@@ -89,6 +93,10 @@ impl Filter {
                 (ns, name)
             }
             (Store::Cluster, "Cluster") | (Store::Tenant, "Tenant") => ("", object_name),
+            (Store::Policy(tag), POLICY) if e.policy == Some(tag) => (store_ns, object_name),
+            (Store::Policy(tag), "Cluster") if render::is_cluster_document(tag) => {
+                return self.cluster_document(app, tag, object_name);
+            }
             _ => return None,
         };
         if !self.visible(ns, name) {
@@ -135,6 +143,23 @@ impl Filter {
                     .render()
                 })
             }
+            (Some(Payload::Policy(rec)), Store::Policy(tag)) => {
+                let key = PolicyRef {
+                    kind: tag,
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                };
+                let member = app.node.read_stale(|s| render::registered(s, &key));
+                let rec = (**rec).clone();
+                let mut obj = Loaded::Policy { key, rec, member }.render();
+                if e.event_type == EventType::Deleted {
+                    // As kube-apiserver: the last state, at the version of the delete.
+                    let rv = json!(e.resource_version.to_string());
+                    fedraft_kubeapi::meta::metadata_mut(&mut obj)
+                        .insert("resourceVersion".into(), rv);
+                }
+                Some(obj)
+            }
             (Some(Payload::Cluster(c)), _) => Some(Loaded::Cluster(c.clone()).render()),
             (Some(Payload::Tenant(t)), _) => {
                 let seen = app
@@ -153,6 +178,38 @@ impl Filter {
             json!({ "apiVersion": def.api_version(), "kind": def.kind, "metadata": m })
         });
         self.selects(&obj).then_some((kind, obj))
+    }
+
+    /// A change of the cluster `name` as a `MODIFIED` of the document of kind `tag` that
+    /// registered it, when this stream watches that document.
+    fn cluster_document(
+        &self,
+        app: &App,
+        tag: PolicyKindTag,
+        name: &str,
+    ) -> Option<(&'static str, Value)> {
+        let first = PolicyRef {
+            kind: tag,
+            namespace: self.target.ns.clone().unwrap_or_default(),
+            name: String::new(),
+        };
+        let ns = self.target.ns.as_deref();
+        let loaded = app.node.read_stale(|s| {
+            let key = s
+                .door()
+                .policies
+                .range(&first..)
+                .map(|(k, _)| k)
+                .take_while(|k| k.kind == tag && ns.is_none_or(|n| k.namespace == n))
+                .find(|k| k.name == name)?;
+            render::load_policy(s, key)
+        })?;
+        let (ns, name) = loaded.sort_key();
+        if !self.visible(ns, name) {
+            return None;
+        }
+        let obj = loaded.render();
+        self.selects(&obj).then_some(("MODIFIED", obj))
     }
 
     /// The event line: the object, or its one-row Table.
@@ -190,10 +247,12 @@ fn expired(message: String) -> Value {
 
 pub async fn watch(call: &Call) -> KResult<Response> {
     let t = call.target.clone();
-    if !matches!(
-        t.store(),
-        Store::Template | Store::Namespace | Store::Cluster | Store::Tenant
-    ) {
+    let watched = match t.store() {
+        Store::Template | Store::Namespace | Store::Cluster | Store::Tenant => true,
+        Store::Policy(tag) => tag != PolicyKindTag::MemberSecret,
+        Store::User | Store::UserToken | Store::Internal(_) => false,
+    };
+    if !watched {
         return Err(Refusal::method_not_allowed("watch"));
     }
     authorize_read(call, t.ns.as_deref())?;

@@ -17,6 +17,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
+use fedraft_core::door::{self, PolicyKindTag, PolicyRecord};
 use fedraft_core::model::{Cluster, FederatedObject, Tenant};
 use serde::{Serialize, Serializer};
 use tokio::sync::broadcast;
@@ -29,6 +30,9 @@ use crate::wire::{cluster_json, tenant_json};
 pub const DEFAULT_HISTORY_EVENTS: usize = 8192;
 /// How many messages a live watcher may fall behind before it is cut off with a 410 ERROR line.
 pub const LIVE_BUFFER_EVENTS: usize = 4096;
+/// The `kind` of an event of the door's policy table; [`WatchEvent::policy`] says which kind of
+/// document it is.
+pub const POLICY: &str = "Policy";
 
 /// The kind of change an event reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -48,6 +52,9 @@ pub enum Payload {
     /// Shared with the state (`State::object_shared`), which leaves this version intact.
     Object(Arc<FederatedObject>),
     Tenant(Box<Tenant>),
+    /// A policy document as stored (never a member Secret's: the hub makes no event of those),
+    /// shared with the hub's table of them (`hub::LastSeen`).
+    Policy(Arc<PolicyRecord>),
     /// A document that is JSON already (the `{code, message}` of an ERROR line).
     Json(serde_json::Value),
 }
@@ -59,6 +66,7 @@ impl Serialize for Payload {
             Payload::Cluster(c) => cluster_json(c).serialize(s),
             Payload::Object(o) => ObjectView(o).serialize(s),
             Payload::Tenant(t) => tenant_json(t).serialize(s),
+            Payload::Policy(p) => policy_json(p).serialize(s),
             Payload::Json(v) => v.serialize(s),
         }
     }
@@ -71,9 +79,22 @@ impl fmt::Debug for Payload {
             Payload::Cluster(c) => write!(f, "Cluster({})", c.spec.name),
             Payload::Object(o) => write!(f, "Object({}/{})", o.namespace, o.name),
             Payload::Tenant(t) => write!(f, "Tenant({})", t.spec.name),
+            Payload::Policy(p) => write!(f, "Policy(at {})", p.resource_version),
             Payload::Json(v) => write!(f, "Json({v})"),
         }
     }
+}
+
+/// A policy document as written. Only the door's watch sends these, and it renders them
+/// itself; this is what a line would hold otherwise, and it drops a member Secret's
+/// credentials even though none ever reaches the ring.
+fn policy_json(p: &PolicyRecord) -> serde_json::Value {
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&p.manifest).unwrap_or(serde_json::Value::Null);
+    if let Some(o) = doc.as_object_mut() {
+        o.remove(door::SECRET_CREDENTIALS_FIELD);
+    }
+    doc
 }
 
 /// One line of a watch stream.
@@ -82,9 +103,12 @@ impl fmt::Debug for Payload {
 pub struct WatchEvent {
     #[serde(rename = "type")]
     pub event_type: EventType,
-    /// `Cluster`, `FederatedObject` or `Tenant` (absent on BOOKMARK and ERROR).
+    /// `Cluster`, `FederatedObject`, `Tenant` or [`POLICY`] (absent on BOOKMARK and ERROR).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<&'static str>,
+    /// Which kind of document a [`POLICY`] event is about; None for every other event.
+    #[serde(skip)]
+    pub policy: Option<PolicyKindTag>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -111,6 +135,7 @@ impl WatchEvent {
         WatchEvent {
             event_type,
             kind,
+            policy: None,
             namespace,
             name,
             resource_version,

@@ -6,7 +6,8 @@
 //! it, the stream starts with an ADDED event per existing resource (read linearizably) and a
 //! BOOKMARK at that state's resource version. Idle streams get a BOOKMARK every
 //! `bookmark_interval_ms` when the log advanced. Tenant members see only objects in their
-//! tenant's namespaces (as of the start of the watch) and their own tenant.
+//! tenant's namespaces (as of the start of the watch) and their own tenant. The ring's events of
+//! the door's policy documents are not sent here: the door's watch serves those.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
-use super::ring::{EventType, LiveMsg, Payload, WatchEvent};
+use super::ring::{EventType, LiveMsg, Payload, WatchEvent, POLICY};
 use crate::auth::{Access, Principal, Role};
 use crate::error::ApiError;
 use crate::metrics::{ApiMetrics, WatchDrop, WatchKind};
@@ -54,6 +55,10 @@ struct Filter {
 
 impl Filter {
     fn passes(&self, e: &WatchEvent) -> bool {
+        // The door's policy documents are the door's to show (`k8s::watch`), in its shapes.
+        if e.kind == Some(POLICY) {
+            return false;
+        }
         if self.kind.is_some() && e.kind != self.kind {
             return false;
         }

@@ -34,6 +34,7 @@ mod helm_door;
 mod karmada_lifecycle;
 mod kubectl_door;
 mod kubectl_rollout;
+mod kubectl_watch;
 mod kubefed_door;
 mod members_door;
 mod metrics_exposition;
