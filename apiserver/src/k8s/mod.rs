@@ -15,6 +15,7 @@
 //! answer with anything but Kubernetes shapes (`errors::Refusal` for every refusal).
 
 mod catalog;
+mod conditions;
 mod crds;
 mod discovery;
 mod errors;

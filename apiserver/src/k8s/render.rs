@@ -20,7 +20,6 @@
 //!
 //! Must not: read anything but the state it is given; change it.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fedraft_core::door::{
@@ -34,6 +33,8 @@ use fedraft_kubeapi::meta;
 use serde_json::{json, Map, Value};
 
 use super::catalog::{FEDRAFT_GROUP, FEDRAFT_VERSION};
+use super::conditions;
+pub use super::conditions::RolloutView;
 use crate::wire::{cluster_json, tenant_json};
 
 /// One object as read under the state's lock.
@@ -92,98 +93,6 @@ pub fn load_template(s: &State, key: &ResourceKey) -> Option<Loaded> {
         rollout: RolloutView::load(s, key),
         obj,
     })
-}
-
-/// What a template's status shows of its rollout (kept small: it is cloned under the lock).
-#[derive(Debug, Clone)]
-pub struct RolloutView {
-    pub phase: Phase,
-    pub reason: String,
-    pub target: u32,
-    /// Per cluster: the revision it should run, and what it last reported.
-    pub clusters: BTreeMap<String, (u32, Option<Reported>)>,
-}
-
-/// One cluster's report of the workload, as far as the rolled-out counts need it.
-#[derive(Debug, Clone, Copy)]
-pub struct Reported {
-    pub revision: Option<u32>,
-    /// The member's controller has seen its latest spec.
-    pub caught_up: bool,
-    pub updated: u32,
-    pub available: u32,
-}
-
-impl RolloutView {
-    pub fn load(s: &State, key: &ResourceKey) -> Option<Box<RolloutView>> {
-        let (ns, name) = (key.object_namespace(), key.object_name());
-        let rec = s.rollout(ns, &name)?;
-        let reports = s.workload_status(ns, &name);
-        let obj = s.object(ns, &name)?;
-        let clusters = obj
-            .status
-            .clusters
-            .iter()
-            .map(|p| {
-                let w = reports.and_then(|m| m.get(&p.cluster)).map(|w| Reported {
-                    revision: w.observed.revision,
-                    caught_up: w.observed.observed_generation >= w.observed.generation,
-                    updated: w.observed.updated,
-                    available: w.observed.available,
-                });
-                (p.cluster.clone(), (rec.revision_for(&p.cluster), w))
-            })
-            .collect();
-        Some(Box::new(RolloutView {
-            phase: rec.phase,
-            reason: rec.reason.clone(),
-            target: rec.target,
-            clusters,
-        }))
-    }
-
-    /// Replicas on `cluster` that run the target revision, as its member reports them.
-    fn updated_on(&self, cluster: &str, replicas: u32) -> u32 {
-        match self.clusters.get(cluster) {
-            Some((want, Some(r)))
-                if *want == self.target && r.revision == Some(self.target) && r.caught_up =>
-            {
-                r.updated.min(replicas)
-            }
-            _ => 0,
-        }
-    }
-
-    fn available_on(&self, cluster: &str, replicas: u32) -> u32 {
-        match self.clusters.get(cluster) {
-            Some((_, Some(r))) => r.available.min(replicas),
-            _ => 0,
-        }
-    }
-
-    /// Kubernetes' `Progressing` condition for the rollout: kubectl's `rollout status` stops
-    /// with an error on reason `ProgressDeadlineExceeded`, which is what a failed gate is.
-    fn progressing(&self) -> Value {
-        let (status, reason, message) = match self.phase {
-            Phase::Complete => (
-                "True",
-                "NewReplicaSetAvailable",
-                format!("revision {} rolled out to every cluster", self.target),
-            ),
-            Phase::Progressing => (
-                "True",
-                "ReplicaSetUpdated",
-                format!("rolling out revision {} in waves", self.target),
-            ),
-            Phase::Paused if self.reason.starts_with("paused by") => {
-                ("Unknown", "DeploymentPaused", self.reason.clone())
-            }
-            Phase::Paused => ("False", "ProgressDeadlineExceeded", self.reason.clone()),
-            Phase::Aborted => ("False", "RolloutAborted", self.reason.clone()),
-            Phase::RolledBack => ("False", "RolloutRolledBack", self.reason.clone()),
-        };
-        json!({"type": "Progressing", "status": status, "reason": reason, "message": message})
-    }
 }
 
 /// A namespace exists when a `Namespace` template names it, a tenant owns it or an object
@@ -343,7 +252,8 @@ fn template_object(
         (rec.created_ms, rec.created_index),
         rec.generation,
     );
-    doc["status"] = template_status(key, rec, obj, rollout);
+    let status = template_status(key, rec, obj, rollout, doc.get("spec"));
+    doc["status"] = status;
     doc
 }
 
@@ -352,6 +262,7 @@ fn template_status(
     rec: &TemplateRecord,
     obj: &FederatedObject,
     rollout: Option<&RolloutView>,
+    spec: Option<&Value>,
 ) -> Value {
     let st = &obj.status;
     let clusters: Vec<Value> = st
@@ -433,8 +344,21 @@ fn template_status(
         out["updatedReplicas"] = json!(updated);
         out["readyReplicas"] = json!(st.ready_replicas);
         out["availableReplicas"] = json!(available);
-        if let (Some(r), Some(conds)) = (rollout, out["conditions"].as_array_mut()) {
-            conds.push(r.progressing());
+        let counts = conditions::Counts {
+            replicas,
+            updated,
+            available,
+        };
+        let deployment = key.kind == "Deployment";
+        if let Some(conds) = out["conditions"].as_array_mut() {
+            if deployment {
+                conds.push(conditions::available(spec, counts));
+            }
+            match rollout {
+                Some(r) => conds.push(r.progressing()),
+                None if deployment => conds.push(conditions::progressing(counts)),
+                None => {}
+            }
         }
         if key.kind == "StatefulSet" {
             out["currentReplicas"] = json!(updated);

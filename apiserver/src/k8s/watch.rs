@@ -5,7 +5,10 @@
 //!
 //! Without a resourceVersion (or with 0) the stream starts with an `ADDED` event for every
 //! current object. With `allowWatchBookmarks` an idle stream sends a `BOOKMARK` with the last
-//! applied index every bookmark interval. A template event's object is rendered from the
+//! applied index every bookmark interval. A watch-list request (`sendInitialEvents=true`, which
+//! client-go's informers send, with `resourceVersionMatch=NotOlderThan` and bookmarks) gets the
+//! current objects, read at least as fresh as its resourceVersion, then a `BOOKMARK` annotated
+//! `k8s.io/initial-events-end`, then the changes after it. A template event's object is rendered from the
 //! federated object the event carries and the template's record as this node holds it when the
 //! event is sent; a policy event's from the document it carries, which for a `DELETED` is the
 //! document as it was before the delete (so label selectors match it), at the delete's
@@ -40,6 +43,8 @@ use crate::App;
 const STREAM_BUFFER_LINES: usize = 256;
 /// Longest watch a client may ask for; kube-rs asks for 290 s, kubectl for none.
 const MAX_WATCH_S: u64 = 1800;
+/// The annotation of the bookmark that ends a watch-list's initial events.
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 /// What one stream sends.
 struct Filter {
@@ -233,6 +238,13 @@ impl Filter {
             "metadata": { "resourceVersion": rv.to_string() },
         }})
     }
+
+    /// The bookmark that tells a watch-list client its initial events are complete.
+    fn initial_events_end(&self, rv: u64) -> Value {
+        let mut b = self.bookmark(rv);
+        b["object"]["metadata"]["annotations"] = json!({ INITIAL_EVENTS_END: "true" });
+        b
+    }
 }
 
 fn line(v: &Value) -> Bytes {
@@ -289,6 +301,7 @@ pub async fn watch(call: &Call) -> KResult<Response> {
         viewer: call.principal.clone(),
     };
     let bookmarks = call.params.flag("allowWatchBookmarks");
+    let watch_list = watch_list(call, bookmarks)?;
     let timeout = Duration::from_secs(
         call.params
             .u64("timeoutSeconds")?
@@ -296,8 +309,10 @@ pub async fn watch(call: &Call) -> KResult<Response> {
             .clamp(1, MAX_WATCH_S),
     );
     let ring = call.app.ring.clone();
-    let (initial, backlog, rx, from) = match call.params.u64("resourceVersion")? {
-        Some(rv) if rv > 0 => match ring.resume(rv) {
+    let requested = call.params.u64("resourceVersion")?;
+    let initial_events = watch_list.unwrap_or(requested.unwrap_or(0) == 0);
+    let (initial, backlog, rx, from) = match requested {
+        Some(rv) if rv > 0 && !initial_events => match ring.resume(rv) {
             Ok((backlog, rx)) => (Vec::new(), backlog, rx, rv),
             Err(e) => {
                 // As kube-apiserver: 200, and the 410 as the stream's one event.
@@ -308,6 +323,15 @@ pub async fn watch(call: &Call) -> KResult<Response> {
                 return Ok(stream_response(Body::from(frame)));
             }
         },
+        _ if !initial_events => {
+            // sendInitialEvents=false without a version: from now on, nothing before.
+            let (backlog, rx) = ring.resume(ring.last_index()).map_err(|_| {
+                Refusal::from(crate::ApiError::Unavailable {
+                    message: "watch history is resetting".into(),
+                })
+            })?;
+            (Vec::new(), backlog, rx, ring.last_index())
+        }
         _ => {
             // Subscribe first, then read: what happens after the read is in the backlog.
             let (backlog, rx) = ring.resume(ring.last_index()).map_err(|_| {
@@ -324,13 +348,26 @@ pub async fn watch(call: &Call) -> KResult<Response> {
                 (s.applied_index(), all)
             })
             .await?;
+            // NotOlderThan: a version this node has not applied after a linearizable read is
+            // one no member of the federation has committed.
+            if let Some(rv) = requested.filter(|rv| *rv > at) {
+                return Err(Refusal::from(fedraft_kubeapi::ApiError::Internal {
+                    code: 504,
+                    message: format!("Too large resource version: {rv}, current: {at}"),
+                }));
+            }
             (initial, backlog, rx, at)
         }
     };
+    let end_marker = watch_list == Some(true);
     let (tx, out) = mpsc::channel::<Result<Bytes, Infallible>>(STREAM_BUFFER_LINES);
     let every = Duration::from_millis(call.app.cfg.bookmark_interval_ms.max(10));
     let app = call.app.clone();
     tokio::spawn(async move {
+        let initial = Initial {
+            objects: initial,
+            end_marker,
+        };
         let pump = pump(
             &app, &filter, initial, backlog, rx, from, bookmarks, every, &tx,
         );
@@ -355,11 +392,49 @@ fn stream_response(body: Body) -> Response {
         .into_response()
 }
 
+/// `sendInitialEvents`: None when absent (the version decides), else its value. As in
+/// kube-apiserver, it needs `resourceVersionMatch=NotOlderThan` and bookmarks, and
+/// `resourceVersionMatch` means nothing to a watch without it.
+fn watch_list(call: &Call, bookmarks: bool) -> KResult<Option<bool>> {
+    let invalid = |message: &str| Refusal::bad_request(format!("invalid watch options: {message}"));
+    let send = match call.params.get("sendInitialEvents") {
+        None => None,
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(other) => {
+            return Err(invalid(&format!(
+                "sendInitialEvents: must be true or false, not {other:?}"
+            )))
+        }
+    };
+    let matching = call.params.get("resourceVersionMatch");
+    match (send, matching) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(invalid(
+            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        )),
+        (Some(_), Some("NotOlderThan")) if bookmarks => Ok(send),
+        (Some(_), Some("NotOlderThan")) => Err(invalid(
+            "allowWatchBookmarks: Forbidden: sendInitialEvents requires allowWatchBookmarks=true",
+        )),
+        (Some(_), _) => Err(invalid(
+            "resourceVersionMatch: Unsupported value: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        )),
+    }
+}
+
+/// What a stream sends before the changes: the current objects, and whether a watch-list
+/// bookmark ends them.
+struct Initial {
+    objects: Vec<Loaded>,
+    end_marker: bool,
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn pump(
     app: &App,
     filter: &Filter,
-    initial: Vec<Loaded>,
+    initial: Initial,
     backlog: Vec<Arc<WatchEvent>>,
     rx: tokio::sync::broadcast::Receiver<LiveMsg>,
     from: u64,
@@ -367,7 +442,7 @@ async fn pump(
     every: Duration,
     tx: &mpsc::Sender<Result<Bytes, Infallible>>,
 ) {
-    for l in &initial {
+    for l in &initial.objects {
         let (ns, name) = l.sort_key();
         let obj = l.render();
         if !(filter.visible(ns, name) && filter.selects(&obj)) {
@@ -380,6 +455,14 @@ async fn pump(
         {
             return;
         }
+    }
+    if initial.end_marker
+        && tx
+            .send(Ok(line(&filter.initial_events_end(from))))
+            .await
+            .is_err()
+    {
+        return;
     }
     drop(initial);
     let lines = Lines {

@@ -393,6 +393,41 @@ async fn templates_through_the_door() {
     assert_eq!(events[0]["type"], "ERROR", "{events:?}");
     assert_eq!(events[0]["object"]["code"], 410);
 
+    // A watch-list, as client-go's informers ask: every current object, the bookmark that
+    // ends them, then the changes after it.
+    let list = format!(
+        "{cms}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+    );
+    let watch = c
+        .req(leader, Method::GET, &list, Some(ADMIN))
+        .send()
+        .await
+        .unwrap();
+    let events = read_watch(watch, |e| e.iter().any(|e| e["type"] == "BOOKMARK")).await;
+    let (end, added) = events.split_last().unwrap();
+    assert_eq!(
+        end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true",
+        "{end}"
+    );
+    let listed = call(leader, Method::GET, cms, ADMIN, None).await;
+    let items = listed.json["items"].as_array().unwrap().len();
+    assert_eq!(added.len(), items);
+    assert!(added.iter().all(|e| e["type"] == "ADDED"), "{added:?}");
+    // Its options must come together, as kube-apiserver requires.
+    for (query, field) in [
+        ("sendInitialEvents=true", "resourceVersionMatch"),
+        (
+            "sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+            "allowWatchBookmarks",
+        ),
+        ("resourceVersionMatch=NotOlderThan", "resourceVersionMatch"),
+    ] {
+        let path = format!("{cms}?watch=1&{query}");
+        let r = call(leader, Method::GET, &path, ADMIN, None).await;
+        assert_eq!(r.status, 400, "{query}: {}", r.text);
+        assert!(r.text.contains(field), "{query}: {}", r.text);
+    }
+
     // Delete: gone from both doors.
     let r = call(leader, Method::DELETE, &format!("{cms}/c0"), ADMIN, None).await;
     assert_eq!(r.status, 200, "{}", r.text);

@@ -137,6 +137,7 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls() {
         "-n",
         "shop",
         "--create-namespace",
+        "--wait",
         "--timeout",
         "3m",
     ]);
@@ -183,6 +184,7 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls() {
         "shop",
         "--set",
         "replicas=6,image=nginx:1.28,greeting=bye",
+        "--wait",
         "--timeout",
         "3m",
     ]);
@@ -209,7 +211,16 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls() {
     assert!(manifest.contains("image: nginx:1.28"), "{manifest}");
 
     // Rollback to the first revision: the members follow back.
-    helm.ok(&["rollback", "shop", "1", "-n", "shop", "--timeout", "3m"]);
+    helm.ok(&[
+        "rollback",
+        "shop",
+        "1",
+        "-n",
+        "shop",
+        "--wait",
+        "--timeout",
+        "3m",
+    ]);
     fed.wait_deployment("dc1", "shop", "shop-web", 2, "nginx:1.27")
         .await;
     eventually(LIMIT, "the first settings are back on dc1", || async {
@@ -219,7 +230,15 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls() {
     assert_eq!(release_secrets(&k).len(), 3, "{:?}", release_secrets(&k));
 
     // Uninstall: every object and every release record goes, on fedraft and on the members.
-    let gone = helm.ok(&["uninstall", "shop", "-n", "shop", "--timeout", "3m"]);
+    let gone = helm.ok(&[
+        "uninstall",
+        "shop",
+        "-n",
+        "shop",
+        "--wait",
+        "--timeout",
+        "3m",
+    ]);
     assert!(gone.contains("uninstalled"), "{gone}");
     for c in ["dc1", "dc2"] {
         fed.wait_absent(c, "shop", "shop-web").await;
