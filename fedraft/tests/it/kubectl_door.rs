@@ -3,7 +3,8 @@
 //! kubeconfig from `fedraft kubeconfig`, discovery (`api-resources`), a multi-document apply
 //! (Deployment, Service, ConfigMap, PropagationPolicy) placed and converged on the members,
 //! table and YAML output, label selectors, each patch type, scale, server-side apply with its
-//! field-manager conflicts, `--dry-run=server`, `diff`, `get -w` and `delete -f`.
+//! field-manager conflicts, `--dry-run=server`, `diff`, `get -w`, namespaces created and labelled,
+//! and `delete -f`.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -399,6 +400,16 @@ async fn kubectl_drives_the_federation() {
         "{.metadata.managedFields[*].manager}",
     );
     assert!(managers.contains("kubectl"), "{managers}");
+    // Namespaces: created with the default admission policy, labelled (a patch), and one that
+    // exists only because something used it takes a label too.
+    k.ok(&["create", "namespace", "blue"]);
+    k.ok(&["label", "namespace", "blue", "team=a"]);
+    k.ok(&["label", "namespace", "shop", "team=b"]);
+    let teams = k.jsonpath(
+        &["get", "namespaces", "-l", "team"],
+        "{.items[*].metadata.name}",
+    );
+    assert_eq!(teams, "blue shop");
     two_field_managers(&k, &fed).await;
     let deleted = k.ok_in(&["delete", "-f", "-"], Some(APP));
     assert!(
