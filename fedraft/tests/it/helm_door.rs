@@ -1,9 +1,10 @@
 //! Helm 4 (the release binary, found or installed by `scripts/helm`) against three `fedraft
 //! server` processes with three simulated members, through the Kubernetes-compatible door
 //! only: `helm install --wait` of an ordinary chart (`fedraft/tests/charts/shop`: a Deployment,
-//! Service, ConfigMap, ServiceAccount and the PropagationPolicy that places them), `upgrade`,
-//! `list`/`history`, `rollback` and `uninstall`, each followed on the members; Helm's release
-//! Secrets stay on fedraft.
+//! Service, ConfigMap, ServiceAccount and the PropagationPolicy that places them), `upgrade`
+//! (server-side apply, Helm 4's default, and the client-side three-way merge), `list`/`history`,
+//! `rollback` and `uninstall`, each followed on the members; Helm's release Secrets stay on
+//! fedraft.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -228,6 +229,28 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls() {
     })
     .await;
     assert_eq!(release_secrets(&k).len(), 3, "{:?}", release_secrets(&k));
+
+    // Helm's client-side path (a three-way strategic merge patch per object), and a chart
+    // value that drops the ServiceAccount's use: the members follow.
+    helm.ok(&[
+        "upgrade",
+        "shop",
+        chart,
+        "-n",
+        "shop",
+        "--server-side=false",
+        "--set",
+        "replicas=2,greeting=again",
+        "--wait",
+        "--timeout",
+        "3m",
+    ]);
+    fed.wait_deployment("dc1", "shop", "shop-web", 1, "nginx:1.27")
+        .await;
+    eventually(LIMIT, "client-side upgrade reaches dc2", || async {
+        (member_greeting(&fed, "dc2").await.as_deref() == Some("again")).then_some(())
+    })
+    .await;
 
     // Uninstall: every object and every release record goes, on fedraft and on the members.
     let gone = helm.ok(&[
