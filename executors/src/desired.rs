@@ -81,10 +81,7 @@ impl DesiredCache {
             self.items.clear();
             self.labels = Some(c.spec.labels.clone());
         }
-        for obj in s.objects() {
-            if !s.runs_on(obj, cluster) {
-                continue;
-            }
+        for obj in s.objects_on(cluster) {
             let key = obj.key();
             let cached = self
                 .items

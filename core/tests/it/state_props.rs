@@ -296,6 +296,16 @@ fn check(state: &State) -> Result<(), TestCaseError> {
         prop_assert_eq!(t.status.used.cpu_millis, used, "tenant usage drifted");
     }
     for c in state.clusters() {
+        // The executors' index-backed scan sees exactly the objects a full scan would.
+        let name = c.spec.name.as_str();
+        let indexed: Vec<_> = state.objects_on(name).iter().map(|o| o.key()).collect();
+        let mut scanned: Vec<_> = state
+            .objects()
+            .filter(|o| state.runs_on(o, name))
+            .map(|o| o.key())
+            .collect();
+        scanned.sort();
+        prop_assert_eq!(indexed, scanned, "objects_on({}) drifted", name);
         let b = state
             .booked(&c.spec.name)
             .unwrap_or(Resources::ZERO)

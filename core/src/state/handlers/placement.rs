@@ -474,13 +474,9 @@ impl State {
         let Some(c) = self.d.clusters.get(cluster) else {
             return Vec::new();
         };
-        let placed = self.ix.placed_on.get(cluster).into_iter().flatten();
-        let mut keys: Vec<&ObjectKey> = placed.chain(self.held_keys_on(cluster)).collect();
-        keys.sort();
-        keys.dedup();
-        let mut out: Vec<DesiredObject> = keys
+        let mut out: Vec<DesiredObject> = self
+            .objects_on(cluster)
             .into_iter()
-            .filter_map(|k| self.object(&k.namespace, &k.name))
             .map(|obj| {
                 let replicas = self.replicas_running(obj, cluster);
                 let (manifest, admitted) = self.render_for(obj, cluster, &c.spec.labels);
@@ -498,6 +494,19 @@ impl State {
             out.sort_by(|a, b| a.key.cmp(&b.key));
         }
         out
+    }
+
+    /// The objects `cluster` should run ([`Self::runs_on`]: placed there, or kept while they
+    /// move away), in key order, found by the placement index: a member's executor scans its
+    /// own objects, not the whole federation's.
+    pub fn objects_on(&self, cluster: &str) -> Vec<&FederatedObject> {
+        let placed = self.ix.placed_on.get(cluster).into_iter().flatten();
+        let mut keys: Vec<&ObjectKey> = placed.chain(self.held_keys_on(cluster)).collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .filter_map(|k| self.object(&k.namespace, &k.name))
+            .collect()
     }
 
     /// Replicas `cluster` should run of `obj`: its placement there, or more while it keeps
