@@ -174,6 +174,7 @@ fn bench(c: &mut Criterion) {
                 clusters: &v,
                 current: &empty,
                 allowed: None,
+                peers: None,
                 now_ms: 1_000,
             });
             let current = first.placement.clone();
@@ -186,6 +187,7 @@ fn bench(c: &mut Criterion) {
                 clusters: &v,
                 current: &current,
                 allowed: None,
+                peers: None,
                 now_ms: 120_000,
             };
             cpu_rate(label, n, &req);
@@ -200,6 +202,7 @@ fn bench(c: &mut Criterion) {
                         clusters: &v,
                         current: &current,
                         allowed: None,
+                        peers: None,
                         now_ms: 120_000,
                     })))
                 })

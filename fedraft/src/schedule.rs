@@ -177,6 +177,7 @@ pub fn evaluate(docs: &[Value]) -> anyhow::Result<Value> {
         clusters: &views,
         current: &current,
         allowed: None,
+        peers: None,
         now_ms,
     };
     let decision = scheduler::schedule(&req);

@@ -95,7 +95,10 @@ use crate::users::{TokenIssue, UserSpec};
 /// version-11 entry rather than misreads it. 12: peer documents, managedFields (`door`).
 /// 13, the same envelope and commands, whose puts admit a `Namespace` template named after its
 /// own namespace without the admission policy listing the kind (`door::NAMESPACES_SINCE`); an
-/// older entry's was refused unless `clusterScopedKinds` listed `Namespace`, and still is.
+/// older entry's was refused unless `clusterScopedKinds` listed `Namespace`, and still is. Also
+/// in 13, a propagation policy may set `placement.workloadAffinity`, which co-locates or
+/// separates the templates it binds by a label's value (`karmada::WORKLOAD_AFFINITY_SINCE`); an
+/// older entry is refused the field as it was.
 pub const LOG_ENTRY_VERSION: u16 = 13;
 
 /// The first envelope version whose entries may carry `StatusReportsAt` and whose changes of
@@ -558,46 +561,4 @@ impl AsRef<ObjectStatusReport> for StatusReportAt {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn entry_round_trips() {
-        let e = LogEntry::new("r1", "alice", 42, Command::Cordon { name: "dc1".into() });
-        assert_eq!(LogEntry::decode(&e.encode()).unwrap(), e);
-    }
-
-    #[test]
-    fn newer_version_is_a_typed_error() {
-        let mut e = LogEntry::new("r1", "alice", 42, Command::Tick);
-        e.version = LOG_ENTRY_VERSION + 1;
-        assert_eq!(
-            LogEntry::decode(&e.encode()),
-            Err(CodecError::UnsupportedVersion {
-                found: LOG_ENTRY_VERSION + 1,
-                supported: LOG_ENTRY_VERSION
-            })
-        );
-    }
-
-    #[test]
-    fn garbage_and_trailing_bytes_are_refused() {
-        assert!(matches!(
-            LogEntry::decode(&[1, 0xff, 0xff]),
-            Err(CodecError::Decode(_))
-        ));
-        let mut bytes = LogEntry::new("", "a", 1, Command::Tick).encode();
-        bytes.push(0);
-        assert_eq!(
-            LogEntry::decode(&bytes),
-            Err(CodecError::TrailingBytes { trailing: 1 })
-        );
-        // A request id whose length prefix claims 2^62 bytes: refused, not an abort.
-        let mut huge = vec![1, 0, 253];
-        huge.extend_from_slice(&(1u64 << 62).to_le_bytes());
-        assert!(matches!(
-            LogEntry::decode(&huge),
-            Err(CodecError::Decode(_))
-        ));
-    }
-}
+mod tests;

@@ -1,8 +1,9 @@
 //! What a propagation policy learned in the second widening of the peer documents
 //! (`PEER_WIDENED_SINCE`): ordered affinity groups (`placement.clusterAffinities`), lazy
 //! activation, dependent overrides, the deprecated `association`, and the refusals that name
-//! what fedraft offers instead (`workloadAffinity`, `overflowAffinities`, placement fields
-//! written beside `placement` instead of under it).
+//! what fedraft offers instead (`overflowAffinities`, placement fields written beside
+//! `placement` instead of under it, and `workloadAffinity` for entries before
+//! `WORKLOAD_AFFINITY_SINCE`).
 //!
 //! Must not: decide which group an object uses; that is the state machine's, from the fleet
 //! (`state/handlers/affinity_groups.rs`). Everything here is read only from entries of
@@ -15,7 +16,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::propagation::{ClusterAffinity, FieldSelector};
-use super::{typed, unsupported, PEER_WIDENED_SINCE};
+use super::{typed, unsupported, PEER_WIDENED_SINCE, WORKLOAD_AFFINITY_SINCE};
 use crate::error::FieldError;
 use crate::policy::{LabelSelector, Placement};
 
@@ -76,7 +77,8 @@ pub(super) fn widen(spec: &Value, version: u16) -> Result<Cow<'_, Value>, FieldE
         }
     }
     if let Some(placement) = obj.get("placement").and_then(Value::as_object) {
-        if placement.contains_key("workloadAffinity") {
+        // Read from its own version on (`super::workload`); refused to the entries before it.
+        if placement.contains_key("workloadAffinity") && version < WORKLOAD_AFFINITY_SINCE {
             return Err(unsupported(
                 "spec.placement.workloadAffinity",
                 "workloads are not co-located or separated by their labels; place related \

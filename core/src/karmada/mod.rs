@@ -27,6 +27,7 @@ mod overrides;
 mod propagation;
 mod replicas;
 mod select;
+mod workload;
 
 #[cfg(test)]
 mod edits_tests;
@@ -36,6 +37,8 @@ mod lifecycle_tests;
 mod tests;
 #[cfg(test)]
 mod widening_tests;
+#[cfg(test)]
+mod workload_tests;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -52,6 +55,7 @@ pub use lifecycle::{
 pub use overrides::OverrideSpec;
 pub use propagation::PropagationSpec;
 pub use select::{best_match, MatchRank, Precedence, ResourceSelector, TemplateIdentity};
+pub use workload::WorkloadAffinity;
 
 /// The API group of the policy kinds.
 pub const GROUP: &str = "policy.karmada.io";
@@ -77,6 +81,10 @@ pub const DEPS_SINCE: u16 = 9;
 /// may use the fields fedraft learned in the second widening: older entries are refused them
 /// as they were when written.
 pub const PEER_WIDENED_SINCE: u16 = 12;
+
+/// The first log entry version whose propagation policies may set `placement.workloadAffinity`
+/// (`workload`): older entries are refused it as they were when written.
+pub const WORKLOAD_AFFINITY_SINCE: u16 = 13;
 
 /// Which of the four policy kinds a document is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -156,8 +164,10 @@ pub fn parse_spec(
     let spec = match kind {
         PolicyKind::Propagation | PolicyKind::ClusterPropagation => {
             let spec = affinities::widen(spec, version)?;
+            let (spec, workload_affinity) = workload::split(spec, version)?;
             let raw: propagation::RawPropagationSpec = typed(&spec, "spec")?;
             let mut p = raw.check(version)?;
+            p.workload_affinity = workload_affinity;
             // Lenient whatever the version: a restored state must read the strategy an older
             // entry's policy carried exactly as replay does (its use is what is versioned).
             p.rollout = crate::door::rollout_annotation(manifest)

@@ -23,6 +23,8 @@
 //!   `activationPreference: Lazy` and `dependentOverrides` → kept on the spec for the door.
 //! - `failover`, `suspension`, `preserveResourcesOnDeletion`, `schedulePriority` → kept on the
 //!   spec as `super::lifecycle` reads them.
+//! - `workloadAffinity` → the label keys of its terms (`super::workload`); the state machine
+//!   restricts each bound template's clusters by where its peers run.
 //!
 //! Everything else Karmada defines is refused with a message naming the field, unless it is
 //! absent or at the value that means what fedraft does anyway.
@@ -34,6 +36,7 @@ use super::affinities::{self, AffinityGroup};
 use super::lifecycle::{Lifecycle, RawLifecycle};
 use super::replicas::RawReplicaScheduling;
 use super::select::ResourceSelector;
+use super::workload::WorkloadAffinity;
 use super::{
     unsupported, DEPS_SINCE, KARMADA_WIDENED_SINCE, PEER_WIDENED_SINCE, PROVIDER_LABEL,
     REGION_LABEL, ZONE_LABEL,
@@ -77,6 +80,9 @@ pub struct PropagationSpec {
     /// `failover`, `suspension`, `preserveResourcesOnDeletion` and `schedulePriority`
     /// (`super::lifecycle`); boxed, as the policy enum's other variant is small.
     pub lifecycle: Box<Lifecycle>,
+    /// `placement.workloadAffinity` (`super::workload`): set by `parse_spec`, which reads it
+    /// apart from the rest of the placement; applied whenever a bound template is placed.
+    pub workload_affinity: Option<WorkloadAffinity>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -260,6 +266,7 @@ impl RawPropagationSpec {
             dependent_overrides,
             rollout: None,
             lifecycle: Box::new(lifecycle),
+            workload_affinity: None,
         })
     }
 }

@@ -121,10 +121,11 @@ fn the_second_widening_reads_what_older_entries_were_refused() {
         refusal(&policy("  activationPreference: Eager\n")).field,
         "spec.activationPreference"
     );
-    // What fedraft does not do is refused saying so, and a placement field outside placement
-    // says where it belongs.
+    // What an entry of this widening could not do is refused to it saying so (workload
+    // affinity is read from its own version on: `workload_tests`), and a placement field
+    // outside placement says where it belongs.
     let wa = policy("  placement:\n    workloadAffinity: {affinity: {groupByLabelKey: app}}\n");
-    let e = refusal(&wa);
+    let e = refusal_at(&wa, WORKLOAD_AFFINITY_SINCE - 1);
     assert_eq!(e.field, "spec.placement.workloadAffinity");
     assert!(e.message.contains("not supported"), "{}", e.message);
     let misplaced = policy("  placement:\n  clusterAffinity: {clusterNames: [member1]}\n");

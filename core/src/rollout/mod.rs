@@ -35,6 +35,22 @@ pub const MAX_EVENTS: usize = 64;
 /// The annotation core stamps on a rendered manifest of an object with a rollout record: the
 /// template revision that cluster runs. Executors read it back from the live object.
 pub const REVISION_ANNOTATION: &str = "fedraft.io/template-revision";
+
+/// Writes [`REVISION_ANNOTATION`] into a rendered manifest's metadata.
+pub(crate) fn stamp_revision(m: &mut serde_json::Value, n: u32) {
+    let Some(meta) = m.get_mut("metadata").and_then(|v| v.as_object_mut()) else {
+        return;
+    };
+    let ann = meta
+        .entry("annotations")
+        .or_insert_with(|| serde_json::Value::Object(Default::default()));
+    if let Some(a) = ann.as_object_mut() {
+        a.insert(
+            REVISION_ANNOTATION.to_string(),
+            serde_json::Value::String(n.to_string()),
+        );
+    }
+}
 /// Most conditions kept per workload report; reasons are cut to this many bytes.
 pub const MAX_CONDITIONS: usize = 8;
 pub const MAX_REASON_BYTES: usize = 128;

@@ -16,7 +16,8 @@
 //! static-weights planner's tie-break order, computed lazily).
 //!
 //! Must not: read clocks, iterate hash maps into results, use floating point, or look at other
-//! objects: the cost is O(clusters) per decision (plus a sort when the caller's cluster list is
+//! objects (what workload affinity needs of them comes in the request, `WorkloadPeers`): the
+//! cost is O(clusters) per decision (plus a sort when the caller's cluster list is
 //! not already sorted) and independent of how many objects exist.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -102,8 +103,24 @@ pub struct ScheduleRequest<'a> {
     pub current: &'a BTreeMap<String, u32>,
     /// Clusters holding the tenant's slices (two-level scheduling); None = all.
     pub allowed: Option<&'a BTreeSet<String>>,
+    /// Where the object's workload-affinity peers run; None = no such rule applies.
+    pub peers: Option<&'a WorkloadPeers>,
     /// Log time of the entry being applied.
     pub now_ms: u64,
+}
+
+/// Where the workloads an object must join or avoid run (Karmada's `placement.workloadAffinity`),
+/// as the state machine found them (`state/handlers/workload_affinity.rs`): the scheduler
+/// filters clusters by it and never looks at the other objects itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkloadPeers {
+    /// `affinity`: its group (`label=value`) and the clusters the group's placed workloads run
+    /// on. None when there is no such group or none of it is placed yet: the first of a group
+    /// goes wherever its placement allows, and the others follow it.
+    pub together: Option<(String, BTreeSet<String>)>,
+    /// `antiAffinity`: cluster → its group (`label=value`) and the first workload of that
+    /// group (by name) running there; the object may not go to any of these clusters.
+    pub apart: BTreeMap<String, (String, String)>,
 }
 
 /// Decides the placement of one federated object. Deterministic: the same request gives the same

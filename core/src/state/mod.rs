@@ -125,6 +125,9 @@ pub(crate) struct Ctx<'e> {
     pub now_ms: u64,
     pub changes: Vec<Change>,
     pub decisions: Vec<(ObjectKey, Decision)>,
+    /// The door template being put, while its put decides its placement before the template's
+    /// record is stored (`handlers/workload_affinity.rs`); None outside such a put.
+    pub door_subject: Option<handlers::workload_affinity::Subject>,
 }
 
 impl Ctx<'_> {
@@ -265,6 +268,7 @@ impl State {
             now_ms,
             changes: Vec::new(),
             decisions: Vec::new(),
+            door_subject: None,
         };
         // Time passes whatever the command turns out to be: log time belongs to the log.
         self.advance_time(&mut ctx);

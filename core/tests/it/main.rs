@@ -18,6 +18,7 @@ mod door_lifecycle;
 mod door_members;
 mod door_rollout;
 mod door_scope;
+mod door_workload_affinity;
 mod exact_reports;
 mod failback;
 mod gpu;

@@ -144,6 +144,7 @@ fn run(
         clusters: v,
         current,
         allowed: None,
+        peers: None,
         now_ms: 0,
     })
 }
@@ -377,6 +378,7 @@ proptest! {
             clusters: &views,
             current: &BTreeMap::new(),
             allowed: None,
+            peers: None,
             now_ms: 0,
         });
         for (i, name) in names.iter().enumerate() {

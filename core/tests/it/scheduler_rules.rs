@@ -94,6 +94,7 @@ fn run(p: &Placement, total: u32, cs: &[C], current: &[(&str, u32)], now_ms: u64
         clusters: &v,
         current: &cur,
         allowed: None,
+        peers: None,
         now_ms,
     })
 }
@@ -568,6 +569,7 @@ fn tenant_slices_restrict_candidates() {
         clusters: &v,
         current: &empty,
         allowed: Some(&allowed),
+        peers: None,
         now_ms: 0,
     });
     assert_eq!(d.placement, counts(&[("dc2", 3)]));
@@ -755,6 +757,7 @@ fn equal_weight_single_replicas_spread_by_object_key() {
             clusters: &v,
             current: &empty,
             allowed: None,
+            peers: None,
             now_ms: 0,
         })
     };

@@ -70,6 +70,12 @@ pub enum DropReason {
     MissingSpreadLabel { label_key: String },
     /// Its group was not among those a spread constraint selected.
     SpreadConstraint { label_key: String, group: String },
+    /// `workloadAffinity.affinity`: no workload of the object's group (`label=value`) runs
+    /// there, and some runs elsewhere.
+    WorkloadAffinity { group: String },
+    /// `workloadAffinity.antiAffinity`: `peer`, of the object's group (`label=value`), runs
+    /// there.
+    WorkloadAntiAffinity { group: String, peer: String },
 }
 
 impl DropReason {
@@ -87,7 +93,9 @@ impl DropReason {
             | DropReason::FailedOver { .. }
             | DropReason::NoCapacity
             | DropReason::MissingSpreadLabel { .. }
-            | DropReason::SpreadConstraint { .. } => false,
+            | DropReason::SpreadConstraint { .. }
+            | DropReason::WorkloadAffinity { .. }
+            | DropReason::WorkloadAntiAffinity { .. } => false,
         }
     }
 
@@ -113,6 +121,12 @@ impl DropReason {
             }
             DropReason::SpreadConstraint { label_key, group } => {
                 format!("{label_key}={group} not chosen by the spread constraint")
+            }
+            DropReason::WorkloadAffinity { group } => {
+                format!("workloadAffinity: no workload of affinity group {group} runs there")
+            }
+            DropReason::WorkloadAntiAffinity { group, peer } => {
+                format!("workloadAffinity: {peer} of anti-affinity group {group} runs there")
             }
         }
     }

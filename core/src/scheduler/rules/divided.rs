@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::decision::{diff, Decision, DroppedCluster, Shortfall};
+use super::decision::{diff, Decision, DropReason, DroppedCluster, Shortfall};
 use super::filter::{Class, Classes};
 use super::static_weights::{plan_parts, preference_for, Part};
 use super::webster::{apportion, Seat};
@@ -141,6 +141,13 @@ pub(crate) fn decide(
             }
         }
     }
+    // With no candidate left, the shortfall names the workloads that kept it from the clusters
+    // workload affinity took away, so the status says which rule and which peer to look at.
+    if let (Some(s), true) = (&mut shortfall, cand.is_empty()) {
+        if let Some(note) = workload_note(&dropped) {
+            s.message = format!("{}; {note}", s.message);
+        }
+    }
     if let Some(err) = &classes.spread_error {
         match &mut shortfall {
             Some(s) => s.message = format!("{}; {err}", s.message),
@@ -168,6 +175,22 @@ pub(crate) fn decide(
         unschedulable: shortfall,
         moved,
     }
+}
+
+/// "member1 workloadAffinity: ... runs there, member2 ...", for the clusters workload affinity
+/// dropped; None when it dropped none.
+fn workload_note(dropped: &[DroppedCluster]) -> Option<String> {
+    let parts: Vec<String> = dropped
+        .iter()
+        .filter(|d| {
+            matches!(
+                d.reason,
+                DropReason::WorkloadAffinity { .. } | DropReason::WorkloadAntiAffinity { .. }
+            )
+        })
+        .map(|d| format!("{} {}", d.cluster, d.reason.describe()))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 /// The static-weights preference of each candidate (empty for other divisions), by one merge

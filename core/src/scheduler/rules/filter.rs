@@ -2,7 +2,7 @@
 //! stopped it.
 //!
 //! Order of checks (first failing one is the recorded reason): tenant slices, cluster list,
-//! selector, NoExecute taints, health vs grace period, cordon, NoSchedule taints, and for
+//! selector, workload affinity and anti-affinity, NoExecute taints, health vs grace period, cordon, NoSchedule taints, and for
 //! DynamicByCapacity and Aggregated the reported capacity (for any mode, a cluster where an
 //! extended-resource or per-node limit leaves room for no replica). Must not: decide replica counts.
 
@@ -146,6 +146,21 @@ fn first_reason(
     if let Some(sel) = &p.cluster_selector {
         if !selector_matches(sel, c.name, c.labels) {
             return Some(DropReason::SelectorMismatch);
+        }
+    }
+    if let Some(peers) = req.peers {
+        if let Some((group, clusters)) = &peers.together {
+            if !clusters.contains(c.name) {
+                return Some(DropReason::WorkloadAffinity {
+                    group: group.clone(),
+                });
+            }
+        }
+        if let Some((group, peer)) = peers.apart.get(c.name) {
+            return Some(DropReason::WorkloadAntiAffinity {
+                group: group.clone(),
+                peer: peer.clone(),
+            });
         }
     }
     let untolerated = |effect: TaintEffect| {

@@ -84,8 +84,18 @@ impl State {
             };
             format!("; waiting for {kind} {}", missing.join(", "))
         };
+        let workload = p.workload_affinity.as_ref().map_or(String::new(), |w| {
+            let terms: Vec<String> = [
+                ("affinity", &w.affinity),
+                ("antiAffinity", &w.anti_affinity),
+            ]
+            .into_iter()
+            .filter_map(|(term, key)| Some(format!("{term} by {}", key.as_ref()?)))
+            .collect();
+            format!("; workloadAffinity {}", terms.join(", "))
+        });
         Some(format!(
-            "{} (priority {}{preemption}; {}{group}{waiting})",
+            "{} (priority {}{preemption}; {}{group}{waiting}{workload})",
             policy_name(policy),
             p.priority,
             replica_rule(&p.placement)

@@ -302,7 +302,7 @@ impl State {
         if replicas == 0 {
             return Ok(());
         }
-        let decision = self.decide_with(candidate, per_ext, false, now_ms);
+        let decision = self.decide_with(candidate, per_ext, false, now_ms, None);
         // Dropped for capacity only (a quota's cap shows as capacity too): still usable.
         let by_capacity = decision.dropped.iter().filter(|d| {
             matches!(
@@ -393,7 +393,7 @@ impl State {
         let clusters = if spec.placement.replicas.mode.divides() {
             1
         } else {
-            let decision = self.decide_with(&candidate, per_ext, false, now_ms);
+            let decision = self.decide_with(&candidate, per_ext, false, now_ms, None);
             decision.placement.values().filter(|n| **n > 0).count()
         };
         let mine = need(&candidate, clusters);

@@ -15,7 +15,8 @@
 //! from members because a policy went away) until another policy selects it. Which policy binds
 //! and what it derives is `binding.rs`; what a bound workload's pod template names follows it
 //! (`propagateDeps`, `deps.rs`) after each of these writes, and so does what the bound policy's
-//! suspension, preserveResourcesOnDeletion and schedulePriority keep (`lifecycle.rs`).
+//! suspension, preserveResourcesOnDeletion and schedulePriority keep (`lifecycle.rs`); where
+//! its workload-affinity peers run restricts each decision (`workload_affinity.rs`).
 
 use std::collections::BTreeSet;
 
@@ -28,6 +29,7 @@ use super::deps::Required;
 use super::door_identity::labels_of;
 pub(super) use super::door_identity::{read_manifest, Identity};
 use super::door_rollout::{pausable, take_paused};
+use super::workload_affinity::Subject;
 use super::{members, validate};
 use crate::admission::Actor;
 use crate::command::LOG_ENTRY_VERSION;
@@ -38,7 +40,9 @@ use crate::door::{
 };
 use crate::error::CodecError;
 use crate::error::FieldError;
-use crate::karmada::{self, PolicyKind, PolicySpec, TemplateIdentity, PEER_WIDENED_SINCE};
+use crate::karmada::{
+    self, PolicyKind, PolicySpec, TemplateIdentity, PEER_WIDENED_SINCE, WORKLOAD_AFFINITY_SINCE,
+};
 use crate::kubefed;
 use crate::model::{ObjectKey, ObjectSpec};
 use crate::state::{
@@ -288,6 +292,8 @@ impl State {
             }
             _ => 1,
         };
+        // Its placement is decided within the put, before the record below is stored.
+        ctx.door_subject = Some(Subject::new(&key, labels.clone(), bound_to.clone()));
         let put = match &strategy {
             Some(s) => self.put_under_strategy(
                 key.object_namespace(),
@@ -300,6 +306,7 @@ impl State {
             ),
             None => self.put_object(key.object_namespace(), &object_name, &spec, expected, ctx),
         };
+        ctx.door_subject = None;
         let version = match put {
             Ok(v) => v,
             Err(e) => {
@@ -311,6 +318,9 @@ impl State {
             self.door_pause_after_put(&object, p, ctx);
         }
         let policy = bound_to.clone();
+        let regrouped = previous
+            .as_ref()
+            .is_some_and(|r| r.labels != labels || r.bound_to != bound_to);
         let record = TemplateRecord {
             api_version: id.api_version,
             labels,
@@ -322,6 +332,11 @@ impl State {
         let required_now = self.requires(&key, &record);
         self.door.templates.insert(key.clone(), record);
         self.settle_affinity_group(&object, ctx);
+        // New labels or a new policy may change its workload-affinity peers; the put re-placed
+        // it only if its placement changed.
+        if regrouped && ctx.version >= WORKLOAD_AFFINITY_SINCE {
+            self.workload_affinity_recheck(&object, policy.as_ref(), ctx);
+        }
         if ctx.version >= karmada::PEER_WIDENED_SINCE {
             if template_changed {
                 self.app_failover_template_changed(&object, ctx);
@@ -440,6 +455,9 @@ impl State {
         ctx: &mut Ctx,
     ) -> HandlerResult {
         let Err(refusal) = self.rederive_templates(ctx) else {
+            if ctx.version >= WORKLOAD_AFFINITY_SINCE {
+                self.workload_affinity_policy_written(&key, old_spec.as_ref(), ctx);
+            }
             self.policy_changed(&key, old_record.is_some(), ctx);
             self.deps_after_policy_write(required_before, ctx);
             return Ok(Some(ctx.index));
@@ -513,7 +531,11 @@ impl State {
             changes.push((key.clone(), object_name, spec, bound_to));
         }
         for (key, object_name, spec, bound_to) in changes {
-            self.put_object(key.object_namespace(), &object_name, &spec, None, ctx)?;
+            ctx.door_subject = (self.door.templates.get(&key))
+                .map(|r| Subject::new(&key, r.labels.clone(), bound_to.clone()));
+            let put = self.put_object(key.object_namespace(), &object_name, &spec, None, ctx);
+            ctx.door_subject = None;
+            put?;
             if let Some(r) = self.door.templates.get_mut(&key) {
                 r.bound_to = bound_to;
             }

@@ -251,7 +251,7 @@ impl State {
         let clusters = if candidate.spec.placement.replicas.mode.divides() {
             1
         } else {
-            let decision = self.decide_with(candidate, per, false, now_ms);
+            let decision = self.decide_with(candidate, per, false, now_ms, None);
             decision.placement.values().filter(|n| **n > 0).count()
         };
         let key = candidate.key();

@@ -39,5 +39,6 @@ mod tenants;
 mod users;
 pub mod validate;
 mod vantage;
+pub(crate) mod workload_affinity;
 
 pub use handover::Handovers;

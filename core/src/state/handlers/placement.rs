@@ -127,19 +127,21 @@ impl State {
     pub(crate) fn decide(&self, obj: &FederatedObject, fresh: bool, now_ms: u64) -> Decision {
         let key = ObjectKey::new(obj.namespace.clone(), obj.name.clone());
         match self.ext.objects.get(&key) {
-            Some(per) => self.decide_with(obj, per, fresh, now_ms),
-            None => self.decide_with(obj, &Extended::new(), fresh, now_ms),
+            Some(per) => self.decide_with(obj, per, fresh, now_ms, None),
+            None => self.decide_with(obj, &Extended::new(), fresh, now_ms, None),
         }
     }
 
     /// [`State::decide`] for `obj` asking `per_ext` of extended resources per replica (an
-    /// object not yet stored is asked about before its put).
+    /// object not yet stored is asked about before its put), `subject` the door template being
+    /// put if any (`workload_affinity`).
     pub(crate) fn decide_with(
         &self,
         obj: &FederatedObject,
         per_ext: &Extended,
         fresh: bool,
         now_ms: u64,
+        subject: Option<&super::workload_affinity::Subject>,
     ) -> Decision {
         let booked = &self.ix.booked;
         let per = obj.template_info.per_replica;
@@ -232,6 +234,7 @@ impl State {
             obj.placement_map()
         };
         let allowed = allowed_for(&self.d, &self.ix.ns_owner, &obj.namespace);
+        let peers = self.workload_peers(&key, subject);
         let object_key = ObjectKey::join(&obj.namespace, &obj.name);
         let req = ScheduleRequest {
             object_key: &object_key,
@@ -242,6 +245,7 @@ impl State {
             clusters: &views,
             current: &current,
             allowed: allowed.as_ref(),
+            peers: peers.as_ref(),
             now_ms,
         };
         scheduler::schedule(&req)
@@ -252,7 +256,7 @@ impl State {
         let Some(obj) = self.object(&key.namespace, &key.name) else {
             return false;
         };
-        let decision = self.decide(obj, fresh, ctx.now_ms);
+        let decision = self.decide_in_entry(obj, fresh, ctx);
         // An object placed by an affinity group that has no room left moves to the next group
         // that has some; that put re-places it (`affinity_groups`).
         if !super::affinity_groups::feasible(&decision) {
@@ -549,7 +553,7 @@ impl State {
             divided.then_some(replicas),
         );
         if let (Some(n), Ok(m)) = (revision, manifest.as_mut()) {
-            stamp_revision(m, n);
+            crate::rollout::stamp_revision(m, n);
         }
         (manifest, admitted)
     }
@@ -558,22 +562,6 @@ impl State {
     pub fn explain(&self, namespace: &str, name: &str) -> Option<Decision> {
         let obj = self.object(namespace, name)?;
         Some(self.decide(obj, false, self.d.log_time_ms))
-    }
-}
-
-/// Writes the rollout revision annotation into a rendered manifest's metadata.
-fn stamp_revision(m: &mut serde_json::Value, n: u32) {
-    let Some(meta) = m.get_mut("metadata").and_then(|v| v.as_object_mut()) else {
-        return;
-    };
-    let ann = meta
-        .entry("annotations")
-        .or_insert_with(|| serde_json::Value::Object(Default::default()));
-    if let Some(a) = ann.as_object_mut() {
-        a.insert(
-            crate::rollout::REVISION_ANNOTATION.to_string(),
-            serde_json::Value::String(n.to_string()),
-        );
     }
 }
 
