@@ -187,14 +187,24 @@ pub(crate) fn kubectl_for(fed: &Fed) -> (tempfile::TempDir, Kubectl) {
     (home, k)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_drives_the_federation() {
+/// The federation most kubectl tests drive: three TLS nodes with every member registered
+/// (failure threshold 10 s), and kubectl pointed at it; None (the test is skipped) without
+/// kubectl.
+pub(crate) async fn kubectl_federation() -> Option<(Fed, tempfile::TempDir, Kubectl)> {
     if !have_kubectl() {
-        return;
+        return None;
     }
     let fed = Fed::start_tls().await;
     fed.register_all(10, 1).await;
-    let (_home, k) = kubectl_for(&fed);
+    let (home, k) = kubectl_for(&fed);
+    Some((fed, home, k))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_drives_the_federation() {
+    let Some((fed, _home, k)) = kubectl_federation().await else {
+        return;
+    };
 
     // Discovery: every kind, fedraft's own and Karmada's policies.
     let kinds = k.ok(&["api-resources"]);
@@ -466,7 +476,17 @@ async fn two_field_managers(k: &Kubectl, fed: &Fed) {
         ),
         "1||blue|fast"
     );
-    // Applying the same again writes nothing: the resourceVersion stays.
+    // Applying the same again writes nothing: the resourceVersion stays. Members' status
+    // reports move it too, so it is read once every placed member has reported this version.
+    eventually(
+        LIMIT,
+        "the shared ConfigMap applied everywhere placed",
+        || async {
+            let applied = k.jsonpath(&get, "{.status.clusters[*].applied}");
+            (!applied.is_empty() && applied.split(' ').all(|a| a == "true")).then_some(())
+        },
+    )
+    .await;
     let rv = k.jsonpath(&get, "{.metadata.resourceVersion}");
     assert!(apply("team-a", "  mode: fast\n").status.success());
     assert_eq!(k.jsonpath(&get, "{.metadata.resourceVersion}"), rv);
