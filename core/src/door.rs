@@ -234,14 +234,20 @@ pub const NAMESPACES_SINCE: u16 = 13;
 /// cluster ([`undivided_without_replicas`]).
 pub const UNDIVIDED_WITHOUT_REPLICAS_SINCE: u16 = 13;
 
-/// A policy's placement as it applies to `template` (JSON text) in an entry of `version`: a
-/// dividing placement duplicates a template that has no replicas to divide.
+/// A policy's placement as it applies to `template` (JSON text, of `kind`, or "" when the kind
+/// is not at hand and the template decides) in an entry of
+/// `version`: a dividing placement duplicates a template that has no replicas to divide.
 pub fn undivided_without_replicas(
     placement: crate::policy::Placement,
-    template: &str,
+    (kind, template): (&str, &str),
     version: u16,
 ) -> crate::policy::Placement {
-    if version < UNDIVIDED_WITHOUT_REPLICAS_SINCE || !placement.replicas.mode.divides() {
+    // Re-derivation passes every bound template through here: the kinds that always carry
+    // replicas (the Deployments a dividing policy is mostly for) need no parse.
+    if version < UNDIVIDED_WITHOUT_REPLICAS_SINCE
+        || !placement.replicas.mode.divides()
+        || crate::render::kind_carries_replicas(kind)
+    {
         return placement;
     }
     match serde_json::from_str::<Value>(template) {

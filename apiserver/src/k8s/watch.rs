@@ -325,20 +325,12 @@ pub async fn watch(call: &Call) -> KResult<Response> {
         },
         _ if !initial_events => {
             // sendInitialEvents=false without a version: from now on, nothing before.
-            let (backlog, rx) = ring.resume(ring.last_index()).map_err(|_| {
-                Refusal::from(crate::ApiError::Unavailable {
-                    message: "watch history is resetting".into(),
-                })
-            })?;
+            let (backlog, rx) = resume_now(&ring)?;
             (Vec::new(), backlog, rx, ring.last_index())
         }
         _ => {
             // Subscribe first, then read: what happens after the read is in the backlog.
-            let (backlog, rx) = ring.resume(ring.last_index()).map_err(|_| {
-                Refusal::from(crate::ApiError::Unavailable {
-                    message: "watch history is resetting".into(),
-                })
-            })?;
+            let (backlog, rx) = resume_now(&ring)?;
             let tt = t.clone();
             let p = call.principal.clone();
             let (at, initial) = read(&call.app, false, move |s| {
@@ -390,6 +382,20 @@ fn stream_response(body: Body) -> Response {
         body,
     )
         .into_response()
+}
+
+/// A subscription to the ring from its last event on.
+fn resume_now(
+    ring: &crate::watch::ring::Ring,
+) -> KResult<(
+    Vec<Arc<WatchEvent>>,
+    tokio::sync::broadcast::Receiver<LiveMsg>,
+)> {
+    ring.resume(ring.last_index()).map_err(|_| {
+        Refusal::from(crate::ApiError::Unavailable {
+            message: "watch history is resetting".into(),
+        })
+    })
 }
 
 /// `sendInitialEvents`: None when absent (the version decides), else its value. As in

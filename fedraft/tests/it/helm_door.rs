@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::kubectl_door::{have_kubectl, kubectl_for, write_kubeconfig, Kubectl};
+use crate::kubectl_door::{kubectl_federation, write_kubeconfig, Kubectl};
 use crate::support::*;
 
 fn repo() -> PathBuf {
@@ -70,6 +70,14 @@ impl Helm {
             .expect("helm runs")
     }
 
+    /// `helm ARGS` on the chart's namespace, waiting (Helm's status watcher) until what it
+    /// changed is ready or gone; asserts success, returns stdout.
+    fn waiting(&self, args: &[&str]) -> String {
+        let mut all = args.to_vec();
+        all.extend(["-n", "shop", "--wait", "--timeout", "3m"]);
+        self.ok(&all)
+    }
+
     /// Runs and asserts success; stdout.
     fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
@@ -118,30 +126,17 @@ fn release_secrets(k: &Kubectl) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_installs_upgrades_rolls_back_and_uninstalls() {
-    if !have_kubectl() {
-        return;
-    }
     let Some(bin) = helm_binary() else { return };
-    let fed = Fed::start_tls().await;
-    fed.register_all(10, 1).await;
-    let (_kube_home, k) = kubectl_for(&fed);
+    let Some((fed, _kube_home, k)) = kubectl_federation().await else {
+        return;
+    };
     let helm = Helm::for_fed(&fed, bin);
     let chart = repo().join("fedraft/tests/charts/shop");
     let chart = chart.to_str().expect("a UTF-8 path");
 
     // Install, waiting (Helm's status watcher) until the Deployment is ready: its status is
     // what fedraft sums over the members.
-    let installed = helm.ok(&[
-        "install",
-        "shop",
-        chart,
-        "-n",
-        "shop",
-        "--create-namespace",
-        "--wait",
-        "--timeout",
-        "3m",
-    ]);
+    let installed = helm.waiting(&["install", "shop", chart, "--create-namespace"]);
     assert!(installed.contains("STATUS: deployed"), "{installed}");
     fed.wait_deployment("dc1", "shop", "shop-web", 2, "nginx:1.27")
         .await;
@@ -177,17 +172,12 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls() {
     }
 
     // Upgrade: new replicas, image and settings reach the members.
-    let upgraded = helm.ok(&[
+    let upgraded = helm.waiting(&[
         "upgrade",
         "shop",
         chart,
-        "-n",
-        "shop",
         "--set",
         "replicas=6,image=nginx:1.28,greeting=bye",
-        "--wait",
-        "--timeout",
-        "3m",
     ]);
     assert!(upgraded.contains("REVISION: 2"), "{upgraded}");
     fed.wait_deployment("dc1", "shop", "shop-web", 3, "nginx:1.28")
@@ -212,16 +202,7 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls() {
     assert!(manifest.contains("image: nginx:1.28"), "{manifest}");
 
     // Rollback to the first revision: the members follow back.
-    helm.ok(&[
-        "rollback",
-        "shop",
-        "1",
-        "-n",
-        "shop",
-        "--wait",
-        "--timeout",
-        "3m",
-    ]);
+    helm.waiting(&["rollback", "shop", "1"]);
     fed.wait_deployment("dc1", "shop", "shop-web", 2, "nginx:1.27")
         .await;
     eventually(LIMIT, "the first settings are back on dc1", || async {
@@ -232,18 +213,13 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls() {
 
     // Helm's client-side path (a three-way strategic merge patch per object), and a chart
     // value that drops the ServiceAccount's use: the members follow.
-    helm.ok(&[
+    helm.waiting(&[
         "upgrade",
         "shop",
         chart,
-        "-n",
-        "shop",
         "--server-side=false",
         "--set",
         "replicas=2,greeting=again",
-        "--wait",
-        "--timeout",
-        "3m",
     ]);
     fed.wait_deployment("dc1", "shop", "shop-web", 1, "nginx:1.27")
         .await;
@@ -253,15 +229,7 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls() {
     .await;
 
     // Uninstall: every object and every release record goes, on fedraft and on the members.
-    let gone = helm.ok(&[
-        "uninstall",
-        "shop",
-        "-n",
-        "shop",
-        "--wait",
-        "--timeout",
-        "3m",
-    ]);
+    let gone = helm.waiting(&["uninstall", "shop"]);
     assert!(gone.contains("uninstalled"), "{gone}");
     for c in ["dc1", "dc2"] {
         fed.wait_absent(c, "shop", "shop-web").await;

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::kubectl_door::{have_kubectl, kubectl_for};
+use crate::kubectl_door::kubectl_federation;
 use crate::support::*;
 
 fn app(image: &str, suspended: &[&str]) -> String {
@@ -56,12 +56,9 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspension_holds_a_cluster_back_and_preserved_copies_outlive_their_template() {
-    if !have_kubectl() {
+    let Some((fed, _home, k)) = kubectl_federation().await else {
         return;
-    }
-    let fed = Fed::start_tls().await;
-    fed.register_all(10, 1).await;
-    let (_home, k) = kubectl_for(&fed);
+    };
 
     k.ok_in(&["apply", "-f", "-"], Some(&app("nginx:1.27", &["dc2"])));
     for c in CLUSTERS {

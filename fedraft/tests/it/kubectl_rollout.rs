@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::kubectl_door::{have_kubectl, kubectl_for};
+use crate::kubectl_door::kubectl_federation;
 use crate::support::*;
 
 const APP: &str = r#"apiVersion: apps/v1
@@ -70,12 +70,9 @@ async fn phase(fed: &Fed) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_rollout_restart_pause_resume_and_status() {
-    if !have_kubectl() {
+    let Some((fed, _home, k)) = kubectl_federation().await else {
         return;
-    }
-    let fed = Fed::start_tls().await;
-    fed.register_all(10, 1).await;
-    let (_home, k) = kubectl_for(&fed);
+    };
     let web = ["-n", "shop", "deploy/web"];
     let with = |verb: &[&str], extra: &[&str]| -> Vec<String> {
         verb.iter()

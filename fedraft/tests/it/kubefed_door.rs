@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::kubectl_door::{have_kubectl, kubectl_for};
+use crate::kubectl_door::kubectl_federation;
 use crate::support::*;
 
 const NAMESPACE: &str = r#"apiVersion: types.kubefed.io/v1beta1
@@ -114,12 +114,9 @@ impl Fed {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubefed_documents_place_what_kubefed_placed() {
-    if !have_kubectl() {
+    let Some((fed, _home, k)) = kubectl_federation().await else {
         return;
-    }
-    let fed = Fed::start_tls().await;
-    fed.register_all(10, 1).await;
-    let (_home, k) = kubectl_for(&fed);
+    };
     let apply = |doc: &str| {
         let out = k.run(&["apply", "-f", "-"], Some(doc));
         assert!(

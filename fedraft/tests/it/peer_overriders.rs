@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::kubectl_door::{have_kubectl, kubectl_for};
+use crate::kubectl_door::kubectl_federation;
 use crate::peer_samples::allow_cluster_scoped_kinds;
 use crate::support::*;
 
@@ -110,12 +110,9 @@ async fn role_reports(fed: &Fed) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn karmada_command_overriders_and_kubefed_cluster_roles_reach_the_members() {
-    if !have_kubectl() {
+    let Some((fed, home, k)) = kubectl_federation().await else {
         return;
-    }
-    let fed = Fed::start_tls().await;
-    fed.register_all(10, 1).await;
-    let (home, k) = kubectl_for(&fed);
+    };
     allow_cluster_scoped_kinds(&fed, home.path());
 
     // Each cluster's copy carries its rule's command and args, computed from the template.

@@ -173,7 +173,7 @@ impl State {
                 spec: ObjectSpec {
                     placement: undivided_without_replicas(
                         g.placement.clone(),
-                        &obj.spec.template,
+                        ("", &obj.spec.template),
                         ctx.version,
                     ),
                     ..obj.spec.clone()

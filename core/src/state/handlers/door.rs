@@ -501,7 +501,7 @@ impl State {
                 Some(_) if lazy => obj.spec.placement.clone(),
                 Some(p) if ctx.version >= PEER_WIDENED_SINCE => undivided_without_replicas(
                     self.derived_placement(p, Some(&obj.spec.placement)),
-                    &obj.spec.template,
+                    (&key.kind, &obj.spec.template),
                     ctx.version,
                 ),
                 Some(p) => self.policy_placement(p),
