@@ -13,6 +13,7 @@ use fedraft_raft::{AppliedEntry, FedNode, Proposal};
 use tokio::sync::broadcast;
 
 use crate::node::ControlPlane;
+use crate::wake::WakeScope;
 
 impl ControlPlane for FedNode {
     type Applied = Arc<AppliedEntry>;
@@ -32,6 +33,10 @@ impl ControlPlane for FedNode {
 
     fn subscribe(&self) -> broadcast::Receiver<Arc<AppliedEntry>> {
         FedNode::subscribe(self)
+    }
+
+    fn wake_scope(applied: &Arc<AppliedEntry>) -> WakeScope {
+        WakeScope::of(&applied.entry().command, &applied.applied)
     }
 
     fn propose(

@@ -5,7 +5,7 @@
 //! Start reading at [`set`] (who runs executors: the leader only, one task pair per cluster),
 //! then [`reconciler`] (one converge pass), [`plan`] and [`compare`] (the pure decisions: what to
 //! write, what to delete, when a write is unnecessary), [`probe`] and [`capacity`] (observing a
-//! cluster), [`prober`] (every node's own view of every cluster, leader or not), [`report`] (batching observations into log entries) and [`services`] (Service
+//! cluster), [`prober`] (every node's own view of every cluster, leader or not), [`report`] (batching observations into log entries), [`wake`] (which reconcilers an applied entry concerns) and [`services`] (Service
 //! addresses and ready endpoints for discovery). What they measure per member cluster
 //! (reconciles, member API latency and errors): [`metrics`].
 //!
@@ -37,6 +37,7 @@ pub mod report;
 pub mod resolve;
 pub mod services;
 pub mod set;
+pub mod wake;
 pub mod workload;
 
 pub use config::ExecutorConfig;

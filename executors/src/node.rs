@@ -12,6 +12,8 @@ use fedraft_core::command::Command;
 use fedraft_core::state::State;
 use tokio::sync::broadcast;
 
+use crate::wake::WakeScope;
+
 /// A fedraft node as the executors see it.
 pub trait ControlPlane: Clone + Send + Sync + 'static {
     /// One item per applied entry; the executors only use it as a wake-up.
@@ -34,6 +36,12 @@ pub trait ControlPlane: Clone + Send + Sync + 'static {
 
     /// Applied entries, in order.
     fn subscribe(&self) -> broadcast::Receiver<Self::Applied>;
+
+    /// Which clusters' reconcilers `applied` concerns. The default wakes them all, which is
+    /// always correct; a node that knows the entry's changes narrows it (`crate::wake`).
+    fn wake_scope(_applied: &Self::Applied) -> WakeScope {
+        WakeScope::All
+    }
 
     /// Commits `command` through the log. `request_id` lets the state machine recognise a retry.
     fn propose(

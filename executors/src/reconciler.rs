@@ -75,6 +75,8 @@ pub struct ClusterCtx {
     known_namespaces: Mutex<BTreeSet<String>>,
     /// Pods Pending unschedulable per workload, as the probe last counted them.
     pub unschedulable: crate::probe::Unschedulable,
+    /// What the last pass scanned as placed here, for the supervisor's wake-ups.
+    pub interest: Arc<crate::wake::Interest>,
 }
 
 impl ClusterCtx {
@@ -89,7 +91,14 @@ impl ClusterCtx {
             fence: Default::default(),
             known_namespaces: Mutex::new(BTreeSet::new()),
             unschedulable: crate::probe::Unschedulable::new(wake),
+            interest: Default::default(),
         }
+    }
+
+    /// Shares `interest` with whoever decides when to wake this cluster's reconciler.
+    pub fn with_interest(mut self, interest: Arc<crate::wake::Interest>) -> Self {
+        self.interest = interest;
+        self
     }
 }
 
@@ -289,9 +298,13 @@ impl<C: ControlPlane> Reconciler<C> {
         let mut lapsed = false;
         let cache = &mut self.desired;
         // What this pass reports holds for the state at this index (`report.rs`).
-        let (scan, as_of) = self
-            .ctrl
-            .read_state(|s| (cache.scan(s, &cluster), s.applied_index()));
+        // Published under the same read, so an entry applied after it is judged against it.
+        let (scan, as_of) = self.ctrl.read_state(|s| {
+            let scan = cache.scan(s, &cluster);
+            ctx.interest
+                .set(scan.keys.iter().map(ObjectKey::path).collect());
+            (scan, s.applied_index())
+        });
         let rules = self.ctrl.read_state(|s| s.health_rules());
 
         let mut statuses = Vec::with_capacity(scan.keys.len());

@@ -60,6 +60,7 @@ use crate::prober::run_prober;
 use crate::reconciler::{ClusterCtx, Reconciler};
 use crate::report::{run_reporter, Observations};
 use crate::services::{run_endpoints_reporter, run_service_observer, ServiceObservations};
+use crate::wake::{Interest, WakeScope};
 
 /// Aborts its tasks when dropped.
 struct Tasks(Vec<JoinHandle<()>>);
@@ -78,6 +79,8 @@ struct ClusterRunner {
     /// The owner token it writes with (`crate::fence`); None under leader-only ownership.
     token: Option<String>,
     wake: Arc<Notify>,
+    /// The objects its reconciler last scanned as placed on the cluster.
+    interest: Arc<Interest>,
     retire: watch::Sender<bool>,
     _tasks: Tasks,
 }
@@ -91,19 +94,21 @@ impl ClusterRunner {
         svc_obs: Arc<ServiceObservations>,
     ) -> Self {
         let wake = Arc::new(Notify::new());
+        let interest = Arc::new(Interest::default());
         let (retire, retire_rx) = watch::channel(false);
         let task = tokio::spawn(run_cluster(
             ctrl,
             (spec.clone(), token.clone()),
             (cfg, clock),
             (obs, svc_obs),
-            wake.clone(),
+            (wake.clone(), interest.clone()),
             retire_rx,
         ));
         ClusterRunner {
             spec,
             token,
             wake,
+            interest,
             retire,
             _tasks: Tasks(vec![task]),
         }
@@ -129,7 +134,7 @@ async fn run_cluster<C: ControlPlane>(
     (spec, token): (ClusterSpec, Option<String>),
     (cfg, clock): (ExecutorConfig, Arc<LeaseClock>),
     (obs, svc_obs): (Arc<Observations>, Arc<ServiceObservations>),
-    wake: Arc<Notify>,
+    (wake, interest): (Arc<Notify>, Arc<Interest>),
     mut retire: watch::Receiver<bool>,
 ) {
     let backoff = Backoff::new(cfg.backoff_min, cfg.backoff_max);
@@ -165,7 +170,7 @@ async fn run_cluster<C: ControlPlane>(
         }
     };
     let limit = cfg.deregister_cleanup_timeout;
-    let ctx = ClusterCtx::new(spec.name.clone(), client, cfg, wake.clone());
+    let ctx = ClusterCtx::new(spec.name.clone(), client, cfg, wake.clone()).with_interest(interest);
     let ctx = Arc::new(ctx.with_token(token, Some(clock)));
     let probe = Tasks(vec![
         tokio::spawn(run_probe(ctx.clone(), obs.clone())),
@@ -297,11 +302,36 @@ impl Running {
         }
     }
 
-    fn wake_all(&self) {
-        for r in self.clusters.values() {
-            r.wake.notify_one();
+    /// Wakes the reconcilers `scope` concerns: for object changes, those of the clusters the
+    /// objects are placed on now and of those that held them at their last scan.
+    fn wake<C: ControlPlane>(&self, ctrl: &C, scope: &WakeScope) {
+        let objects = match scope {
+            WakeScope::Nothing => return,
+            WakeScope::Objects(objects) => objects,
+            WakeScope::All => {
+                for r in self.clusters.values() {
+                    r.wake.notify_one();
+                }
+                return;
+            }
+        };
+        let placed = ctrl.read_state(|s| clusters_of(s, objects));
+        for (name, r) in &self.clusters {
+            if placed.contains(name) || r.interest.any(objects) {
+                r.wake.notify_one();
+            }
         }
     }
+}
+
+/// The clusters the objects (`namespace/name`) are placed on.
+fn clusters_of(s: &State, objects: &BTreeSet<String>) -> BTreeSet<String> {
+    objects
+        .iter()
+        .filter_map(|key| key.split_once('/'))
+        .filter_map(|(namespace, name)| s.object(namespace, name))
+        .flat_map(|o| o.status.clusters.iter().map(|c| c.cluster.clone()))
+        .collect()
 }
 
 /// Every registered cluster's spec, by name.
@@ -411,16 +441,39 @@ async fn supervise<C: ControlPlane>(
     let mut last_sync = tokio::time::Instant::now();
     loop {
         let mut entries = false;
+        let mut scope = WakeScope::Nothing;
         tokio::select! {
             _ = stop.changed() => break,
             r = applied.recv() => match r {
-                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => entries = true,
+                Ok(a) => {
+                    entries = true;
+                    scope.merge(C::wake_scope(&a));
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    entries = true;
+                    scope = WakeScope::All;
+                }
                 Err(broadcast::error::RecvError::Closed) => {
                     tracing::info!("node stopped publishing applied entries; executors stop");
                     break;
                 }
             },
             _ = tokio::time::sleep(cfg.leadership_poll) => {}
+        }
+        // Whatever else was applied meanwhile is handled in this round: one sync and one wake
+        // per burst, not per entry.
+        loop {
+            match applied.try_recv() {
+                Ok(a) => {
+                    entries = true;
+                    scope.merge(C::wake_scope(&a));
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    entries = true;
+                    scope = WakeScope::All;
+                }
+                Err(_) => break,
+            }
         }
         if *stop.borrow() {
             break;
@@ -456,7 +509,7 @@ async fn supervise<C: ControlPlane>(
                     last_sync = tokio::time::Instant::now();
                 }
                 if entries {
-                    l.wake_all();
+                    l.wake(&ctrl, &scope);
                 }
             }
             (None, false) => catch_up = None,

@@ -15,6 +15,7 @@ use fedraft_core::command::Command;
 use fedraft_core::model::Health;
 use fedraft_core::owners::OWNER_ANNOTATION;
 use fedraft_core::state::State;
+use fedraft_executors::wake::WakeScope;
 use fedraft_executors::{ControlPlane, ExecutorConfig, ExecutorSet};
 use fedraft_kubesim::SimHandle;
 use serde_json::json;
@@ -32,7 +33,7 @@ struct Node {
 }
 
 impl ControlPlane for Node {
-    type Applied = u64;
+    type Applied = WakeScope;
 
     fn is_leader(&self) -> bool {
         self.log.is_leader()
@@ -42,8 +43,12 @@ impl ControlPlane for Node {
         self.log.read(f)
     }
 
-    fn subscribe(&self) -> broadcast::Receiver<u64> {
+    fn subscribe(&self) -> broadcast::Receiver<WakeScope> {
         ControlPlane::subscribe(&self.log)
+    }
+
+    fn wake_scope(applied: &WakeScope) -> WakeScope {
+        applied.clone()
     }
 
     fn propose(

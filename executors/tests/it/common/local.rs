@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use fedraft_core::command::{Command, LogEntry};
 use fedraft_core::state::{Applied, Outcome, State};
+use fedraft_executors::wake::WakeScope;
 use fedraft_executors::ControlPlane;
 use tokio::sync::broadcast;
 
@@ -20,7 +21,7 @@ struct Inner {
     state: Mutex<State>,
     index: AtomicU64,
     leader: AtomicBool,
-    tx: broadcast::Sender<u64>,
+    tx: broadcast::Sender<WakeScope>,
     log: Mutex<Vec<LogEntry>>,
 }
 
@@ -51,9 +52,11 @@ impl LocalNode {
         let index = self.inner.index.fetch_add(1, Ordering::SeqCst) + 1;
         let entry = LogEntry::new(format!("local-{index}"), actor, now, command);
         let applied = state.apply(index, &entry);
+        // What a raft node's entry would tell the executors, so tests run the narrowed wake-ups.
+        let scope = WakeScope::of(&entry.command, &applied);
         self.inner.log.lock().unwrap().push(entry);
         drop(state);
-        let _ = self.inner.tx.send(index);
+        let _ = self.inner.tx.send(scope);
         applied
     }
 
@@ -86,7 +89,7 @@ impl LocalNode {
 }
 
 impl ControlPlane for LocalNode {
-    type Applied = u64;
+    type Applied = WakeScope;
 
     fn is_leader(&self) -> bool {
         self.inner.leader.load(Ordering::SeqCst)
@@ -96,8 +99,12 @@ impl ControlPlane for LocalNode {
         self.read(f)
     }
 
-    fn subscribe(&self) -> broadcast::Receiver<u64> {
+    fn subscribe(&self) -> broadcast::Receiver<WakeScope> {
         self.inner.tx.subscribe()
+    }
+
+    fn wake_scope(applied: &WakeScope) -> WakeScope {
+        applied.clone()
     }
 
     fn propose(
