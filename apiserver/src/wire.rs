@@ -365,6 +365,22 @@ pub fn decision_json(d: &Decision) -> Value {
     }
     if let Some(m) = v.as_object_mut() {
         m.insert("summary".into(), Value::String(d.summary()));
+        // With overflow tiers: cluster -> the affinity term behind its replicas.
+        if let Some(terms) = &d.terms {
+            let by_cluster: serde_json::Map<String, Value> = d
+                .placement
+                .keys()
+                .filter_map(|c| {
+                    let (term, overflow) = terms.term(c)?;
+                    let tier = if overflow { "overflow" } else { "primary" };
+                    Some((
+                        c.clone(),
+                        serde_json::json!({"affinityName": term, "tier": tier}),
+                    ))
+                })
+                .collect();
+            m.insert("affinityTerms".into(), Value::Object(by_cluster));
+        }
     }
     v
 }
@@ -409,6 +425,8 @@ pub fn redact_decision(d: &Decision, visible: &std::collections::BTreeSet<String
             .filter(|m| shown(&m.cluster))
             .cloned()
             .collect(),
+        // Names placed clusters only, which the tenant sees anyway.
+        terms: d.terms.clone(),
     }
 }
 

@@ -175,6 +175,7 @@ fn bench(c: &mut Criterion) {
                 current: &empty,
                 allowed: None,
                 peers: None,
+                overflow: None,
                 now_ms: 1_000,
             });
             let current = first.placement.clone();
@@ -188,6 +189,7 @@ fn bench(c: &mut Criterion) {
                 current: &current,
                 allowed: None,
                 peers: None,
+                overflow: None,
                 now_ms: 120_000,
             };
             cpu_rate(label, n, &req);
@@ -203,6 +205,7 @@ fn bench(c: &mut Criterion) {
                         current: &current,
                         allowed: None,
                         peers: None,
+                        overflow: None,
                         now_ms: 120_000,
                     })))
                 })

@@ -178,6 +178,7 @@ pub fn evaluate(docs: &[Value]) -> anyhow::Result<Value> {
         current: &current,
         allowed: None,
         peers: None,
+        overflow: None,
         now_ms,
     };
     let decision = scheduler::schedule(&req);

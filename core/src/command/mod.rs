@@ -98,8 +98,11 @@ use crate::users::{TokenIssue, UserSpec};
 /// older entry's was refused unless `clusterScopedKinds` listed `Namespace`, and still is. Also
 /// in 13, a propagation policy may set `placement.workloadAffinity`, which co-locates or
 /// separates the templates it binds by a label's value (`karmada::WORKLOAD_AFFINITY_SINCE`); an
-/// older entry is refused the field as it was.
-pub const LOG_ENTRY_VERSION: u16 = 13;
+/// older entry is refused the field as it was. 14, the same envelope and commands, whose
+/// propagation policies may give an affinity group `overflowAffinities`: further tiers of
+/// clusters its replicas overflow into once the group's own clusters are full
+/// (`karmada::OVERFLOW_AFFINITIES_SINCE`); an older entry is refused the field as it was.
+pub const LOG_ENTRY_VERSION: u16 = 14;
 
 /// The first envelope version whose entries may carry `StatusReportsAt` and whose changes of
 /// what a placed cluster must hold (a new template, a new replica count) reset its applied

@@ -1,9 +1,9 @@
 //! What a propagation policy learned in the second widening of the peer documents
 //! (`PEER_WIDENED_SINCE`): ordered affinity groups (`placement.clusterAffinities`), lazy
 //! activation, dependent overrides, the deprecated `association`, and the refusals that name
-//! what fedraft offers instead (`overflowAffinities`, placement fields written beside
-//! `placement` instead of under it, and `workloadAffinity` for entries before
-//! `WORKLOAD_AFFINITY_SINCE`).
+//! what fedraft offers instead (placement fields written beside `placement` instead of under
+//! it, `workloadAffinity` for entries before `WORKLOAD_AFFINITY_SINCE`). A group's
+//! `overflowAffinities` are read by `super::overflow`.
 //!
 //! Must not: decide which group an object uses; that is the state machine's, from the fleet
 //! (`state/handlers/affinity_groups.rs`). Everything here is read only from entries of
@@ -15,16 +15,21 @@ use std::collections::BTreeSet;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::overflow::{self, RawOverflow};
 use super::propagation::{ClusterAffinity, FieldSelector};
 use super::{typed, unsupported, PEER_WIDENED_SINCE, WORKLOAD_AFFINITY_SINCE};
 use crate::error::FieldError;
 use crate::policy::{LabelSelector, Placement};
+use crate::scheduler::Overflow;
 
-/// One of `placement.clusterAffinities`: its name and the whole placement it stands for.
+/// One of `placement.clusterAffinities`: its name, the whole placement it stands for and the
+/// overflow tiers after its own clusters (`super::overflow`; None without
+/// `overflowAffinities`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AffinityGroup {
     pub name: String,
     pub placement: Placement,
+    pub overflow: Option<Overflow>,
 }
 
 /// Karmada's `ClusterAffinityTerm`: a `ClusterAffinity` with a name.
@@ -110,11 +115,9 @@ pub(super) fn widen(spec: &Value, version: u16) -> Result<Cow<'_, Value>, FieldE
     Ok(Cow::Owned(Value::Object(owned)))
 }
 
-/// `placement.clusterAffinities` at `field`: each group's name and its cluster affinity, in order.
-pub(super) fn terms(
-    value: &Value,
-    field: &str,
-) -> Result<Vec<(String, ClusterAffinity)>, FieldError> {
+/// `placement.clusterAffinities` at `field`: each group's name, its cluster affinity and its
+/// overflow groups (`super::overflow`), in order.
+pub(super) fn terms(value: &Value, field: &str, version: u16) -> Result<Vec<Term>, FieldError> {
     let raw: Vec<RawTerm> = typed(value, field)?;
     if raw.is_empty() {
         return Err(FieldError::new(field, "give at least one affinity group"));
@@ -132,25 +135,30 @@ pub(super) fn terms(
                 format!("{:?} names two groups", t.affinity_name),
             ));
         }
-        if t.overflow_affinities.is_some() {
-            return Err(unsupported(
-                format!("{f}.overflowAffinities"),
-                "a group's replicas do not overflow into further tiers; list the overflow \
-                 clusters as a later group (used when this one cannot hold the replicas) or \
-                 in this group with dynamicWeight: AvailableReplicas",
-            ));
-        }
-        out.push((
-            t.affinity_name,
-            ClusterAffinity::new(
+        let empty = t.label_selector.is_none()
+            && t.field_selector.is_none()
+            && t.cluster_names.is_empty()
+            && t.exclude.is_empty();
+        let overflow = overflow::read(t.overflow_affinities, &t.affinity_name, empty, &f, version)?;
+        out.push(Term {
+            name: t.affinity_name,
+            affinity: ClusterAffinity::new(
                 t.label_selector,
                 t.field_selector,
                 t.cluster_names,
                 t.exclude,
             ),
-        ));
+            overflow,
+        });
     }
     Ok(out)
+}
+
+/// One of `placement.clusterAffinities` as read, before it becomes an [`AffinityGroup`].
+pub(super) struct Term {
+    pub name: String,
+    pub affinity: ClusterAffinity,
+    pub overflow: Option<RawOverflow>,
 }
 
 /// `activationPreference`: Karmada knows only `Lazy` (absent or empty is immediate).

@@ -23,6 +23,7 @@ mod cluster;
 mod deps;
 mod edits;
 mod lifecycle;
+mod overflow;
 mod overrides;
 mod propagation;
 mod replicas;
@@ -33,6 +34,8 @@ mod workload;
 mod edits_tests;
 #[cfg(test)]
 mod lifecycle_tests;
+#[cfg(test)]
+mod overflow_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -85,6 +88,10 @@ pub const PEER_WIDENED_SINCE: u16 = 12;
 /// The first log entry version whose propagation policies may set `placement.workloadAffinity`
 /// (`workload`): older entries are refused it as they were when written.
 pub const WORKLOAD_AFFINITY_SINCE: u16 = 13;
+
+/// The first log entry version whose propagation policies may give an affinity group
+/// `overflowAffinities` (`overflow`): older entries are refused it as they were when written.
+pub const OVERFLOW_AFFINITIES_SINCE: u16 = 14;
 
 /// Which of the four policy kinds a document is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

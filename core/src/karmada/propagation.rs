@@ -19,7 +19,8 @@
 //!
 //! - `propagateDeps` (or its deprecated name `association`) → kept on the spec: the door makes
 //!   what bound workloads name follow them.
-//! - `clusterAffinities` → one placement per affinity group, in order (`super::affinities`);
+//! - `clusterAffinities` → one placement per affinity group, in order (`super::affinities`),
+//!   each with the tiers of its `overflowAffinities` (`super::overflow`);
 //!   `activationPreference: Lazy` and `dependentOverrides` → kept on the spec for the door.
 //! - `failover`, `suspension`, `preserveResourcesOnDeletion`, `schedulePriority` → kept on the
 //!   spec as `super::lifecycle` reads them.
@@ -34,6 +35,7 @@ use serde_json::Value;
 
 use super::affinities::{self, AffinityGroup};
 use super::lifecycle::{Lifecycle, RawLifecycle};
+use super::overflow;
 use super::replicas::RawReplicaScheduling;
 use super::select::ResourceSelector;
 use super::workload::WorkloadAffinity;
@@ -289,7 +291,7 @@ impl RawPlacement {
                     "give clusterAffinity or clusterAffinities, not both",
                 ))
             }
-            Some(v) => affinities::terms(&v, &format!("{f}.clusterAffinities"))?,
+            Some(v) => affinities::terms(&v, &format!("{f}.clusterAffinities"), version)?,
             None => Vec::new(),
         };
         let mut placement = Placement::default();
@@ -329,16 +331,30 @@ impl RawPlacement {
             return Ok((placement, Vec::new()));
         }
         let mut out = Vec::with_capacity(groups.len());
-        for (i, (name, aff)) in groups.into_iter().enumerate() {
+        for (i, term) in groups.into_iter().enumerate() {
             let mut group = placement.clone();
             let field = format!("{f}.clusterAffinities[{i}]");
-            apply_affinity(&mut group, aff, &field, version)?;
+            apply_affinity(&mut group, term.affinity, &field, version)?;
             group.validate(f)?;
+            let overflow = match term.overflow {
+                Some(raw) => {
+                    overflow::check_placement(&group, &field)?;
+                    let apply = |p: &mut Placement, a, at: &str| apply_affinity(p, a, at, version);
+                    Some(overflow::tiers(&term.name, raw, &field, apply)?)
+                }
+                None => None,
+            };
             out.push(AffinityGroup {
-                name,
+                name: term.name,
                 placement: group,
+                overflow,
             });
         }
+        let seen: Vec<(&Placement, bool)> = out
+            .iter()
+            .map(|g| (&g.placement, g.overflow.is_some()))
+            .collect();
+        overflow::check_distinct(&seen, &format!("{f}.clusterAffinities"))?;
         Ok((out[0].placement.clone(), out))
     }
 }

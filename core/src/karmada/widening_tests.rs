@@ -67,7 +67,8 @@ fn affinity_groups_are_refused_before_their_version_and_when_malformed() {
         "        clusterNames: [member1, member2]",
         "        clusterNames: [member1]\n        overflowAffinities: [{affinityName: cloud, clusterNames: [member2]}]",
     );
-    let e = refusal(&overflow);
+    // Read from its own version on (`overflow_tests`); refused to the entries before it.
+    let e = refusal_at(&overflow, OVERFLOW_AFFINITIES_SINCE - 1);
     assert_eq!(
         e.field,
         "spec.placement.clusterAffinities[0].overflowAffinities"

@@ -5,7 +5,8 @@
 //! receive new replicas), frozen (keep what they have, get nothing new) and evicted; then the
 //! replica mode decides the counts: Duplicated (every candidate runs the full count) or Divided
 //! via `static_weights` (KubeFed planner, when any min/max is set), `webster` (plain weights) or
-//! `dynamic` (weights from capacity); `spread` narrows candidates to label groups first.
+//! `dynamic` (weights from capacity); `spread` narrows candidates to label groups first;
+//! `overflow` fills a capacity-weighted object's tiers of clusters one after the other.
 //! `slices` places a tenant's quota slices for two-level scheduling. A cluster's capacity for
 //! an object is the tightest of its cluster sums and, once it reports them, its extended
 //! resources and node shapes (`policy::replicas_fit`: every replica must fit on one node).
@@ -28,6 +29,7 @@ mod rules;
 mod support;
 
 pub use rules::decision::{diff, Decision, DropReason, DroppedCluster, ReplicaMove, Shortfall};
+pub use rules::overflow::{tier_of, AffinityTerms, Overflow, OverflowTier};
 pub use rules::slices::place_slices;
 pub use rules::{decision, static_weights, webster};
 pub use support::names::{ClusterNames, ClusterWeights};
@@ -105,6 +107,9 @@ pub struct ScheduleRequest<'a> {
     pub allowed: Option<&'a BTreeSet<String>>,
     /// Where the object's workload-affinity peers run; None = no such rule applies.
     pub peers: Option<&'a WorkloadPeers>,
+    /// The overflow tiers after the placement's own clusters (Karmada's
+    /// `overflowAffinities`, found by the state machine); None = none.
+    pub overflow: Option<&'a Overflow>,
     /// Log time of the entry being applied.
     pub now_ms: u64,
 }

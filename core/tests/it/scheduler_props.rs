@@ -145,6 +145,7 @@ fn run(
         current,
         allowed: None,
         peers: None,
+        overflow: None,
         now_ms: 0,
     })
 }
@@ -379,6 +380,7 @@ proptest! {
             current: &BTreeMap::new(),
             allowed: None,
             peers: None,
+            overflow: None,
             now_ms: 0,
         });
         for (i, name) in names.iter().enumerate() {

@@ -95,6 +95,7 @@ fn run(p: &Placement, total: u32, cs: &[C], current: &[(&str, u32)], now_ms: u64
         current: &cur,
         allowed: None,
         peers: None,
+        overflow: None,
         now_ms,
     })
 }
@@ -570,6 +571,7 @@ fn tenant_slices_restrict_candidates() {
         current: &empty,
         allowed: Some(&allowed),
         peers: None,
+        overflow: None,
         now_ms: 0,
     });
     assert_eq!(d.placement, counts(&[("dc2", 3)]));
@@ -758,6 +760,7 @@ fn equal_weight_single_replicas_spread_by_object_key() {
             current: &empty,
             allowed: None,
             peers: None,
+            overflow: None,
             now_ms: 0,
         })
     };

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use super::overflow::AffinityTerms;
 use crate::policy::TaintEffect;
 use crate::scheduler::support::names::{ClusterNames, ClusterWeights};
 
@@ -32,6 +33,11 @@ pub struct Decision {
     pub unschedulable: Option<Shortfall>,
     /// What changed against the placement before, sorted by cluster.
     pub moved: Vec<ReplicaMove>,
+    /// With overflow tiers: the affinity term behind each placed cluster's replicas. Not
+    /// encoded: the audit archive's records keep the shape older binaries wrote and read, and
+    /// the audit's explain finds the terms in the replayed state (`State::overflow_note`).
+    #[serde(skip)]
+    pub terms: Option<AffinityTerms>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -240,6 +246,13 @@ impl Decision {
                 self.total(),
                 self.placement.len()
             ));
+        }
+        if let Some(note) = self
+            .terms
+            .as_ref()
+            .and_then(|t| t.overflow_note(&self.placement))
+        {
+            parts.push(note);
         }
         if let Some(sf) = &self.unschedulable {
             parts.push(format!(

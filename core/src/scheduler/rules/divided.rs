@@ -7,6 +7,7 @@
 //! for DynamicByCapacity and, among the fewest clusters that hold them all, for Aggregated),
 //! with capacity as a cap. Without rebalance, Webster starts from the
 //! current counts and only adds or removes the difference, so the fewest replicas move.
+//! With overflow tiers, the dynamic division runs once per tier, in order (`overflow`).
 //! Must not: filter clusters (that is `filter` and `spread`).
 
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use super::decision::{diff, Decision, DropReason, DroppedCluster, Shortfall};
 use super::filter::{Class, Classes};
 use super::static_weights::{plan_parts, preference_for, Part};
 use super::webster::{apportion, Seat};
-use super::{aggregated, dynamic};
+use super::{aggregated, dynamic, overflow};
 use crate::policy::{ClusterPreference, Division, ReplicaMode, DEFAULT_PREFERENCE_KEY};
 use crate::scheduler::support::bytes;
 use crate::scheduler::support::names::{ClusterNames, ClusterWeights, NameBuf};
@@ -104,17 +105,52 @@ pub(crate) fn decide(
                 .enumerate()
                 .map(|(k, &i)| weight_with(req, prefs.get(k).copied().flatten(), classes.cap[i]))
                 .collect();
-            let placed = divide(
-                req,
-                &names,
-                &classes,
-                &cand,
-                &prefs,
-                &cand_weights,
-                &cur,
-                budget,
-                &mut counts,
-            );
+            let placed = match overflow::applies(req) {
+                // Tier by tier (`overflow`): only capacity-weighted divisions get here, so no
+                // static preference (`prefs`) nor name-salted tie-break is involved.
+                Some(o) => {
+                    let weight_of: BTreeMap<usize, u64> = cand
+                        .iter()
+                        .copied()
+                        .zip(cand_weights.iter().copied())
+                        .collect();
+                    overflow::by_tier(
+                        o.tiers.len(),
+                        &classes.tier,
+                        &classes.cap,
+                        &cand,
+                        budget,
+                        |members, give| {
+                            let w: Vec<u64> = members
+                                .iter()
+                                .map(|i| weight_of.get(i).copied().unwrap_or(0))
+                                .collect();
+                            divide(
+                                req,
+                                &names,
+                                &classes,
+                                members,
+                                &[],
+                                &w,
+                                &cur,
+                                give,
+                                &mut counts,
+                            )
+                        },
+                    )
+                }
+                None => divide(
+                    req,
+                    &names,
+                    &classes,
+                    &cand,
+                    &prefs,
+                    &cand_weights,
+                    &cur,
+                    budget,
+                    &mut counts,
+                ),
+            };
             weights = if unique {
                 ClusterWeights::shared(Arc::clone(&names), cand_weights)
             } else {
@@ -167,6 +203,14 @@ pub(crate) fn decide(
         .map(|(i, &c)| (clusters[i].name.to_string(), clamp_u32(c)))
         .collect();
     let moved = diff(req.current, &placement);
+    let terms = overflow::applies(req).map(|o| {
+        let placed = counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, _)| (i, clusters[i].name.to_string()));
+        overflow::record(o, &classes.tier, placed)
+    });
     Decision {
         candidates: ClusterNames::shared(names),
         placement,
@@ -174,6 +218,7 @@ pub(crate) fn decide(
         weights,
         unschedulable: shortfall,
         moved,
+        terms,
     }
 }
 

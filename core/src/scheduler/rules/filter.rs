@@ -2,7 +2,7 @@
 //! stopped it.
 //!
 //! Order of checks (first failing one is the recorded reason): tenant slices, cluster list,
-//! selector, workload affinity and anti-affinity, NoExecute taints, health vs grace period, cordon, NoSchedule taints, and for
+//! selector (either passes a cluster an overflow tier selects, `overflow`), workload affinity and anti-affinity, NoExecute taints, health vs grace period, cordon, NoSchedule taints, and for
 //! DynamicByCapacity and Aggregated the reported capacity (for any mode, a cluster where an
 //! extended-resource or per-node limit leaves room for no replica). Must not: decide replica counts.
 
@@ -10,6 +10,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use super::decision::DropReason;
+use super::overflow;
 use crate::policy::{replicas_fit, tolerated, Division, LabelSelector, TaintEffect};
 use crate::scheduler::support::bytes;
 use crate::scheduler::{ClusterView, HealthView, ScheduleRequest};
@@ -43,6 +44,9 @@ pub(crate) struct Classes {
     pub need_one: Vec<bool>,
     /// Why the spread constraints cannot be met, if they cannot.
     pub spread_error: Option<String>,
+    /// The overflow tier that selects each cluster (`overflow::tier_of`, `usize::MAX` for
+    /// none); empty when no overflow tiers apply.
+    pub tier: Vec<usize>,
 }
 
 impl Classes {
@@ -74,7 +78,9 @@ pub(crate) fn classify(req: &ScheduleRequest<'_>, clusters: &[ClusterView<'_>]) 
         cap: vec![None; n],
         need_one: vec![false; n],
         spread_error: None,
+        tier: Vec::new(),
     };
+    let overflow = overflow::applies(req);
     let dynamic = req
         .placement
         .replicas
@@ -101,7 +107,12 @@ pub(crate) fn classify(req: &ScheduleRequest<'_>, clusters: &[ClusterView<'_>]) 
         // An extended or per-node limit drops a cluster that holds not one replica in every
         // mode, so a Duplicated GPU workload does not land where no node can run it.
         let limited = dynamic || extended == Some(0);
-        if let Some(reason) = first_reason(req, c, limited, fits) {
+        let tiered = overflow.map(|o| {
+            let t = overflow::tier_of(req.placement, o, c.name, c.labels);
+            out.tier.push(t.unwrap_or(usize::MAX));
+            t.is_some()
+        });
+        if let Some(reason) = first_reason(req, c, limited, fits, tiered) {
             out.drop(i, reason);
         }
     }
@@ -126,11 +137,14 @@ fn extended_fit(req: &ScheduleRequest<'_>, c: &ClusterView<'_>) -> Option<u64> {
     (fit != u64::MAX).then_some(fit)
 }
 
+/// `tiered`: Some(true) when an overflow tier selects the cluster (the placement's own list
+/// and selector are then not asked); otherwise they say why it is not selected.
 fn first_reason(
     req: &ScheduleRequest<'_>,
     c: &ClusterView<'_>,
     dynamic: bool,
     fits: Option<u64>,
+    tiered: Option<bool>,
 ) -> Option<DropReason> {
     let p = req.placement;
     if let Some(allowed) = req.allowed {
@@ -138,12 +152,13 @@ fn first_reason(
             return Some(DropReason::NotInTenantSlices);
         }
     }
-    if let Some(list) = &p.clusters {
+    let selected = tiered == Some(true);
+    if let Some(list) = p.clusters.as_ref().filter(|_| !selected) {
         if !list.iter().any(|n| n == c.name) {
             return Some(DropReason::NotInClusterList);
         }
     }
-    if let Some(sel) = &p.cluster_selector {
+    if let Some(sel) = p.cluster_selector.as_ref().filter(|_| !selected) {
         if !selector_matches(sel, c.name, c.labels) {
             return Some(DropReason::SelectorMismatch);
         }
@@ -209,7 +224,11 @@ fn first_reason(
 /// `LabelSelector::matches`, with `matchLabels` checked by one walk over both sorted maps
 /// with inline comparisons instead of a map lookup (and two `memcmp` calls) per label: this
 /// runs for every cluster of every decision.
-fn selector_matches(sel: &LabelSelector, cluster: &str, labels: &BTreeMap<String, String>) -> bool {
+pub(crate) fn selector_matches(
+    sel: &LabelSelector,
+    cluster: &str,
+    labels: &BTreeMap<String, String>,
+) -> bool {
     let mut have = labels.iter();
     for (key, value) in &sel.match_labels {
         loop {

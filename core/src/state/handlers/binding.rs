@@ -71,7 +71,10 @@ impl State {
         // The affinity group in use and what the placement still waits for, when they apply.
         let group = self
             .affinity_group(key)
-            .map(|g| format!("; affinity group {g}"))
+            .map(|g| match self.overflow_note(key) {
+                Some(note) => format!("; affinity group {g}, overflow {note}"),
+                None => format!("; affinity group {g}"),
+            })
             .unwrap_or_default();
         let missing = self.missing_overrides(policy);
         let waiting = if missing.is_empty() {

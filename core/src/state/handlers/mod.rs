@@ -29,6 +29,7 @@ pub mod member_quota;
 mod members;
 mod objects;
 pub mod outcome;
+mod overflow;
 mod owners;
 pub mod placement;
 pub mod queue;

@@ -150,22 +150,25 @@ impl State {
             let own = per.saturating_mul(u64::from(obj.replicas_on(&c.spec.name)));
             free(c, booked_on(booked, &c.spec.name).saturating_sub(&own))
         };
+        let key = ObjectKey::new(obj.namespace.clone(), obj.name.clone());
+        let overflow = self.overflow_for(&key, &obj.spec.placement, subject);
         let listed: Vec<&Cluster> = match &obj.spec.placement.clusters {
             // Only named clusters can receive replicas, plus those it runs on now (so the
-            // scheduler sees them and drops them); this keeps the cost O(listed).
-            Some(names) => {
+            // scheduler sees them and drops them), plus those overflow tiers name; this keeps
+            // the cost O(listed).
+            Some(names) if !overflow.is_some_and(|o| o.selects_by_label()) => {
                 let mut wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+                wanted.extend(overflow.into_iter().flat_map(|o| o.listed()));
                 wanted.extend(obj.status.clusters.iter().map(|p| p.cluster.as_str()));
                 wanted
                     .into_iter()
                     .filter_map(|n| self.d.clusters.get(n))
                     .collect()
             }
-            None => self.d.clusters.values().collect(),
+            _ => self.d.clusters.values().collect(),
         };
         // Extended sums free for this object: only objects asking for extended resources
         // book any, and only clusters with a detailed report have any to book.
-        let key = ObjectKey::new(obj.namespace.clone(), obj.name.clone());
         let ext_booked = if per_ext.is_empty() || self.ext.objects.is_empty() {
             BTreeMap::new()
         } else {
@@ -246,6 +249,7 @@ impl State {
             current: &current,
             allowed: allowed.as_ref(),
             peers: peers.as_ref(),
+            overflow,
             now_ms,
         };
         scheduler::schedule(&req)
