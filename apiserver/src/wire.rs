@@ -486,6 +486,29 @@ mod tests {
     }
 
     #[test]
+    fn a_decision_names_the_affinity_term_of_each_placed_cluster() {
+        use fedraft_core::scheduler::AffinityTerms;
+        let d = Decision {
+            placement: [("idc1".to_string(), 4), ("cloud1".to_string(), 2)].into(),
+            terms: Some(AffinityTerms {
+                names: vec!["idc-gpu".into(), "cloud-gpu".into()],
+                tier_of: [("idc1".to_string(), 0), ("cloud1".to_string(), 1)].into(),
+            }),
+            ..Decision::default()
+        };
+        let v = decision_json(&d);
+        assert_eq!(v["affinityTerms"]["idc1"]["affinityName"], "idc-gpu");
+        assert_eq!(v["affinityTerms"]["idc1"]["tier"], "primary");
+        assert_eq!(v["affinityTerms"]["cloud1"]["affinityName"], "cloud-gpu");
+        assert_eq!(v["affinityTerms"]["cloud1"]["tier"], "overflow");
+        let summary = v["summary"].as_str().unwrap_or_default();
+        assert!(summary.contains("cloud1 (2) by overflow cloud-gpu"), "{summary}");
+        assert!(decision_json(&Decision::default())
+            .get("affinityTerms")
+            .is_none());
+    }
+
+    #[test]
     fn versions_parse_from_numbers_and_strings() {
         let m: MetaIn = serde_json::from_str(r#"{"resourceVersion":"12"}"#).unwrap();
         assert_eq!(m.resource_version.map(Version::get), Some(12));

@@ -7,8 +7,8 @@
 //! first such group; none of them, e.g. after the policy changed, means the first group). So
 //! snapshots and replays keep it without a field of their own, and every node reads the same.
 //! A template is derived onto the group in use; when the scheduler finds no feasible placement
-//! in it (its clusters NotReady past the grace period, tainted NoExecute, or unable to hold
-//! the replicas), the object moves to the first later group that yields one, in order, as
+//! in it (its clusters, overflow tiers included (`overflow`), NotReady past the grace period,
+//! tainted NoExecute, or unable to hold the replicas), the object moves to the first later group that yields one, in order, as
 //! Karmada's scheduler does. It never moves back to an earlier group on its own: a write of the
 //! template or the policy that no longer matches the group in use starts from the first again.
 //!
