@@ -502,7 +502,10 @@ mod tests {
         assert_eq!(v["affinityTerms"]["cloud1"]["affinityName"], "cloud-gpu");
         assert_eq!(v["affinityTerms"]["cloud1"]["tier"], "overflow");
         let summary = v["summary"].as_str().unwrap_or_default();
-        assert!(summary.contains("cloud1 (2) by overflow cloud-gpu"), "{summary}");
+        assert!(
+            summary.contains("cloud1 (2) by overflow cloud-gpu"),
+            "{summary}"
+        );
         assert!(decision_json(&Decision::default())
             .get("affinityTerms")
             .is_none());

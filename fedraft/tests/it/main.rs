@@ -26,6 +26,7 @@ mod e2e_converge;
 mod e2e_failover;
 mod e2e_leader_kill;
 mod e2e_link_cut;
+mod e2e_overflow;
 mod e2e_owners;
 mod failpoints;
 mod fleet;

@@ -125,6 +125,16 @@ impl Fed {
         Fed::start_on(sims, false, false).await
     }
 
+    /// [`Fed::start_with_members`] with the API on TLS, for kubectl.
+    pub async fn start_tls_with_members(sims: Vec<SimHandle>) -> Fed {
+        assert_eq!(
+            sims.len(),
+            CLUSTERS.len(),
+            "one simulator per name in CLUSTERS"
+        );
+        Fed::start_on(sims, true, false).await
+    }
+
     async fn start_on(sims: Vec<SimHandle>, tls: bool, sealed: bool) -> Fed {
         let dir = fedraft_testkit::temp_dir("e2e");
         let mut l = layout();
