@@ -79,6 +79,7 @@ pub fn target(c: &Command) -> String {
             namespace, name, ..
         } => format!("{namespace}/{name}"),
         Command::WorkloadReports(r) => format!("{} workload reports", r.len()),
+        Command::StatusValues(r) => format!("{} status value reports", r.len()),
         Command::Heartbeats(hb) => hb
             .iter()
             .map(|h| h.cluster.as_str())

@@ -78,6 +78,7 @@ impl Record {
             Command::StatusReportsAt(rs) => {
                 out.extend(rs.iter().map(|r| r.report.cluster.as_str()))
             }
+            Command::StatusValues(rs) => out.extend(rs.iter().map(|r| r.cluster.as_str())),
             Command::RewrapCredentials(items) => {
                 out.extend(items.iter().map(|i| i.cluster.as_str()))
             }
@@ -103,6 +104,9 @@ impl Record {
                 rs.iter()
                     .map(|r| format!("{}/{}", r.report.namespace, r.report.name)),
             ),
+            Command::StatusValues(rs) => {
+                out.extend(rs.iter().map(|r| format!("{}/{}", r.namespace, r.name)))
+            }
             _ => {}
         }
         out.extend(self.applied.decisions.iter().map(|(k, _)| k.to_string()));

@@ -98,10 +98,13 @@ use crate::users::{TokenIssue, UserSpec};
 /// older entry's was refused unless `clusterScopedKinds` listed `Namespace`, and still is. Also
 /// in 13, a propagation policy may set `placement.workloadAffinity`, which co-locates or
 /// separates the templates it binds by a label's value (`karmada::WORKLOAD_AFFINITY_SINCE`); an
-/// older entry is refused the field as it was. 14, the same envelope and commands, whose
-/// propagation policies may give an affinity group `overflowAffinities`: further tiers of
-/// clusters its replicas overflow into once the group's own clusters are full
-/// (`karmada::OVERFLOW_AFFINITIES_SINCE`); an older entry is refused the field as it was.
+/// older entry is refused the field as it was. 14, the same envelope: propagation policies may
+/// give an affinity group `overflowAffinities`, further tiers of clusters its replicas overflow
+/// into once the group's own clusters are full (`karmada::OVERFLOW_AFFINITIES_SINCE`), and may
+/// set `failover.application.statePreservation` and `failover.cluster.statePreservation`
+/// (`karmada::STATE_PRESERVATION_SINCE`); an older entry is refused those fields as it was. The
+/// commands include `StatusValues` (the values of those rules' paths on members), which a binary
+/// that knows only version 13 declines rather than misreads.
 pub const LOG_ENTRY_VERSION: u16 = 14;
 
 /// The first envelope version whose entries may carry `StatusReportsAt` and whose changes of
@@ -403,6 +406,21 @@ pub enum Command {
         descheduling: Descheduling,
         expected_version: Option<u64>,
     },
+    /// The values the statePreservation paths of objects' propagation policies name in their
+    /// live status on members (version 14, `state/handlers/preserve.rs`), sent only when they
+    /// changed.
+    StatusValues(Vec<StatusValuesReport>),
+}
+
+/// What the statePreservation paths of one object name in its live status on one cluster:
+/// each path's canonical text (`karmada::jsonpath`) and the label value it gives; a path that
+/// names nothing usable is absent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusValuesReport {
+    pub namespace: String,
+    pub name: String,
+    pub cluster: String,
+    pub values: BTreeMap<String, String>,
 }
 
 /// What a user may do to a rollout (`crate::rollout::gate`).
@@ -485,6 +503,7 @@ impl Command {
             Command::ExecutorLease(_) => "ExecutorLease",
             Command::StatusReportsAt(_) => "StatusReportsAt",
             Command::PutObjectWithDescheduling { .. } => "PutObjectWithDescheduling",
+            Command::StatusValues(_) => "StatusValues",
         }
     }
 }

@@ -15,9 +15,12 @@
 //!   replicas go elsewhere once the failover grace period passed, nothing is kept there);
 //!   `Gracefully` keeps the failed cluster's copy until the new placement is ready or the
 //!   hand-over deadline passes, should the cluster come back meanwhile.
-//! - `statePreservation` (either kind) is refused: it copies fields of the failed copy's live
-//!   status onto the new one, and fedraft's state keeps only what workload reports carry
-//!   (replica counts and conditions), not arbitrary status fields.
+//! - `statePreservation` (either kind), from log entry version [`STATE_PRESERVATION_SINCE`]
+//!   (older entries refuse it as they did): each rule names a label key (`aliasLabelName`) and
+//!   a path into the object's `status` (`jsonPath`, the subset `jsonpath` reads). Executors
+//!   report the paths' values; when a failover moves the object off a cluster, the values last
+//!   reported there become labels of the copy on the newly chosen cluster
+//!   (`state/handlers/preserve.rs`).
 //! - `suspension`: the template each suspended cluster runs is kept while suspended
 //!   (`state/handlers/suspension.rs`); members keep what they hold and report status.
 //! - `preserveResourcesOnDeletion: true`: deleting a bound template releases the member copies
@@ -33,7 +36,8 @@ use std::collections::BTreeSet;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{typed, unsupported, PEER_WIDENED_SINCE};
+use super::jsonpath::JsonPath;
+use super::{typed, unsupported, PEER_WIDENED_SINCE, STATE_PRESERVATION_SINCE};
 use crate::error::FieldError;
 use crate::policy::validate_dns_label;
 
@@ -57,13 +61,40 @@ pub struct AppFailover {
     pub grace_period_seconds: u64,
 }
 
+/// One `statePreservation.rules[]` entry: the label key a value is carried under, and where
+/// in the object's `status` the value is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreserveRule {
+    pub alias: String,
+    pub path: JsonPath,
+}
+
 /// `spec.failover`, read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Failover {
     pub application: Option<AppFailover>,
     /// `failover.cluster.purgeMode` (`Immediately` or `Graciously`); None: fedraft's own
     /// behaviour, which is `Directly`.
     pub cluster: Option<PurgeMode>,
+    /// `failover.application.statePreservation.rules` (empty without it).
+    pub application_preserve: Vec<PreserveRule>,
+    /// `failover.cluster.statePreservation.rules` (empty without it).
+    pub cluster_preserve: Vec<PreserveRule>,
+}
+
+impl Failover {
+    /// Every path either kind of rule reads, once each, in order: what executors report.
+    pub fn preserved_paths(&self) -> Vec<&JsonPath> {
+        let mut paths: Vec<&JsonPath> = self
+            .application_preserve
+            .iter()
+            .chain(&self.cluster_preserve)
+            .map(|r| &r.path)
+            .collect();
+        paths.sort();
+        paths.dedup();
+        paths
+    }
 }
 
 /// `spec.suspension`: the clusters template changes are not dispatched to.
@@ -123,6 +154,19 @@ struct RawAppFailover {
     grace_period_seconds: Option<i64>,
     #[serde(default)]
     state_preservation: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawStatePreservation {
+    rules: Vec<RawPreserveRule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawPreserveRule {
+    alias_label_name: String,
+    json_path: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -198,7 +242,7 @@ impl RawLifecycle<'_> {
         // activationPreference is the placement's business (`super::affinities::lazy`).
         let failover = match self.failover {
             None | Some(Value::Null) => Failover::default(),
-            Some(v) => typed::<RawFailover>(v, "spec.failover")?.check()?,
+            Some(v) => typed::<RawFailover>(v, "spec.failover")?.check(version)?,
         };
         let suspension = match self.suspension {
             None | Some(Value::Null) => Suspension::default(),
@@ -242,17 +286,63 @@ const STATE_PRESERVATION_WHY: &str = "it copies fields of the failed copy's live
      new copy, and fedraft keeps only the replica counts and conditions members report, not \
      arbitrary status fields";
 
+/// Most rules one `statePreservation` may hold: each is a value every report of the object
+/// carries.
+pub const MAX_PRESERVE_RULES: usize = 16;
+
+/// Reads `statePreservation` (at `f`) as an entry of `version` means it.
+fn state_preservation(
+    raw: Option<&Value>,
+    f: &str,
+    version: u16,
+) -> Result<Vec<PreserveRule>, FieldError> {
+    let Some(raw) = raw.filter(|v| !v.is_null()) else {
+        return Ok(Vec::new());
+    };
+    if version < STATE_PRESERVATION_SINCE {
+        return Err(unsupported(f, STATE_PRESERVATION_WHY));
+    }
+    let raw: RawStatePreservation = typed(raw, f)?;
+    if raw.rules.len() > MAX_PRESERVE_RULES {
+        return Err(FieldError::new(
+            format!("{f}.rules"),
+            format!("at most {MAX_PRESERVE_RULES} rules"),
+        ));
+    }
+    let mut rules = Vec::with_capacity(raw.rules.len());
+    for (i, r) in raw.rules.into_iter().enumerate() {
+        let field = format!("{f}.rules[{i}]");
+        let alias_field = format!("{field}.aliasLabelName");
+        crate::policy::validate_label_key(&r.alias_label_name, &alias_field)?;
+        if r.alias_label_name.starts_with(FEDRAFT_PREFIX) {
+            return Err(FieldError::new(
+                alias_field,
+                format!("{FEDRAFT_PREFIX} labels are fedraft's own"),
+            ));
+        }
+        let path = JsonPath::parse(&r.json_path)
+            .map_err(|why| FieldError::new(format!("{field}.jsonPath"), why))?;
+        rules.push(PreserveRule {
+            alias: r.alias_label_name,
+            path,
+        });
+    }
+    Ok(rules)
+}
+
+/// The label prefix fedraft stamps on member copies; a rule may not write under it.
+const FEDRAFT_PREFIX: &str = "fedraft.io/";
+
 impl RawFailover {
-    fn check(self) -> Result<Failover, FieldError> {
+    fn check(self, version: u16) -> Result<Failover, FieldError> {
         let mut out = Failover::default();
         if let Some(app) = self.application {
             let f = "spec.failover.application";
-            if app.state_preservation.is_some() {
-                return Err(unsupported(
-                    format!("{f}.statePreservation"),
-                    STATE_PRESERVATION_WHY,
-                ));
-            }
+            out.application_preserve = state_preservation(
+                app.state_preservation.as_ref(),
+                &format!("{f}.statePreservation"),
+                version,
+            )?;
             let toleration_seconds =
                 match app.decision_conditions.and_then(|d| d.toleration_seconds) {
                     None => DEFAULT_TOLERATION_SECONDS,
@@ -285,12 +375,11 @@ impl RawFailover {
         }
         if let Some(cluster) = self.cluster {
             let f = "spec.failover.cluster";
-            if cluster.state_preservation.is_some() {
-                return Err(unsupported(
-                    format!("{f}.statePreservation"),
-                    STATE_PRESERVATION_WHY,
-                ));
-            }
+            out.cluster_preserve = state_preservation(
+                cluster.state_preservation.as_ref(),
+                &format!("{f}.statePreservation"),
+                version,
+            )?;
             out.cluster = Some(match cluster.purge_mode.as_deref() {
                 None => PurgeMode::Graciously,
                 Some(s) => match purge_mode(s) {

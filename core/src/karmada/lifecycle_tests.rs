@@ -90,12 +90,12 @@ fn cluster_failover_purge_modes_map_onto_fedraft() {
 fn bad_failover_fields_are_refused_by_name() {
     for (extra, field) in [
         (
-            json!({"failover": {"application": {"statePreservation": {"rules": []}}}}),
+            json!({"failover": {"application": {"statePreservation": {}}}}),
             "spec.failover.application.statePreservation",
         ),
         (
-            json!({"failover": {"cluster": {"statePreservation": {"rules": []}}}}),
-            "spec.failover.cluster.statePreservation",
+            json!({"failover": {"cluster": {"statePreservation": {"rules": [{"aliasLabelName": "a"}]}}}}),
+            "spec.failover.cluster.statePreservation.rules[0]",
         ),
         (
             json!({"failover": {"application": {"purgeMode": "Sometimes"}}}),
@@ -120,7 +120,7 @@ fn bad_failover_fields_are_refused_by_name() {
     }
     let e = refused_at(
         json!({"failover": {"application": {"statePreservation": {"rules": []}}}}),
-        LOG_ENTRY_VERSION,
+        STATE_PRESERVATION_SINCE - 1,
     );
     assert!(e.message.contains("status"), "{}", e.message);
 }

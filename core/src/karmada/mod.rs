@@ -22,6 +22,7 @@ mod affinities;
 mod cluster;
 mod deps;
 mod edits;
+pub mod jsonpath;
 mod lifecycle;
 mod overflow;
 mod overrides;
@@ -33,9 +34,13 @@ mod workload;
 #[cfg(test)]
 mod edits_tests;
 #[cfg(test)]
+mod jsonpath_tests;
+#[cfg(test)]
 mod lifecycle_tests;
 #[cfg(test)]
 mod overflow_tests;
+#[cfg(test)]
+mod preserve_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -53,7 +58,8 @@ pub use cluster::parse_cluster;
 pub(crate) use cluster::{member_name, metadata_labels};
 pub use deps::{dependencies, Dependency, DependencyKind};
 pub use lifecycle::{
-    AppFailover, Failover, Lifecycle, PurgeMode, Suspension, BUILT_IN_PRIORITY_CLASSES,
+    AppFailover, Failover, Lifecycle, PreserveRule, PurgeMode, Suspension,
+    BUILT_IN_PRIORITY_CLASSES, MAX_PRESERVE_RULES,
 };
 pub use overrides::OverrideSpec;
 pub use propagation::PropagationSpec;
@@ -92,6 +98,11 @@ pub const WORKLOAD_AFFINITY_SINCE: u16 = 13;
 /// The first log entry version whose propagation policies may give an affinity group
 /// `overflowAffinities` (`overflow`): older entries are refused it as they were when written.
 pub const OVERFLOW_AFFINITIES_SINCE: u16 = 14;
+/// The first log entry version whose propagation policies may set
+/// `failover.application.statePreservation` and `failover.cluster.statePreservation`
+/// (`lifecycle`, `state/handlers/preserve.rs`): older entries are refused them as they were
+/// when written.
+pub const STATE_PRESERVATION_SINCE: u16 = 14;
 
 /// Which of the four policy kinds a document is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -161,8 +161,8 @@ spec:
 fn what_fedraft_cannot_honour_is_refused_naming_the_field() {
     let cases = [
         (
-            "failover:\n    application:\n      statePreservation: {rules: []}",
-            "spec.failover.application.statePreservation",
+            "failover:\n    application:\n      statePreservation: {rules: [{aliasLabelName: a, jsonPath: '{.jobs[*].id}'}]}",
+            "spec.failover.application.statePreservation.rules[0].jsonPath",
         ),
         (
             "placement:\n    clusterTolerations: [{key: k, operator: Exists, effect: NoExecute, tolerationSeconds: 30}]",

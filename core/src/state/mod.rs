@@ -66,6 +66,7 @@ use handlers::deschedule::Deschedules;
 use handlers::extended::ExtendedTables;
 use handlers::failback::FailBacks;
 use handlers::lifecycle::Lifecycles;
+use handlers::preserve::Preservations;
 use handlers::rollout::Rollouts;
 use handlers::services::Services;
 use store::dedupe::{Dedupe, Memo, Seen};
@@ -182,6 +183,9 @@ pub struct State {
     /// failover keep per object (`handlers/lifecycle.rs`); replicated, encoded after
     /// `deschedules`.
     pub(crate) life: Lifecycles,
+    /// What statePreservation rules keep: reported values and what failovers carried
+    /// (`handlers/preserve.rs`); replicated, encoded after `life`.
+    pub(crate) pres: Preservations,
 }
 
 impl State {
@@ -463,6 +467,7 @@ impl State {
                 *expected_version,
                 ctx,
             ),
+            Command::StatusValues(batch) => self.on_status_values(batch, ctx),
         }
     }
 
@@ -484,6 +489,7 @@ impl State {
             &self.owners,
             &self.deschedules,
             &self.life,
+            &self.pres,
         )
     }
 
@@ -510,6 +516,7 @@ impl State {
             owners: self.owners.clone(),
             deschedules: self.deschedules.clone(),
             life: self.life.clone(),
+            pres: self.pres.clone(),
             ix: None,
         }
     }
@@ -538,6 +545,7 @@ impl State {
             owners,
             deschedules,
             life,
+            pres,
         ) = snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
@@ -557,6 +565,7 @@ impl State {
             owners,
             deschedules,
             life,
+            pres,
         })
     }
 
@@ -633,6 +642,12 @@ impl State {
             let life = bincode::serde::encode_to_vec(&self.life, bincode::config::standard())
                 .unwrap_or_else(|e| unreachable!("lifecycle tables encoding failed: {e}"));
             h.update(&life);
+        }
+        // And for the statePreservation tables while they are empty (always, before 14).
+        if !self.pres.is_empty() {
+            let pres = bincode::serde::encode_to_vec(&self.pres, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("preservation tables encoding failed: {e}"));
+            h.update(&pres);
         }
         h.finalize().into()
     }

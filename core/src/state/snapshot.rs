@@ -10,6 +10,7 @@ use super::handlers::deschedule::Deschedules;
 use super::handlers::extended::ExtendedTables;
 use super::handlers::failback::FailBacks;
 use super::handlers::lifecycle::Lifecycles;
+use super::handlers::preserve::Preservations;
 use super::handlers::rollout::Rollouts;
 use super::handlers::services::Services;
 use super::store::index::Index;
@@ -22,7 +23,8 @@ use crate::health::HealthBook;
 use crate::owners::Owners;
 use crate::users::Users;
 
-/// Snapshot format this binary writes; it reads this, 9 (before the lifecycle tables of
+/// Snapshot format this binary writes; it reads this, 10 (before the statePreservation
+/// tables), 9 (before the lifecycle tables of
 /// Karmada's suspension, preserveResourcesOnDeletion and application failover), 8 (before the
 /// descheduler's tables), 7
 /// (before the health book, the fail-back
@@ -30,7 +32,7 @@ use crate::users::Users;
 /// (before the extended-resource tables), 5 (before rollouts), 4 (before the user database), 3
 /// (before the door's tables), 2 (before the admission policy) and 1 (before service
 /// discovery).
-pub const SNAPSHOT_VERSION: u16 = 10;
+pub const SNAPSHOT_VERSION: u16 = 11;
 
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
@@ -48,11 +50,32 @@ struct SnapshotRef<'a> {
     owners: &'a Owners,
     deschedules: &'a Deschedules,
     life: &'a Lifecycles,
+    pres: &'a Preservations,
 }
 
 #[derive(Deserialize)]
 struct SnapshotOwned {
     /// Already checked by decoding it alone first.
+    _version: u16,
+    applied_index: u64,
+    data: Data,
+    services: Services,
+    admission: AdmissionPolicy,
+    door: DoorTables,
+    users: Users,
+    rollouts: Rollouts,
+    ext: ExtendedTables,
+    health: HealthBook,
+    failbacks: FailBacks,
+    owners: Owners,
+    deschedules: Deschedules,
+    life: Lifecycles,
+    pres: Preservations,
+}
+
+/// Version 10 snapshots: no statePreservation tables yet.
+#[derive(Deserialize)]
+struct SnapshotOwnedV10 {
     _version: u16,
     applied_index: u64,
     data: Data,
@@ -213,6 +236,7 @@ pub(super) fn encode_snapshot(
     owners: &Owners,
     deschedules: &Deschedules,
     life: &Lifecycles,
+    pres: &Preservations,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -229,6 +253,7 @@ pub(super) fn encode_snapshot(
         owners,
         deschedules,
         life,
+        pres,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -252,6 +277,7 @@ pub struct StateImage {
     pub(super) owners: Owners,
     pub(super) deschedules: Deschedules,
     pub(super) life: Lifecycles,
+    pub(super) pres: Preservations,
     /// The indexes' aggregates at that index, in an image taken to be checked
     /// ([`State::checked_image`](super::State::checked_image)).
     pub(super) ix: Option<Index>,
@@ -282,6 +308,7 @@ impl StateImage {
             &self.owners,
             &self.deschedules,
             &self.life,
+            &self.pres,
         )
     }
 
@@ -309,6 +336,7 @@ pub(super) type SnapshotParts = (
     Owners,
     Deschedules,
     Lifecycles,
+    Preservations,
 );
 
 /// Version 1 snapshots: no service discovery yet.
@@ -321,7 +349,8 @@ struct SnapshotOwnedV1 {
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
 /// services, admission policy, door tables, user database, rollout tables, extended-resource
-/// tables, health book, fail-back tables, owners' book, descheduler tables and lifecycle tables (the parts an older version lacks
+/// tables, health book, fail-back tables, owners' book, descheduler tables, lifecycle tables
+/// and statePreservation tables (the parts an older version lacks
 /// are defaults, per-cluster quotas included).
 pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
@@ -387,6 +416,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 Owners::default(),
                 Deschedules::default(),
                 Lifecycles::default(),
+                Preservations::default(),
             ));
         }
         6 => {
@@ -405,6 +435,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 Owners::default(),
                 Deschedules::default(),
                 Lifecycles::default(),
+                Preservations::default(),
             ));
         }
         7 => {
@@ -423,6 +454,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 Owners::default(),
                 Deschedules::default(),
                 Lifecycles::default(),
+                Preservations::default(),
             ));
         }
         8 => {
@@ -441,6 +473,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.owners,
                 Deschedules::default(),
                 Lifecycles::default(),
+                Preservations::default(),
             ));
         }
         9 => {
@@ -459,6 +492,26 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.owners,
                 snap.deschedules,
                 Lifecycles::default(),
+                Preservations::default(),
+            ));
+        }
+        10 => {
+            let snap: SnapshotOwnedV10 = decode_exact(bytes)?;
+            return Ok((
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                snap.door,
+                snap.users,
+                snap.rollouts,
+                snap.ext,
+                snap.health,
+                snap.failbacks,
+                snap.owners,
+                snap.deschedules,
+                snap.life,
+                Preservations::default(),
             ));
         }
         _ => {
@@ -477,6 +530,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.owners,
                 snap.deschedules,
                 snap.life,
+                snap.pres,
             ));
         }
     };
@@ -495,5 +549,6 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
         Owners::default(),
         Deschedules::default(),
         Lifecycles::default(),
+        Preservations::default(),
     ))
 }

@@ -17,6 +17,7 @@ mod door_kubefed;
 mod door_lifecycle;
 mod door_members;
 mod door_overflow;
+mod door_preservation;
 mod door_rollout;
 mod door_scope;
 mod door_workload_affinity;

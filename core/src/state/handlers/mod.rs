@@ -32,6 +32,7 @@ pub mod outcome;
 mod overflow;
 mod owners;
 pub mod placement;
+pub mod preserve;
 pub mod queue;
 mod reports;
 pub mod rollout;

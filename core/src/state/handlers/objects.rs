@@ -260,6 +260,7 @@ impl State {
         self.ext.priorities.remove(&obj.key());
         self.ext.waiting.remove(&obj.key());
         self.lifecycle_forget(&obj.key());
+        self.preserve_forget(&obj.key());
         // What it held is free: the objects waiting for those clusters are queued, fairly.
         if ctx.version >= EXTENDED_SINCE {
             let freed: Vec<String> = obj

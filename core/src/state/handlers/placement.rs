@@ -358,6 +358,7 @@ impl State {
             .extend(timers.into_iter().map(|t| (t, key.clone())));
         self.rollouts_placement_changed(key);
         self.hold_departing(key, &departed, ctx);
+        self.preserve_placement_changed(key, &departed, ctx);
         self.failback_note(key, &departed);
         self.deschedule_placement_changed(key);
         if ctx.version >= EXTENDED_SINCE {
@@ -558,6 +559,9 @@ impl State {
         );
         if let (Some(n), Ok(m)) = (revision, manifest.as_mut()) {
             crate::rollout::stamp_revision(m, n);
+        }
+        if let Ok(m) = manifest.as_mut() {
+            self.stamp_preserved(obj, cluster, m);
         }
         (manifest, admitted)
     }
