@@ -30,6 +30,7 @@ pub mod live;
 pub mod metrics;
 pub mod node;
 pub mod plan;
+pub mod preserve;
 pub mod probe;
 pub mod prober;
 pub mod reconciler;

@@ -39,6 +39,7 @@ use crate::live::LiveCache;
 use crate::metrics::{ClusterMetrics, Reconciled};
 use crate::node::ControlPlane;
 use crate::plan::{self, ApplyReason, LiveId, LiveObject, Memo, Verdict};
+use crate::preserve::status_values;
 use crate::report::{object_report as report, Observations};
 use crate::resolve::{Resolved, Resolver};
 use crate::workload::workload_report;
@@ -306,6 +307,10 @@ impl<C: ControlPlane> Reconciler<C> {
             (scan, s.applied_index())
         });
         let rules = self.ctrl.read_state(|s| s.health_rules());
+        let preserve = self
+            .ctrl
+            .read_state(|s| crate::preserve::paths_for(s, &scan.keys));
+        let mut values = Vec::new();
 
         let mut statuses = Vec::with_capacity(scan.keys.len());
         let mut workloads = Vec::new();
@@ -412,6 +417,12 @@ impl<C: ControlPlane> Reconciler<C> {
                         rules.get(&p.key),
                         ctx.unschedulable.of(&p.key),
                     ));
+                    values.extend(status_values(
+                        &p.key,
+                        &cluster,
+                        object,
+                        preserve.get(&p.key),
+                    ));
                 }
                 Verdict::Apply(_) => work.push((p.clone(), live.cloned(), memo.cloned())),
             }
@@ -466,6 +477,8 @@ impl<C: ControlPlane> Reconciler<C> {
                         rules.get(&p.key),
                         ctx.unschedulable.of(&p.key),
                     ));
+                    let paths = preserve.get(&p.key);
+                    values.extend(status_values(&p.key, &cluster, object.as_ref(), paths));
                 }
                 Err(ExecError::LeaseLapsed { .. }) => lapsed = true,
                 Err(e) => {
@@ -531,6 +544,7 @@ impl<C: ControlPlane> Reconciler<C> {
             return next.min(now + LEASE_RECHECK);
         }
         self.obs.set_statuses(&cluster, as_of, statuses, workloads);
+        self.obs.values.set(&cluster, values);
         next
     }
 

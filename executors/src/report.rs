@@ -18,7 +18,8 @@
 //!   proposed is not sent again until `RESEND_AFTER` passes without the state reflecting it, or
 //!   a later pass made it anew (lost or dropped proposals heal).
 //!   Alike, one `WorkloadReports` entry with the workload status ([`crate::workload::observe_workload`]: the
-//!   template revision, generations, replica counts, conditions) that differs from the state's.
+//!   template revision, generations, replica counts, conditions) that differs from the state's,
+//!   and one `StatusValues` entry with the statePreservation values (`crate::preserve`).
 //!
 //! Diffing against the state rather than a private memory means a new leader sends nothing for
 //! what the old one already reported. The state machine decides health and failover from these
@@ -87,6 +88,8 @@ struct Inner {
 #[derive(Default)]
 pub struct Observations {
     inner: Mutex<Inner>,
+    /// statePreservation values (`crate::preserve`), sent as `StatusValues` with the statuses.
+    pub values: crate::preserve::ValueObservations,
 }
 
 impl Observations {
@@ -143,6 +146,8 @@ impl Observations {
         g.probes.remove(cluster);
         g.statuses.remove(cluster);
         g.workloads.remove(cluster);
+        drop(g);
+        self.values.forget(cluster);
     }
 }
 
@@ -346,6 +351,7 @@ pub fn object_report(
 /// The reporter loop: flushes health every probe interval and statuses every status interval.
 pub async fn run_reporter<C: ControlPlane>(ctrl: C, obs: Arc<Observations>, cfg: ExecutorConfig) {
     let mut sent = Sent::default();
+    let mut sent_values = crate::preserve::SentValues::default();
     let fresh = cfg.probe_interval + cfg.probe_timeout;
     let mut health = tokio::time::interval(cfg.probe_interval);
     let mut statuses = tokio::time::interval(cfg.status_flush_interval);
@@ -381,6 +387,10 @@ pub async fn run_reporter<C: ControlPlane>(ctrl: C, obs: Arc<Observations>, cfg:
                 let batch = ctrl.read_state(|s| obs.take_workloads(s, &mut sent, Instant::now()));
                 if !batch.is_empty() {
                     propose(&ctrl, next_id(), &cfg.actor, Command::WorkloadReports(batch)).await;
+                }
+                let batch = ctrl.read_state(|s| obs.values.take(s, &mut sent_values, Instant::now()));
+                if !batch.is_empty() {
+                    propose(&ctrl, next_id(), &cfg.actor, Command::StatusValues(batch)).await;
                 }
             }
         }

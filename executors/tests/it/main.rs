@@ -11,6 +11,7 @@ mod deregister;
 mod inventory;
 mod observe;
 mod owners;
+mod preserve;
 mod raft_e2e;
 mod rollout;
 mod tenancy;
