@@ -119,6 +119,18 @@ pub fn target(c: &Command) -> String {
             .join(", "),
         Command::SetHealthPolicy(_) => "health policy".to_string(),
         Command::ExecutorLease(l) => format!("ownership lease {} ms", l.lease_ms),
+        // "m1: KubeComponentsHealthy=False": what a taint policy may match on.
+        Command::ClusterConditions {
+            cluster,
+            conditions,
+        } => format!(
+            "{cluster}: {}",
+            conditions
+                .iter()
+                .map(|c| format!("{}={}", c.condition_type, c.status))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
     }
 }
 

@@ -99,6 +99,9 @@ pub enum PolicyKindTag {
     /// A v1 Secret in a [`CREDENTIALS_NAMESPACES`] namespace: a member's credentials, kept
     /// sealed beside the documents that name it and never a resource template.
     MemberSecret,
+    /// A `policy.karmada.io` ClusterTaintPolicy: taints clusters on their conditions
+    /// (`crate::karmada::TAINT_POLICIES_SINCE`).
+    ClusterTaint,
 }
 
 impl From<PolicyKind> for PolicyKindTag {
@@ -148,6 +151,10 @@ impl PolicyKindTag {
                 "KubeFedCluster",
             ),
             PolicyKindTag::MemberSecret => ("v1".to_string(), "Secret"),
+            PolicyKindTag::ClusterTaint => (
+                format!("{}/{}", crate::karmada::GROUP, crate::karmada::VERSION),
+                crate::karmada::TAINT_POLICY_KIND,
+            ),
             karmada => (
                 format!("{}/{}", crate::karmada::GROUP, crate::karmada::VERSION),
                 karmada.karmada().map_or("", PolicyKind::kind),
@@ -174,7 +181,7 @@ impl PolicyKindTag {
             PolicyKindTag::ReplicaSchedulingPreference
             | PolicyKindTag::KubeFedCluster
             | PolicyKindTag::MemberSecret => true,
-            PolicyKindTag::KarmadaCluster => false,
+            PolicyKindTag::KarmadaCluster | PolicyKindTag::ClusterTaint => false,
             karmada => karmada.karmada().is_some_and(PolicyKind::namespaced),
         }
     }

@@ -167,6 +167,19 @@ fn build() -> Vec<Served> {
         "cop",
         PolicyKindTag::ClusterOverride,
     ));
+    // Taints member clusters on their conditions (`fedraft_core::karmada::TAINT_POLICIES_SINCE`).
+    out.push(Served {
+        def: ResourceDef::new(
+            karmada::GROUP,
+            karmada::VERSION,
+            "clustertaintpolicies",
+            karmada::TAINT_POLICY_KIND,
+        )
+        .cluster_scoped()
+        .verbs(DOCUMENT_VERBS),
+        store: Store::Policy(PolicyKindTag::ClusterTaint),
+        columns: None,
+    });
     // KubeFed's documents are kept as written, like the policies, and served with the same
     // verbs.
     let kubefed_def = |group: &str, version: &str, plural: &str, kind: &str| {
@@ -207,7 +220,9 @@ fn build() -> Vec<Served> {
             "clusters",
             "Cluster",
         )
-        .cluster_scoped(),
+        .cluster_scoped()
+        // What external health checkers write, for taint policies (`cluster_status`).
+        .subresources(&["status"]),
         store: Store::Policy(PolicyKindTag::KarmadaCluster),
         columns: None,
     });
@@ -314,7 +329,9 @@ mod tests {
         let rb = find("work.karmada.io", "v1alpha1", "resourcebindings").unwrap();
         assert!(matches!(rb.store, Store::Internal(why) if why.contains("fedraft audit explain")));
         assert!(find("search.karmada.io", "v1alpha1", "resourceregistries").is_some());
-        assert!(find(karmada::GROUP, karmada::VERSION, "clustertaintpolicies").is_some());
+        let ctp = find(karmada::GROUP, karmada::VERSION, "clustertaintpolicies").unwrap();
+        assert_eq!(ctp.store, Store::Policy(PolicyKindTag::ClusterTaint));
+        assert!(!ctp.def.namespaced);
         assert!(find("core.kubefed.io", "v1beta1", "kubefedconfigs").is_some());
     }
 }

@@ -1,5 +1,5 @@
 //! Karmada's and KubeFed's internal kinds: objects their own controllers write or are configured
-//! by (bindings, Works, the search cache's registries, taint policies, KubeFed's controller
+//! by (bindings, Works, the search cache's registries, KubeFed's controller
 //! configuration). fedraft does that work inside its state machine and executors, so it keeps
 //! none of them; it still serves the kinds in discovery, so that kubectl reaches the server and a
 //! user applying one reads which kind it is, why fedraft does not need it and what does its job
@@ -34,11 +34,6 @@ const WORK: &str = "Karmada's controllers write one per member cluster; fedraft'
 const REGISTRY: &str = "it asks Karmada's search component to cache member objects; fedraft keeps \
     no such cache: the executors report each template's status on the members into the log \
     (`kubectl get` of the template shows it), and member clusters are read directly";
-
-const TAINT_POLICY: &str = "fedraft decides a cluster's health itself (probes from every node, \
-    `fedraft health-policy`) and moves workloads off a failed cluster without taints; taint a \
-    cluster in its registration (the `taints` of its Cluster document or `fedraft join`) or move \
-    everything off it with `fedraft drain`";
 
 const KUBEFED_CONFIG: &str = "it configures KubeFed's controllers, which fedraft does not run: \
     leader election, timeouts and health checks are the fedraft node's own settings \
@@ -78,14 +73,6 @@ const KINDS: &[Kind] = &[
         "ResourceRegistry",
         false,
         REGISTRY,
-    ),
-    (
-        "policy.karmada.io",
-        "v1alpha1",
-        "clustertaintpolicies",
-        "ClusterTaintPolicy",
-        false,
-        TAINT_POLICY,
     ),
     (
         "core.kubefed.io",

@@ -15,6 +15,7 @@
 //! answer with anything but Kubernetes shapes (`errors::Refusal` for every refusal).
 
 mod catalog;
+mod cluster_status;
 mod conditions;
 mod crds;
 mod discovery;
@@ -87,7 +88,7 @@ pub struct Target {
     /// From the path; None for cluster-scoped types and all-namespace lists.
     pub ns: Option<String>,
     pub name: Option<String>,
-    /// Only "scale" is served.
+    /// Only "scale" (templates) and "status" (Karmada's `Cluster`) are served.
     pub sub: Option<String>,
 }
 
@@ -304,7 +305,11 @@ async fn dispatch(
     }
     // The scale subresource has its own handlers; only these three verbs reach it.
     let scale = call.target.sub.as_deref() == Some("scale");
+    let status = call.target.sub.as_deref() == Some("status");
     let result = match verb {
+        "get" if status => cluster_status::get(&call).await,
+        "update" if status => cluster_status::replace(&call, body).await,
+        "patch" if status => cluster_status::patch(&call, body).await,
         "get" if scale => scale::get(&call).await,
         "update" if scale => scale::replace(&call, body).await,
         "patch" if scale => scale::patch(&call, body).await,

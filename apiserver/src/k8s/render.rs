@@ -55,9 +55,9 @@ pub enum Loaded {
     Policy {
         key: PolicyRef,
         rec: PolicyRecord,
-        /// For a member cluster document, the cluster it registered (its health is the
-        /// document's status).
-        member: Option<Box<Cluster>>,
+        /// For a member cluster document, the cluster it registered (its health and the
+        /// conditions status writes gave it are the document's status).
+        member: Option<Box<Member>>,
     },
     Cluster(Box<Cluster>),
     Tenant(Box<Tenant>),
@@ -133,11 +133,33 @@ pub fn is_cluster_document(tag: PolicyKindTag) -> bool {
     )
 }
 
+/// A registered member as its cluster document shows it.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub cluster: Cluster,
+    /// The conditions status writes gave it (`cluster_status`), rendered.
+    pub conditions: Vec<Value>,
+}
+
 /// The cluster the member cluster document `key` registered, if it is one and did.
-pub fn registered(s: &State, key: &PolicyRef) -> Option<Box<Cluster>> {
-    is_cluster_document(key.kind)
-        .then(|| s.cluster(&key.name).cloned().map(Box::new))
+pub fn registered(s: &State, key: &PolicyRef) -> Option<Box<Member>> {
+    if !is_cluster_document(key.kind) {
+        return None;
+    }
+    let cluster = s.cluster(&key.name)?.clone();
+    let conditions = s
+        .cluster_conditions(&key.name)
+        .into_iter()
         .flatten()
+        .map(|(t, c)| {
+            json!({"type": t, "status": c.status, "reason": c.reason, "message": c.message,
+                "lastTransitionTime": rfc3339(c.since_ms)})
+        })
+        .collect();
+    Some(Box::new(Member {
+        cluster,
+        conditions,
+    }))
 }
 
 impl Loaded {
@@ -393,7 +415,7 @@ fn namespace_object(name: &str, tpl: Option<&(TemplateRecord, Arc<FederatedObjec
     doc
 }
 
-fn policy_object(key: &PolicyRef, rec: &PolicyRecord, member: Option<&Cluster>) -> Value {
+fn policy_object(key: &PolicyRef, rec: &PolicyRecord, member: Option<&Member>) -> Value {
     let mut doc = parse_or_empty(&rec.manifest);
     if let Some(o) = doc.as_object_mut() {
         // A member Secret's credentials, sealed or not, are never shown.
@@ -418,8 +440,12 @@ fn policy_object(key: &PolicyRef, rec: &PolicyRecord, member: Option<&Cluster>) 
 
 /// A cluster document's status as Karmada and KubeFed write it: condition `Ready` from the
 /// health of the cluster the document registered, or False while its Secret is missing.
-fn member_status(tag: PolicyKindTag, doc: &Value, member: Option<&Cluster>) -> Value {
-    let Some(c) = member else {
+fn member_status(tag: PolicyKindTag, doc: &Value, member: Option<&Member>) -> Value {
+    let Some(Member {
+        cluster: c,
+        conditions: written,
+    }) = member
+    else {
         let secret = door::parse_member(tag, doc)
             .and_then(Result::ok)
             .map(|m| format!("{}/{}", m.secret.namespace, m.secret.name))
@@ -458,7 +484,9 @@ fn member_status(tag: PolicyKindTag, doc: &Value, member: Option<&Cluster>) -> V
     if tag == PolicyKindTag::KubeFedCluster {
         condition["lastProbeTime"] = json!(c.status.last_heartbeat_ms.map_or(since, rfc3339));
     }
-    json!({"conditions": [condition]})
+    let mut all = vec![condition];
+    all.extend(written.iter().cloned());
+    json!({"conditions": all})
 }
 
 pub fn policy_kind(tag: PolicyKindTag) -> &'static str {

@@ -151,9 +151,21 @@ fn loss_reason(s: &State, key: &ObjectKey, cluster: &str, d: Option<&Decision>) 
         DropReason::UntoleratedTaint {
             key: k,
             effect: TaintEffect::NoExecute,
-        } => format!("{cluster} tainted {k}:NoExecute"),
+        } => format!(
+            "{cluster} tainted {k}:NoExecute{}",
+            taint_source(s, cluster, k)
+        ),
         other => format!("{cluster} {}", other.describe()),
     })
+}
+
+/// ` by ClusterTaintPolicy P (COND)` when a taint policy added the NoExecute taint `key`.
+fn taint_source(s: &State, cluster: &str, key: &str) -> String {
+    s.policy_taints(cluster)
+        .into_iter()
+        .find(|(t, _)| t.key == key && t.effect == TaintEffect::NoExecute)
+        .map(|(_, a)| format!(" by ClusterTaintPolicy {} ({})", a.policy, a.condition))
+        .unwrap_or_default()
 }
 
 /// What the command itself did to the object or fleet, for changes no lost cluster explains.

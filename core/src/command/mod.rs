@@ -18,6 +18,7 @@ use crate::admission::AdmissionPolicy;
 use crate::door::ResourceKey;
 use crate::error::CodecError;
 use crate::health::{HealthPolicy, ProbeFailure};
+use crate::karmada::ClusterCondition;
 use crate::model::{Capacity, ClusterSpec, Credentials, ObjectSpec, SealedCredentials, TenantSpec};
 use crate::owners::ExecutorLease;
 use crate::policy::{ClusterQuota, Extended, ExtendedCapacity};
@@ -104,7 +105,10 @@ use crate::users::{TokenIssue, UserSpec};
 /// set `failover.application.statePreservation` and `failover.cluster.statePreservation`
 /// (`karmada::STATE_PRESERVATION_SINCE`); an older entry is refused those fields as it was. The
 /// commands include `StatusValues` (the values of those rules' paths on members), which a binary
-/// that knows only version 13 declines rather than misreads.
+/// that knows only version 13 declines rather than misreads. Also in 14, Karmada's
+/// `ClusterTaintPolicy` is kept and taints clusters on their conditions, and `ClusterConditions`
+/// records the conditions a status write gives a cluster (`karmada::TAINT_POLICIES_SINCE`); in an
+/// older entry the document was a resource template and its delete refused, and they replay so.
 pub const LOG_ENTRY_VERSION: u16 = 14;
 
 /// The first envelope version whose entries may carry `StatusReportsAt` and whose changes of
@@ -410,6 +414,13 @@ pub enum Command {
     /// live status on members (version 14, `state/handlers/preserve.rs`), sent only when they
     /// changed.
     StatusValues(Vec<StatusValuesReport>),
+    /// The conditions a status write of a member's Karmada `Cluster` gives it (all of them but
+    /// `Ready`, which fedraft derives), which `ClusterTaintPolicy` documents read (version 14,
+    /// `state/handlers/taint_policy.rs`).
+    ClusterConditions {
+        cluster: String,
+        conditions: Vec<ClusterCondition>,
+    },
 }
 
 /// What the statePreservation paths of one object name in its live status on one cluster:
@@ -504,6 +515,7 @@ impl Command {
             Command::StatusReportsAt(_) => "StatusReportsAt",
             Command::PutObjectWithDescheduling { .. } => "PutObjectWithDescheduling",
             Command::StatusValues(_) => "StatusValues",
+            Command::ClusterConditions { .. } => "ClusterConditions",
         }
     }
 }

@@ -3,8 +3,8 @@
 //! users of multi-cluster Kubernetes already write.
 //!
 //! Owns: the four policy kinds' documents (`PropagationPolicy`, `ClusterPropagationPolicy`,
-//! `OverridePolicy`, `ClusterOverridePolicy`) and the `cluster.karmada.io` `Cluster` (`cluster`),
-//! their validation with errors naming the field,
+//! `OverridePolicy`, `ClusterOverridePolicy`), the `cluster.karmada.io` `Cluster` (`cluster`) and
+//! the `ClusterTaintPolicy` (`taint`: conditions that taint a cluster), their validation with errors naming the field,
 //! which policy a resource template falls under (`select`), and the translation onto
 //! [`Placement`](crate::policy::Placement) and [`Override`](crate::policy::Override)
 //! (`propagation`, `overrides`). A field of Karmada's API that fedraft cannot honour exactly is
@@ -29,6 +29,7 @@ mod overrides;
 mod propagation;
 mod replicas;
 mod select;
+mod taint;
 mod workload;
 
 #[cfg(test)]
@@ -64,7 +65,20 @@ pub use lifecycle::{
 pub use overrides::OverrideSpec;
 pub use propagation::PropagationSpec;
 pub use select::{best_match, MatchRank, Precedence, ResourceSelector, TemplateIdentity};
+pub use taint::{
+    conditions_hold, parse_taint_policy, ClusterCondition, MatchCondition, TaintPolicySpec,
+    TargetClusters, CONDITION_STATUSES, MAX_CONDITIONS, READY_CONDITION,
+};
 pub use workload::WorkloadAffinity;
+
+/// The first log entry version that keeps `ClusterTaintPolicy` documents and cluster conditions
+/// (`Command::ClusterConditions`) and taints clusters by them (`state/handlers/taint_policy.rs`).
+/// In an older entry such a document was an ordinary resource template (the door refused it
+/// before proposing), and its delete was refused as no policy kind; both replay so.
+pub const TAINT_POLICIES_SINCE: u16 = 14;
+
+/// The kind of Karmada's cluster taint policy.
+pub const TAINT_POLICY_KIND: &str = "ClusterTaintPolicy";
 
 /// The API group of the policy kinds.
 pub const GROUP: &str = "policy.karmada.io";

@@ -69,6 +69,7 @@ use handlers::lifecycle::Lifecycles;
 use handlers::preserve::Preservations;
 use handlers::rollout::Rollouts;
 use handlers::services::Services;
+use handlers::taint_policy::TaintTables;
 use store::dedupe::{Dedupe, Memo, Seen};
 use store::index::Index;
 use store::table::{Keyed, ObjectTable};
@@ -186,6 +187,9 @@ pub struct State {
     /// What statePreservation rules keep: reported values and what failovers carried
     /// (`handlers/preserve.rs`); replicated, encoded after `life`.
     pub(crate) pres: Preservations,
+    /// Cluster conditions and the taints `ClusterTaintPolicy` documents added
+    /// (`handlers/taint_policy.rs`); replicated, encoded after `life`.
+    pub(crate) taints: TaintTables,
 }
 
 impl State {
@@ -468,6 +472,10 @@ impl State {
                 ctx,
             ),
             Command::StatusValues(batch) => self.on_status_values(batch, ctx),
+            Command::ClusterConditions {
+                cluster,
+                conditions,
+            } => self.on_cluster_conditions(cluster, conditions, ctx),
         }
     }
 
@@ -490,6 +498,7 @@ impl State {
             &self.deschedules,
             &self.life,
             &self.pres,
+            &self.taints,
         )
     }
 
@@ -517,6 +526,7 @@ impl State {
             deschedules: self.deschedules.clone(),
             life: self.life.clone(),
             pres: self.pres.clone(),
+            taints: self.taints.clone(),
             ix: None,
         }
     }
@@ -546,6 +556,7 @@ impl State {
             deschedules,
             life,
             pres,
+            taints,
         ) = snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data);
         let door_ix = handlers::door::parse_policies(&door)?;
@@ -566,6 +577,7 @@ impl State {
             deschedules,
             life,
             pres,
+            taints,
         })
     }
 
@@ -648,6 +660,12 @@ impl State {
             let pres = bincode::serde::encode_to_vec(&self.pres, bincode::config::standard())
                 .unwrap_or_else(|e| unreachable!("preservation tables encoding failed: {e}"));
             h.update(&pres);
+        }
+        // And for the taint tables while they are empty (always, before version 14).
+        if self.taints != TaintTables::default() {
+            let t = bincode::serde::encode_to_vec(&self.taints, bincode::config::standard())
+                .unwrap_or_else(|e| unreachable!("taint tables encoding failed: {e}"));
+            h.update(&t);
         }
         h.finalize().into()
     }

@@ -13,6 +13,7 @@ use super::handlers::lifecycle::Lifecycles;
 use super::handlers::preserve::Preservations;
 use super::handlers::rollout::Rollouts;
 use super::handlers::services::Services;
+use super::handlers::taint_policy::TaintTables;
 use super::store::index::Index;
 use super::Data;
 use crate::admission::AdmissionPolicy;
@@ -24,7 +25,7 @@ use crate::owners::Owners;
 use crate::users::Users;
 
 /// Snapshot format this binary writes; it reads this, 10 (before the statePreservation
-/// tables), 9 (before the lifecycle tables of
+/// tables and the taint tables of Karmada's ClusterTaintPolicy), 9 (before the lifecycle tables of
 /// Karmada's suspension, preserveResourcesOnDeletion and application failover), 8 (before the
 /// descheduler's tables), 7
 /// (before the health book, the fail-back
@@ -51,6 +52,7 @@ struct SnapshotRef<'a> {
     deschedules: &'a Deschedules,
     life: &'a Lifecycles,
     pres: &'a Preservations,
+    taints: &'a TaintTables,
 }
 
 #[derive(Deserialize)]
@@ -71,9 +73,10 @@ struct SnapshotOwned {
     deschedules: Deschedules,
     life: Lifecycles,
     pres: Preservations,
+    taints: TaintTables,
 }
 
-/// Version 10 snapshots: no statePreservation tables yet.
+/// Version 10 snapshots: no statePreservation or taint tables yet.
 #[derive(Deserialize)]
 struct SnapshotOwnedV10 {
     _version: u16,
@@ -237,6 +240,7 @@ pub(super) fn encode_snapshot(
     deschedules: &Deschedules,
     life: &Lifecycles,
     pres: &Preservations,
+    taints: &TaintTables,
 ) -> Vec<u8> {
     let snap = SnapshotRef {
         version: SNAPSHOT_VERSION,
@@ -254,6 +258,7 @@ pub(super) fn encode_snapshot(
         deschedules,
         life,
         pres,
+        taints,
     };
     // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
     bincode::serde::encode_to_vec(&snap, bincode::config::standard())
@@ -278,6 +283,7 @@ pub struct StateImage {
     pub(super) deschedules: Deschedules,
     pub(super) life: Lifecycles,
     pub(super) pres: Preservations,
+    pub(super) taints: TaintTables,
     /// The indexes' aggregates at that index, in an image taken to be checked
     /// ([`State::checked_image`](super::State::checked_image)).
     pub(super) ix: Option<Index>,
@@ -309,6 +315,7 @@ impl StateImage {
             &self.deschedules,
             &self.life,
             &self.pres,
+            &self.taints,
         )
     }
 
@@ -337,6 +344,7 @@ pub(super) type SnapshotParts = (
     Deschedules,
     Lifecycles,
     Preservations,
+    TaintTables,
 );
 
 /// Version 1 snapshots: no service discovery yet.
@@ -349,9 +357,9 @@ struct SnapshotOwnedV1 {
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
 /// services, admission policy, door tables, user database, rollout tables, extended-resource
-/// tables, health book, fail-back tables, owners' book, descheduler tables, lifecycle tables
-/// and statePreservation tables (the parts an older version lacks
-/// are defaults, per-cluster quotas included).
+/// tables, health book, fail-back tables, owners' book, descheduler tables, lifecycle tables,
+/// statePreservation tables and taint tables (the parts an older version lacks are defaults,
+/// per-cluster quotas included).
 pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
     let (version, _): (u16, usize) = bincode::decode_from_slice(bytes, bincode::config::standard())
         .map_err(|e| CodecError::Decode(e.to_string()))?;
@@ -417,6 +425,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 Deschedules::default(),
                 Lifecycles::default(),
                 Preservations::default(),
+                TaintTables::default(),
             ));
         }
         6 => {
@@ -436,6 +445,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 Deschedules::default(),
                 Lifecycles::default(),
                 Preservations::default(),
+                TaintTables::default(),
             ));
         }
         7 => {
@@ -455,6 +465,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 Deschedules::default(),
                 Lifecycles::default(),
                 Preservations::default(),
+                TaintTables::default(),
             ));
         }
         8 => {
@@ -474,6 +485,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 Deschedules::default(),
                 Lifecycles::default(),
                 Preservations::default(),
+                TaintTables::default(),
             ));
         }
         9 => {
@@ -493,6 +505,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.deschedules,
                 Lifecycles::default(),
                 Preservations::default(),
+                TaintTables::default(),
             ));
         }
         10 => {
@@ -512,6 +525,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.deschedules,
                 snap.life,
                 Preservations::default(),
+                TaintTables::default(),
             ));
         }
         _ => {
@@ -531,6 +545,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.deschedules,
                 snap.life,
                 snap.pres,
+                snap.taints,
             ));
         }
     };
@@ -550,5 +565,6 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
         Deschedules::default(),
         Lifecycles::default(),
         Preservations::default(),
+        TaintTables::default(),
     ))
 }

@@ -20,6 +20,7 @@ mod door_overflow;
 mod door_preservation;
 mod door_rollout;
 mod door_scope;
+mod door_taint;
 mod door_workload_affinity;
 mod exact_reports;
 mod failback;

@@ -42,6 +42,7 @@ mod metrics_exposition;
 mod peer_overriders;
 mod peer_samples;
 mod secrets_at_rest;
+mod taint_policy_door;
 mod tidy;
 mod users_door_procs;
 mod users_procs;

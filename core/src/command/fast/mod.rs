@@ -26,7 +26,8 @@ use crate::policy::Resources;
 // `PutObjectWithFailBack` and `ExecutorLease`; 10 changed apply only; 11 appended
 // `StatusReportsAt` and `PutObjectWithDescheduling` and changed what `WorkloadReports` record
 // at apply; 12 widened the peer documents apply accepts; 13 admits namespaces; 14 appended
-// `StatusValues`, reads overflow affinity tiers and statePreservation; this reader
+// `StatusValues` and `ClusterConditions`, reads overflow affinity tiers and statePreservation
+// and keeps taint policies; this reader
 // decodes none of those commands, and the layouts it reads are unchanged); a new version must
 // teach this reader its layout (or make it decline) before it may answer.
 const _: () = assert!(LOG_ENTRY_VERSION == 14);

@@ -60,8 +60,18 @@ pub(crate) fn check_version(expected: Option<u64>, found: Option<u64>) -> Result
     }
 }
 
-fn effective_taints(spec: &ClusterSpec, drained: bool) -> Vec<Taint> {
+/// What the scheduler sees: the spec's taints, those taint policies added (`extra`, which
+/// never duplicates a key and effect the spec has) and the drain taint.
+pub(super) fn effective_taints(spec: &ClusterSpec, drained: bool, extra: &[Taint]) -> Vec<Taint> {
     let mut taints = spec.taints.clone();
+    for t in extra {
+        if !taints
+            .iter()
+            .any(|s| s.key == t.key && s.effect == t.effect)
+        {
+            taints.push(t.clone());
+        }
+    }
     let has_drain = taints
         .iter()
         .any(|t| t.key == DRAIN_TAINT_KEY && t.effect == TaintEffect::NoExecute);
@@ -103,7 +113,7 @@ impl State {
             spec: spec.clone(),
             cordoned: false,
             drained: false,
-            effective_taints: effective_taints(spec, false),
+            effective_taints: effective_taints(spec, false, &[]),
             status: ClusterStatus {
                 health: Health::Unknown,
                 health_since_ms: ctx.now_ms,
@@ -121,6 +131,8 @@ impl State {
         self.owners_cluster_added(&spec.name, ctx);
         // One more cluster in its scopes: the brake's shares change.
         self.review_brake(ctx);
+        // Its conditions exist now (Ready: Unknown), so taint policies look at it.
+        self.taint_conditions_changed(&spec.name, ctx);
         // Unknown until its first heartbeat: nothing can be placed on it yet.
         Ok(Some(ctx.index))
     }
@@ -138,9 +150,10 @@ impl State {
             return Ok(Some(c.resource_version));
         }
         let placement_inputs_changed = c.spec.labels != spec.labels || c.spec.taints != spec.taints;
+        let extra = self.policy_taint_list(&spec.name);
         self.update_cluster(&spec.name, ctx, |c| {
             c.spec = spec.clone();
-            c.effective_taints = effective_taints(&c.spec, c.drained);
+            c.effective_taints = effective_taints(&c.spec, c.drained, &extra);
         });
         if placement_inputs_changed {
             self.cluster_evicts(&spec.name, ctx);
@@ -174,6 +187,7 @@ impl State {
         }
         self.ix.booked.remove(name);
         self.forget_cluster_extended(name);
+        self.forget_cluster_taints(name);
         self.ix.placed_on.remove(name);
         for t in self.d.tenants.values_mut() {
             if t.status.slices.remove(name).is_some() {
@@ -222,10 +236,11 @@ impl State {
         if !c.cordoned && !c.drained {
             return Ok(Some(c.resource_version));
         }
+        let extra = self.policy_taint_list(name);
         self.update_cluster(name, ctx, |c| {
             c.cordoned = false;
             c.drained = false;
-            c.effective_taints = effective_taints(&c.spec, false);
+            c.effective_taints = effective_taints(&c.spec, false, &extra);
         });
         self.cluster_gained(name, ctx);
         Ok(Some(ctx.index))
@@ -237,10 +252,11 @@ impl State {
         if c.drained {
             return Ok(Some(c.resource_version));
         }
+        let extra = self.policy_taint_list(name);
         self.update_cluster(name, ctx, |c| {
             c.cordoned = true;
             c.drained = true;
-            c.effective_taints = effective_taints(&c.spec, true);
+            c.effective_taints = effective_taints(&c.spec, true, &extra);
         });
         self.cluster_evicts(name, ctx);
         Ok(Some(ctx.index))

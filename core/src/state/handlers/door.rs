@@ -135,6 +135,12 @@ impl State {
         if let Some(kind) = PolicyKind::of(&id.api_version, &id.kind) {
             return self.put_policy(kind, doc, id, expected, ctx);
         }
+        if ctx.version >= karmada::TAINT_POLICIES_SINCE
+            && id.group == karmada::GROUP
+            && id.kind == karmada::TAINT_POLICY_KIND
+        {
+            return self.put_taint_policy(doc, id, expected, ctx);
+        }
         // Before KUBEFED_SINCE a KubeFed document was a resource template like any other.
         if ctx.version >= kubefed::KUBEFED_SINCE {
             if let Some(tag) = kubefed_tag(&id.api_version, &id.kind) {
@@ -152,6 +158,12 @@ impl State {
     ) -> HandlerResult {
         if let Some(tag) = self.member_to_delete(key, ctx.version) {
             return self.delete_member(tag, key, expected, ctx);
+        }
+        if ctx.version >= karmada::TAINT_POLICIES_SINCE
+            && key.group == karmada::GROUP
+            && key.kind == karmada::TAINT_POLICY_KIND
+        {
+            return self.delete_taint_policy(&key.name, expected, ctx);
         }
         if key.group == karmada::GROUP {
             let kind = PolicyKind::of(

@@ -110,6 +110,7 @@ impl State {
                 c.resource_version = ctx.index;
                 self.cluster_unhealthy(name, ctx);
                 self.handovers_cluster_down(name, ctx);
+                self.taint_conditions_changed(name, ctx);
                 true
             }
             // A recovery run broken by silence starts again at the next heartbeat.
@@ -195,6 +196,7 @@ impl State {
         }
         if let Transition::BecameReady = transition {
             self.cluster_gained(name, ctx);
+            self.taint_conditions_changed(name, ctx);
             return was_not_ready;
         } else if grew && ctx.version >= crate::policy::PER_CLUSTER_QUOTA_SINCE {
             // Waiting work takes the new room in fair order, as after a delete.

@@ -37,6 +37,7 @@ pub mod queue;
 mod reports;
 pub mod rollout;
 pub mod services;
+pub mod taint_policy;
 mod tenants;
 mod users;
 pub mod validate;
