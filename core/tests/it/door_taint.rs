@@ -4,9 +4,11 @@
 //! workload that does not tolerate it; snapshots keep the tables; and a version-13 entry
 //! applies as it did (the document a template, conditions refused).
 
+use fedraft_core::audit::{explain_step, Record};
 use fedraft_core::command::{Command, LogEntry};
 use fedraft_core::door::ResourceKey;
 use fedraft_core::karmada::ClusterCondition;
+use fedraft_core::model::ObjectKey;
 use fedraft_core::policy::{Taint, TaintEffect};
 use fedraft_core::state::{Outcome, RejectCode, State};
 use serde_json::{json, Value};
@@ -213,6 +215,20 @@ fn propagation(tolerations: Value) -> Value {
                 "clusterTolerations": tolerations}}})
 }
 
+/// Applies `cmd` at the next index, as the audit archive records it.
+fn record(h: &mut Harness, cmd: Command) -> Record {
+    h.index += 1;
+    let entry = LogEntry::new("", "test", h.now_ms, cmd);
+    let applied = h.state.apply(h.index, &entry);
+    assert!(applied.outcome.is_accepted(), "{:?}", applied.outcome);
+    Record {
+        index: h.index,
+        term: 1,
+        entry,
+        applied,
+    }
+}
+
 fn placed(h: &Harness) -> Vec<String> {
     h.placement("app", OBJECT).into_keys().collect()
 }
@@ -237,9 +253,22 @@ fn a_no_execute_taint_moves_a_workload_that_does_not_tolerate_it() {
             "net",
             "NoExecute",
         )));
-        h.ok(conditions("m1", &[("Network", "False")]));
+        let before = h.placement("app", OBJECT);
+        let record = record(&mut h, conditions("m1", &[("Network", "False")]));
         let expected: &[&str] = if stays { &["m1", "m2"] } else { &["m2"] };
         assert_eq!(placed(&h), expected, "tolerated: {stays}");
+        // The audit's explanation names the policy and the condition that tainted m1.
+        let key = ObjectKey::new("app", OBJECT);
+        match explain_step(Some(&before), &h.state, &record, &key) {
+            Some(change) => assert!(
+                change.explanation.contains(
+                    "m1 tainted net:NoExecute by ClusterTaintPolicy net (Network In [False])"
+                ),
+                "{}",
+                change.explanation
+            ),
+            None => assert!(stays, "the move is explained"),
+        }
         // The taint lifted, the workload may come back.
         h.ok(conditions("m1", &[("Network", "True")]));
         assert_eq!(placed(&h), ["m1", "m2"]);

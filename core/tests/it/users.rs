@@ -334,12 +334,13 @@ fn an_empty_user_database_leaves_the_hash_alone_and_snapshots_keep_it() {
     // (empty: six zero lengths), after the owners' book (empty: two zero lengths and no forming
     // window), after the fail-back tables; version 9 is this layout without the lifecycle
     // tables, version 8 also without the descheduler's.
-    // The statePreservation tables come last of all (empty: two zero lengths); version 10 is
-    // this layout without them, and the older layouts are read off it below.
+    // The statePreservation tables and then the taint tables come last of all (empty: two zero
+    // lengths each); version 10 is this layout without them, and the older layouts are read off
+    // it below.
     let newest = b.state.to_snapshot();
     assert_eq!(newest[0], 11);
-    assert_eq!(newest[newest.len() - 20..], [0; 20]);
-    let mut full = newest[..newest.len() - 2].to_vec();
+    assert_eq!(newest[newest.len() - 22..], [0; 22]);
+    let mut full = newest[..newest.len() - 4].to_vec();
     full[0] = 10;
     let old = State::from_snapshot(&full).expect("a version-10 snapshot decodes");
     assert_eq!(old.state_hash_hex(), b.state.state_hash_hex());

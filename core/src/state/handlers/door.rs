@@ -29,6 +29,7 @@ use super::deps::Required;
 use super::door_identity::labels_of;
 pub(super) use super::door_identity::{read_manifest, Identity};
 use super::door_rollout::{pausable, take_paused};
+use super::taint_policy::is_taint_policy;
 use super::workload_affinity::Subject;
 use super::{members, validate};
 use crate::admission::Actor;
@@ -135,10 +136,7 @@ impl State {
         if let Some(kind) = PolicyKind::of(&id.api_version, &id.kind) {
             return self.put_policy(kind, doc, id, expected, ctx);
         }
-        if ctx.version >= karmada::TAINT_POLICIES_SINCE
-            && id.group == karmada::GROUP
-            && id.kind == karmada::TAINT_POLICY_KIND
-        {
+        if is_taint_policy(ctx.version, &id.group, &id.kind) {
             return self.put_taint_policy(doc, id, expected, ctx);
         }
         // Before KUBEFED_SINCE a KubeFed document was a resource template like any other.
@@ -159,10 +157,7 @@ impl State {
         if let Some(tag) = self.member_to_delete(key, ctx.version) {
             return self.delete_member(tag, key, expected, ctx);
         }
-        if ctx.version >= karmada::TAINT_POLICIES_SINCE
-            && key.group == karmada::GROUP
-            && key.kind == karmada::TAINT_POLICY_KIND
-        {
+        if is_taint_policy(ctx.version, &key.group, &key.kind) {
             return self.delete_taint_policy(&key.name, expected, ctx);
         }
         if key.group == karmada::GROUP {

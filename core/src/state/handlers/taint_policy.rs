@@ -28,7 +28,7 @@ use crate::door::{PolicyKindTag, PolicyRef};
 use crate::error::FieldError;
 use crate::karmada::{
     conditions_hold, parse_taint_policy, ClusterCondition, TaintPolicySpec, CONDITION_STATUSES,
-    MAX_CONDITIONS, READY_CONDITION, TAINT_POLICIES_SINCE,
+    MAX_CONDITIONS, READY_CONDITION, TAINT_POLICIES_SINCE, TAINT_POLICY_KIND,
 };
 use crate::model::Health;
 use crate::policy::{validate_label_key, Taint, TaintEffect};
@@ -74,6 +74,11 @@ fn first_key() -> PolicyRef {
         namespace: String::new(),
         name: String::new(),
     }
+}
+
+/// Whether a door write of `group` and `kind` in an entry of `version` is a taint policy's.
+pub(super) fn is_taint_policy(version: u16, group: &str, kind: &str) -> bool {
+    version >= TAINT_POLICIES_SINCE && group == crate::karmada::GROUP && kind == TAINT_POLICY_KIND
 }
 
 fn forbid_tenant(actor: &Actor, what: &str) -> Result<(), Rejection> {
