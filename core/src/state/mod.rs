@@ -39,12 +39,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use handlers::desired::DesiredObject;
 pub use handlers::handover::{Handover, HANDOVER_DEADLINE_MS};
 pub use handlers::member_quota::{is_derived_key, TENANT_QUOTA_KEY, TENANT_QUOTA_NAME};
 pub use handlers::outcome::{
     Applied, Change, ChangeKind, ChangeOp, Outcome, RejectCode, Rejection,
 };
-pub use handlers::placement::{DesiredObject, RESCHEDULE_OBJECTS_PER_ENTRY};
+pub use handlers::placement::RESCHEDULE_OBJECTS_PER_ENTRY;
 pub use handlers::services::ObservedEndpoints;
 pub use handlers::validate;
 use snapshot::encode_snapshot;

@@ -16,6 +16,7 @@ mod clusters;
 mod credentials;
 mod deps;
 pub mod deschedule;
+pub mod desired;
 pub(crate) mod door;
 mod door_identity;
 mod door_rollout;
