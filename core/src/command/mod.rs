@@ -109,6 +109,8 @@ use crate::users::{TokenIssue, UserSpec};
 /// `ClusterTaintPolicy` is kept and taints clusters on their conditions, and `ClusterConditions`
 /// records the conditions a status write gives a cluster (`karmada::TAINT_POLICIES_SINCE`); in an
 /// older entry the document was a resource template and its delete refused, and they replay so.
+/// Also in 14, override policies may use `fieldOverrider` and image `add`, `remove` and
+/// `predicate` (`karmada::OVERRIDERS_WIDENED_SINCE`); an older entry is refused them as it was.
 pub const LOG_ENTRY_VERSION: u16 = 14;
 
 /// The first envelope version whose entries may carry `StatusReportsAt` and whose changes of

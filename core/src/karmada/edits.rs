@@ -1,27 +1,37 @@
 //! Karmada's overriders whose JSON patch depends on the object they override: `commandOverrider`
-//! and `argsOverrider` (append to or remove from one container's list), and the `remove` operator
-//! of `labelsOverrider` and `annotationsOverrider`. Karmada builds their patches from the object
-//! at the moment it overrides it; fedraft keeps such a rule as a list of [`Edit`]s and resolves
-//! it against each template it applies to ([`resolve`]), into plain [`Override`]s: the JSON
+//! and `argsOverrider` (append to or remove from one container's list), the `remove` operator
+//! of `labelsOverrider` and `annotationsOverrider`, and (since `OVERRIDERS_WIDENED_SINCE`)
+//! `imageOverrider` items with `add`, `remove` or a `predicate` (`image_overrider`) and
+//! `fieldOverrider` (`field_overrider`). Karmada builds their patches from the object at the
+//! moment it overrides it; fedraft keeps such a rule as a list of [`Edit`]s and resolves it
+//! against each template it applies to ([`resolve`]), into plain [`Override`]s: the JSON
 //! patches, image rewrite and labels that the replicated object spec can carry and render applies.
 //!
 //! A rule that uses one of them follows Karmada's order of overriders exactly: image, command,
-//! args, labels, annotations, plaintext, each list in the order written.
+//! args, labels, annotations, field, plaintext, each list in the order written.
 //!
 //! What a resolution reads is the template as written plus what earlier edits of the same rule
 //! did to it; it cannot see another rule's or policy's override, since each may target other
 //! clusters. The patches are chosen to survive the usual stacking anyway: values are appended
 //! with `add …/-`, a label or annotation is removed with an `add` then a `remove` of the key
-//! (whoever added it), and a list element is removed by index behind a `test` of its value, so
-//! a list another override already shortened fails loudly instead of losing the wrong element.
+//! (whoever added it), a list element is removed by index behind a `test` of its value, and a
+//! rewritten string (an image, a field's document) is replaced behind a `test` of the value it
+//! was computed from, so a value another override already changed fails loudly instead of
+//! losing that change.
 //!
-//! Must not: read anything but the template it is handed, or fail: an edit that finds nothing
-//! to change (no such container, no such key) produces no patch, as in Karmada.
+//! Must not: read anything but the template it is handed, or panic. An edit that finds nothing
+//! to change (no such container, no such key) produces no patch, as in Karmada; an image or
+//! field edit whose path does not fit the template (no value, not a string, not an image, not
+//! the document format, a sub-operation that does not apply) produces a `test` that always
+//! fails with the reason as its expected value, so that each targeted cluster's render fails
+//! saying why, as Karmada fails the override.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::field_overrider::FieldEdit;
+use super::image_overrider::ImageEdit;
 use crate::policy::{ImageOverride, JsonPatchOp, Override, PatchOpKind};
 
 /// A container's list a command or args overrider edits.
@@ -60,6 +70,8 @@ impl MetaField {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Edit {
     Image(ImageOverride),
+    /// One `imageOverrider` item that fedraft's image override cannot express.
+    KarmadaImage(ImageEdit),
     /// Appends `values` to, or removes every element equal to one of them from, the list of
     /// each container named `container`.
     List {
@@ -71,6 +83,7 @@ pub(super) enum Edit {
     /// `add` and `replace`: set, as fedraft always has for these overriders.
     SetMeta(MetaField, BTreeMap<String, String>),
     RemoveMeta(MetaField, Vec<String>),
+    Field(FieldEdit),
     Patches(Vec<JsonPatchOp>),
 }
 
@@ -94,6 +107,7 @@ pub(super) fn resolve(edits: &[Edit], template: &Value) -> Vec<Override> {
             meta_map(template, MetaField::Labels).is_some(),
             meta_map(template, MetaField::Annotations).is_some(),
         ],
+        written: BTreeMap::new(),
         out: vec![Override::default()],
     };
     for edit in edits {
@@ -107,6 +121,12 @@ pub(super) fn resolve(edits: &[Edit], template: &Value) -> Vec<Override> {
             } => r.list(*field, container, *add, values),
             Edit::SetMeta(field, map) => r.set_meta(*field, map),
             Edit::RemoveMeta(field, keys) => r.remove_meta(*field, keys),
+            Edit::KarmadaImage(e) => {
+                for path in e.targets(template) {
+                    r.rewrite(&path, |image| e.rewrite(image));
+                }
+            }
+            Edit::Field(e) => r.rewrite(&e.path, |text| e.apply(text)),
             Edit::Patches(patches) => {
                 for p in patches {
                     r.patch(p.clone(), Touches::Anything);
@@ -125,6 +145,8 @@ struct Resolver<'t> {
     lists: BTreeMap<(ListField, String), Option<Vec<Value>>>,
     /// Whether `metadata.labels` / `metadata.annotations` exist at this point.
     meta_exists: [bool; 2],
+    /// String fields earlier edits set (Some) or removed (None), by pointer.
+    written: BTreeMap<String, Option<String>>,
     out: Vec<Override>,
 }
 
@@ -173,6 +195,10 @@ impl Resolver<'_> {
         };
         target.extend(map.iter().map(|(k, v)| (k.clone(), v.clone())));
         self.meta_exists[field as usize] = true;
+        for (k, v) in map {
+            let path = format!("/metadata/{}/{}", field.key(), escape(k));
+            self.written.insert(path, Some(v.clone()));
+        }
     }
 
     fn remove_meta(&mut self, field: MetaField, keys: &[String]) {
@@ -188,6 +214,50 @@ impl Resolver<'_> {
                 Touches::Meta(field),
             );
             self.patch(op(PatchOpKind::Remove, &path, None), Touches::Meta(field));
+            self.written.insert(path, None);
+        }
+    }
+
+    /// The string at `path` as earlier edits left it.
+    fn string_at(&self, path: &str) -> Result<String, String> {
+        let current = match self.written.get(path) {
+            Some(v) => v.clone().map(Value::String),
+            None => self.template.pointer(path).cloned(),
+        };
+        match current {
+            Some(Value::String(s)) => Ok(s),
+            Some(_) => Err(format!("{path} is not a string")),
+            None => Err(format!("{path} names no value")),
+        }
+    }
+
+    /// Replaces the string at `path` by what `change` makes of it, behind a `test` of its
+    /// value. When `change` cannot, the patch is a `test` that always fails, naming the reason:
+    /// the clusters the rule targets get that render error, as Karmada fails the override.
+    fn rewrite(&mut self, path: &str, change: impl FnOnce(&str) -> Result<String, String>) {
+        let changed = self
+            .string_at(path)
+            .and_then(|old| change(&old).map(|new| (old, new)));
+        match changed {
+            Ok((old, new)) => {
+                self.patch(
+                    op(PatchOpKind::Test, path, Some(&Value::from(old))),
+                    Touches::Anything,
+                );
+                let new_value = Value::from(new.as_str());
+                self.patch(
+                    op(PatchOpKind::Replace, path, Some(&new_value)),
+                    Touches::Anything,
+                );
+                self.written.insert(path.to_string(), Some(new));
+            }
+            Err(reason) => {
+                let cannot = serde_json::json!({ "cannotOverride": reason });
+                self.patch(
+                    op(PatchOpKind::Test, path, Some(&cannot)),
+                    Touches::Anything,
+                );
+            }
         }
     }
 

@@ -241,8 +241,8 @@ fn bad_command_and_removal_overriders_name_the_field() {
             "spec.overrideRules[0].overriders.labelsOverrider[0].value.bad key!",
         ),
         (
-            "    - overriders:\n        commandOverrider: [{containerName: a, operator: add}]\n        fieldOverrider: []\n",
-            "spec.overrideRules[0].overriders.fieldOverrider",
+            "    - overriders:\n        commandOverrider: [{containerName: a, operator: add}]\n        fieldOverrider: [{fieldPath: /data/x}]\n",
+            "spec.overrideRules[0].overriders.fieldOverrider[0]",
         ),
     ] {
         let e = policy(rules, LOG_ENTRY_VERSION).err();

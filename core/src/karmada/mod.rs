@@ -22,6 +22,8 @@ mod affinities;
 mod cluster;
 mod deps;
 mod edits;
+mod field_overrider;
+mod image_overrider;
 pub mod jsonpath;
 mod lifecycle;
 mod overflow;
@@ -34,6 +36,10 @@ mod workload;
 
 #[cfg(test)]
 mod edits_tests;
+#[cfg(test)]
+mod field_overrider_tests;
+#[cfg(test)]
+mod image_overrider_tests;
 #[cfg(test)]
 mod jsonpath_tests;
 #[cfg(test)]
@@ -117,6 +123,12 @@ pub const OVERFLOW_AFFINITIES_SINCE: u16 = 14;
 /// (`lifecycle`, `state/handlers/preserve.rs`): older entries are refused them as they were
 /// when written.
 pub const STATE_PRESERVATION_SINCE: u16 = 14;
+
+/// The first log entry version whose override policies may use `fieldOverrider`, and
+/// `imageOverrider` items with the `add` or `remove` operator or a `predicate`
+/// (`field_overrider`, `image_overrider`): older entries are refused them as they were when
+/// written.
+pub const OVERRIDERS_WIDENED_SINCE: u16 = 14;
 
 /// Which of the four policy kinds a document is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

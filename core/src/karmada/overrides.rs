@@ -10,8 +10,10 @@
 //! render applies them in that order. A rule that uses what fedraft learned since
 //! (`PEER_WIDENED_SINCE`: `commandOverrider`, `argsOverrider`, the `remove` operator of the
 //! labels and annotations overriders) is kept as edits resolved against each template
-//! (`edits`), in Karmada's order of overriders. Other operators, predicates and
-//! `fieldOverrider` are refused with a message naming the field.
+//! (`edits`), in Karmada's order of overriders. Since `OVERRIDERS_WIDENED_SINCE` so is a rule
+//! with `fieldOverrider` (`field_overrider`) or with an `imageOverrider` item that uses `add`,
+//! `remove` or a `predicate`: all of that rule's image items then apply as Karmada applies them
+//! (`image_overrider`). An older entry is refused those as it was when written.
 
 use std::collections::BTreeMap;
 
@@ -19,9 +21,13 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::edits::{self, Edit, ListField, MetaField};
+use super::image_overrider::{Component, ImageEdit, ImageOp};
 use super::propagation::{cluster_selector, ClusterAffinity};
 use super::select::ResourceSelector;
-use super::{unsupported, KARMADA_WIDENED_SINCE, PEER_WIDENED_SINCE};
+use super::{
+    field_overrider, unsupported, KARMADA_WIDENED_SINCE, OVERRIDERS_WIDENED_SINCE,
+    PEER_WIDENED_SINCE,
+};
 use crate::error::FieldError;
 use crate::policy::{
     validate_label_key, ImageOverride, JsonPatchOp, LabelSelector, LabelSelectorRequirement,
@@ -161,6 +167,22 @@ struct ImageOverrider {
     value: Option<String>,
     #[serde(default)]
     predicate: Option<Value>,
+}
+
+impl ImageOverrider {
+    fn edit(self, field: &str) -> Result<ImageEdit, FieldError> {
+        let component = match self.component {
+            ImageComponent::Registry => Component::Registry,
+            ImageComponent::Repository => Component::Repository,
+            ImageComponent::Tag => Component::Tag,
+        };
+        let op = match self.operator {
+            Operator::Add => ImageOp::Add,
+            Operator::Remove => ImageOp::Remove,
+            Operator::Replace => ImageOp::Replace,
+        };
+        ImageEdit::check(component, op, self.value, self.predicate.as_ref(), field)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -310,13 +332,17 @@ impl RawOverriders {
     /// What these overriders make, without a target yet.
     fn check(self, field: &str, version: u16) -> Result<Body, FieldError> {
         let widened = version >= PEER_WIDENED_SINCE;
+        let overriders_widened = version >= OVERRIDERS_WIDENED_SINCE;
         for (name, present) in [
             (
                 "commandOverrider",
                 self.command_overrider.is_some() && !widened,
             ),
             ("argsOverrider", self.args_overrider.is_some() && !widened),
-            ("fieldOverrider", self.field_overrider.is_some()),
+            (
+                "fieldOverrider",
+                self.field_overrider.is_some() && !overriders_widened,
+            ),
         ] {
             if present {
                 return Err(unsupported(
@@ -330,10 +356,30 @@ impl RawOverriders {
             .iter()
             .chain(&self.annotations_overrider)
             .any(|o| o.operator == Operator::Remove);
-        let on_template =
-            self.command_overrider.is_some() || self.args_overrider.is_some() || removes;
+        // Karmada's own image semantics only where fedraft's image override cannot say it, so
+        // that what was accepted before applies as it did.
+        let karmada_images = overriders_widened
+            && self
+                .image_overrider
+                .iter()
+                .any(|o| o.predicate.is_some() || o.operator != Operator::Replace);
+        let on_template = self.command_overrider.is_some()
+            || self.args_overrider.is_some()
+            || removes
+            || karmada_images
+            || self.field_overrider.is_some();
         let patches = plaintext(self.plaintext, field)?;
-        let image = image(self.image_overrider, field)?;
+        let mut image_edits = Vec::new();
+        let image = if karmada_images {
+            for (i, o) in self.image_overrider.into_iter().enumerate() {
+                image_edits.push(Edit::KarmadaImage(
+                    o.edit(&format!("{field}.imageOverrider[{i}]"))?,
+                ));
+            }
+            None
+        } else {
+            image(self.image_overrider, field)?
+        };
         if !(widened && on_template) {
             let mut out = Override {
                 patches,
@@ -367,6 +413,7 @@ impl RawOverriders {
             check.image = Some(image.clone());
             out.push(Edit::Image(image));
         }
+        out.extend(image_edits);
         for (raw, list, name) in [
             (
                 self.command_overrider,
@@ -421,6 +468,10 @@ impl RawOverriders {
                 }
                 out.push(Edit::RemoveMeta(meta, o.value.into_keys().collect()));
             }
+        }
+        if let Some(raw) = &self.field_overrider {
+            let list = field_overrider::check(raw, &format!("{field}.fieldOverrider"))?;
+            out.extend(list.into_iter().map(Edit::Field));
         }
         if !patches.is_empty() {
             check.patches = patches.clone();

@@ -276,7 +276,13 @@ spec:
         imageOverrider:
           - {component: Tag, operator: replace, value: x, predicate: {path: /spec/template/spec/containers/0/image}}
 "#);
-    let e = parse_spec(PolicyKind::ClusterOverride, &refused, LOG_ENTRY_VERSION).err();
+    // Predicates are read since OVERRIDERS_WIDENED_SINCE (`image_overrider_tests`).
+    let e = parse_spec(
+        PolicyKind::ClusterOverride,
+        &refused,
+        OVERRIDERS_WIDENED_SINCE - 1,
+    )
+    .err();
     assert_eq!(
         e.map(|e| e.field).as_deref(),
         Some("spec.overrideRules[0].overriders.imageOverrider[0].predicate")
