@@ -424,6 +424,12 @@ impl Drop for ExecutorSet {
     }
 }
 
+/// Folds one applied entry (None: some were lost, so anything may have changed) into the round.
+fn fold<C: ControlPlane>(round: &mut Option<WakeScope>, applied: Option<&C::Applied>) {
+    let scope = applied.map_or(WakeScope::All, C::wake_scope);
+    round.get_or_insert_default().merge(scope);
+}
+
 /// How often cluster membership is re-read even without applied entries.
 const MEMBERSHIP_RESYNC: Duration = Duration::from_secs(5);
 
@@ -440,19 +446,13 @@ async fn supervise<C: ControlPlane>(
     let mut catch_up: Option<u64> = None;
     let mut last_sync = tokio::time::Instant::now();
     loop {
-        let mut entries = false;
-        let mut scope = WakeScope::Nothing;
+        // This round's applied entries, as one wake-up (None: none arrived).
+        let mut round: Option<WakeScope> = None;
         tokio::select! {
             _ = stop.changed() => break,
             r = applied.recv() => match r {
-                Ok(a) => {
-                    entries = true;
-                    scope.merge(C::wake_scope(&a));
-                }
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    entries = true;
-                    scope = WakeScope::All;
-                }
+                Ok(a) => fold::<C>(&mut round, Some(&a)),
+                Err(broadcast::error::RecvError::Lagged(_)) => fold::<C>(&mut round, None),
                 Err(broadcast::error::RecvError::Closed) => {
                     tracing::info!("node stopped publishing applied entries; executors stop");
                     break;
@@ -464,14 +464,8 @@ async fn supervise<C: ControlPlane>(
         // per burst, not per entry.
         loop {
             match applied.try_recv() {
-                Ok(a) => {
-                    entries = true;
-                    scope.merge(C::wake_scope(&a));
-                }
-                Err(broadcast::error::TryRecvError::Lagged(_)) => {
-                    entries = true;
-                    scope = WakeScope::All;
-                }
+                Ok(a) => fold::<C>(&mut round, Some(&a)),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => fold::<C>(&mut round, None),
                 Err(_) => break,
             }
         }
@@ -504,12 +498,12 @@ async fn supervise<C: ControlPlane>(
                 active = None;
             }
             (Some(l), true) => {
-                if entries || last_sync.elapsed() >= MEMBERSHIP_RESYNC {
+                if round.is_some() || last_sync.elapsed() >= MEMBERSHIP_RESYNC {
                     l.sync(&ctrl, &cfg);
                     last_sync = tokio::time::Instant::now();
                 }
-                if entries {
-                    l.wake(&ctrl, &scope);
+                if let Some(scope) = &round {
+                    l.wake(&ctrl, scope);
                 }
             }
             (None, false) => catch_up = None,
