@@ -66,7 +66,8 @@ pub async fn build_client(
     vantage: Option<&str>,
 ) -> Result<Client, ExecError> {
     let config = client_config(spec, connect_timeout, exec_allow, keyring, vantage).await?;
-    Client::try_from(config).map_err(|e| client_error(spec, e))
+    let builder = pooled_builder(config).map_err(|e| client_error(spec, e))?;
+    Ok(builder.build())
 }
 
 /// [`build_client`] whose every request is timed and counted in `metrics` and, apart from
@@ -81,13 +82,71 @@ pub async fn build_measured_client(
     vantage: Option<&str>,
 ) -> Result<Client, ExecError> {
     let config = client_config(spec, connect_timeout, exec_allow, keyring, vantage).await?;
-    let builder =
-        kube::client::ClientBuilder::try_from(config).map_err(|e| client_error(spec, e))?;
+    let builder = pooled_builder(config).map_err(|e| client_error(spec, e))?;
     // The gate outside the timing: the metrics measure the member, not the queue here.
     Ok(builder
         .with_layer(&metrics.call_layer())
         .with_layer(gate)
         .build())
+}
+
+/// Idle connections kept per member. A pass's burst of writes opens up to
+/// `apply_concurrency` connections; kube's default pool kept all of them for 90 s, so a node
+/// converging a thousand plain-HTTP/1.1 members held over twenty sockets each, past common file
+/// descriptor limits. A few stay warm for the next pass; the rest close once idle.
+const IDLE_CONNECTIONS_PER_MEMBER: usize = 2;
+/// How long an idle member connection stays open: longer than a resync period's quiet pass
+/// gap is not worth a socket.
+const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The boxed service stack under a member client (kube's own builder yields the same type).
+type MemberService = tower::util::BoxService<
+    http::Request<kube::client::Body>,
+    http::Response<Box<kube::client::DynBody>>,
+    tower::BoxError,
+>;
+
+/// kube's client stack (base URI, credentials, extra headers, connect and write timeouts, TLS
+/// as the config says) over a connection pool bounded per member. Configs that need kube's
+/// own builder keep it: a proxy (its tunnel connectors) and exec credentials (a client that
+/// expires with its certificate).
+fn pooled_builder(
+    config: Config,
+) -> Result<kube::client::ClientBuilder<MemberService>, kube::Error> {
+    use kube::client::{ConfigExt, DynBody};
+    use tower::{BoxError, ServiceBuilder, ServiceExt};
+
+    if config.proxy_url.is_some() || config.auth_info.exec.is_some() {
+        return kube::client::ClientBuilder::try_from(config);
+    }
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    let https = config.rustls_https_connector_with_connector(http)?;
+    let mut timed = hyper_timeout::TimeoutConnector::new(https);
+    timed.set_connect_timeout(config.connect_timeout);
+    timed.set_read_timeout(config.read_timeout);
+    timed.set_write_timeout(config.write_timeout);
+    let pool: hyper_util::client::legacy::Client<_, kube::client::Body> =
+        hyper_util::client::legacy::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_MEMBER)
+            .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
+            .build(timed);
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(BoxError::from)
+        .service(pool)
+        .map_response(|r| {
+            r.map(|body| {
+                Box::new(http_body_util::BodyExt::map_err(body, BoxError::from)) as Box<DynBody>
+            })
+        })
+        .boxed();
+    Ok(kube::client::ClientBuilder::new(
+        service,
+        config.default_namespace,
+    ))
 }
 
 /// Member calls in flight at once on one node, over all its clusters (cheap to clone; clones
