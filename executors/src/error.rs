@@ -37,8 +37,9 @@ pub enum ExecError {
     Timeout { action: String, waited_ms: u64 },
 
     /// The watch on managed objects has not completed its first list yet.
-    #[error("waiting for the first list of {resource}")]
-    CacheNotReady { resource: String },
+    /// `cause` is the list's last failure (": 500 ..."), empty when none failed yet.
+    #[error("waiting for the first list of {resource}{cause}")]
+    CacheNotReady { resource: String, cause: String },
 
     /// The control plane refused or could not commit a proposal.
     #[error("proposing {command}: {reason}")]

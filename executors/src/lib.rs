@@ -38,6 +38,7 @@ pub mod report;
 pub mod resolve;
 pub mod services;
 pub mod set;
+pub mod sweep;
 pub mod wake;
 pub mod workload;
 

@@ -32,9 +32,14 @@ type Objects = Arc<Mutex<BTreeMap<LiveId, Arc<LiveObject>>>>;
 /// A snapshot of the ready types: type key -> live objects.
 pub type Snapshot = BTreeMap<(String, String), BTreeMap<LiveId, Arc<LiveObject>>>;
 
+type Failure = Arc<Mutex<Option<String>>>;
+
 struct Watched {
     objects: Objects,
     ready: watch::Receiver<bool>,
+    /// Why the watch last failed to list or watch, until its next complete list: what a status
+    /// says while the first list is still missing.
+    failure: Failure,
     task: JoinHandle<()>,
 }
 
@@ -76,12 +81,13 @@ impl LiveCache {
             return;
         }
         let objects: Objects = Arc::default();
+        let failure: Failure = Arc::default();
         let (ready_tx, ready) = watch::channel(false);
         let task = tokio::spawn(run_watch(
             self.client.clone(),
             self.cluster.clone(),
             r.clone(),
-            objects.clone(),
+            (objects.clone(), failure.clone()),
             ready_tx,
             self.wake.clone(),
         ));
@@ -90,6 +96,7 @@ impl LiveCache {
             Watched {
                 objects,
                 ready,
+                failure,
                 task,
             },
         );
@@ -100,6 +107,14 @@ impl LiveCache {
         lock(&self.types)
             .get(&(api_version.to_string(), kind.to_string()))
             .is_some_and(|w| *w.ready.borrow())
+    }
+
+    /// Why the type's watch last failed, while it has not listed since.
+    pub fn list_error(&self, api_version: &str, kind: &str) -> Option<String> {
+        let types = lock(&self.types);
+        let w = types.get(&(api_version.to_string(), kind.to_string()))?;
+        let failure = lock(&w.failure).clone();
+        failure
     }
 
     /// Waits until every listed type is ready or `timeout` passes; returns whether all are.
@@ -191,7 +206,7 @@ async fn run_watch(
     client: Client,
     cluster: String,
     r: Resolved,
-    objects: Objects,
+    (objects, failure): (Objects, Failure),
     ready: watch::Sender<bool>,
     wake: Arc<Notify>,
 ) {
@@ -210,6 +225,7 @@ async fn run_watch(
             }
             Ok(Event::InitDone) => {
                 *lock(&objects) = std::mem::take(&mut relist);
+                *lock(&failure) = None;
                 ready.send_replace(true);
                 wake.notify_one();
             }
@@ -233,6 +249,7 @@ async fn run_watch(
             }
             Err(e) => {
                 tracing::debug!(%cluster, kind = %r.resource.kind, error = %e, "watch interrupted; retrying");
+                *lock(&failure) = Some(e.to_string());
             }
         }
     }

@@ -47,21 +47,6 @@ use crate::workload::workload_report;
 /// Field manager of every fedraft write.
 pub const FIELD_MANAGER: &str = "fedraft";
 
-/// Kinds watched even when nothing of theirs is desired, so that objects fedraft placed earlier
-/// (possibly under another leader) are found and removed once no longer desired.
-pub const DEFAULT_WATCHED_KINDS: &[(&str, &str)] = &[
-    ("apps/v1", "Deployment"),
-    ("apps/v1", "StatefulSet"),
-    ("apps/v1", "DaemonSet"),
-    ("v1", "Service"),
-    ("v1", "ConfigMap"),
-    ("v1", "Secret"),
-    ("v1", "ServiceAccount"),
-    ("batch/v1", "Job"),
-    ("batch/v1", "CronJob"),
-    ("networking.k8s.io/v1", "Ingress"),
-];
-
 /// What a cluster's reconciler and probe share.
 pub struct ClusterCtx {
     pub cluster: String,
@@ -244,7 +229,7 @@ pub struct Reconciler<C: ControlPlane> {
     wake: Arc<Notify>,
     memo: HashMap<LiveId, Memo>,
     retries: HashMap<LiveId, Retry>,
-    unserved_defaults: BTreeSet<(String, String)>,
+    sweep: crate::sweep::Sweep,
     desired: DesiredCache,
 }
 
@@ -257,7 +242,7 @@ impl<C: ControlPlane> Reconciler<C> {
             wake,
             memo: HashMap::new(),
             retries: HashMap::new(),
-            unserved_defaults: BTreeSet::new(),
+            sweep: Default::default(),
             desired: DesiredCache::default(),
         }
     }
@@ -347,7 +332,8 @@ impl<C: ControlPlane> Reconciler<C> {
             statuses.push(report(key, &cluster, false, 0, Some(message)));
         }
 
-        // Watch every type in use, plus the defaults, before trusting the cache.
+        // Watch every type in use, and any default kind holding fedraft objects (`sweep`),
+        // before trusting the cache.
         let mut types: BTreeSet<(String, String)> = ctx.live.watched().into_iter().collect();
         for p in &prepared {
             let key = (p.id.api_version.clone(), p.id.kind.clone());
@@ -356,22 +342,7 @@ impl<C: ControlPlane> Reconciler<C> {
                 types.insert(key);
             }
         }
-        for (av, kind) in DEFAULT_WATCHED_KINDS {
-            let key = (av.to_string(), kind.to_string());
-            if types.contains(&key) || self.unserved_defaults.contains(&key) {
-                continue;
-            }
-            match ctx.resolver.resolve(av, kind).await {
-                Ok(r) => {
-                    ctx.live.ensure(&r);
-                    types.insert(key);
-                }
-                Err(ExecError::UnknownKind { .. }) => {
-                    self.unserved_defaults.insert(key);
-                }
-                Err(e) => tracing::debug!(%cluster, error = %e, "cannot watch a default kind yet"),
-            }
-        }
+        self.sweep.run(&ctx, &mut types).await;
         let types: Vec<(String, String)> = types.into_iter().collect();
         ctx.live.wait_ready(&types, ctx.cfg.request_timeout).await;
         let snapshot = ctx.live.snapshot();
@@ -383,6 +354,11 @@ impl<C: ControlPlane> Reconciler<C> {
             let Some(objects) = snapshot.get(&type_key) else {
                 let e = ExecError::CacheNotReady {
                     resource: format!("{}/{}", p.id.api_version, p.id.kind),
+                    cause: ctx
+                        .live
+                        .list_error(&p.id.api_version, &p.id.kind)
+                        .map(|e| format!(": {e}"))
+                        .unwrap_or_default(),
                 };
                 statuses.push(report(&p.key, &cluster, false, 0, Some(e.to_string())));
                 next = next.min(now + ctx.cfg.backoff_min);

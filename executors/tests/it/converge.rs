@@ -1,5 +1,6 @@
 //! Converging real simulated member clusters from the real state machine: put, change, delete,
-//! overrides, drift, idempotence (counted writes), and a handover to a fresh executor set.
+//! overrides, drift, idempotence (counted writes), a handover to a fresh executor set, and
+//! leftovers in kinds nothing desires swept away.
 
 use std::time::Duration;
 
@@ -254,5 +255,50 @@ async fn executors_run_only_on_the_leader() {
         proposed,
         "a deposed leader kept proposing"
     );
+    set.shutdown().await;
+}
+
+/// A fedraft object left in a kind nothing desires on this cluster (written under an earlier
+/// leader or owner) is found by the sweep and removed; an unlabelled one of the same kind stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leftover_in_a_kind_nothing_desires_is_swept_away() {
+    init_tracing();
+    let dc1 = start_sim("dc1").await;
+    let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        kube_client(&dc1),
+        "default",
+    );
+    for (name, labels) in [
+        ("leftover", json!({"fedraft.io/managed-by": "fedraft"})),
+        ("hand-made", json!({})),
+    ] {
+        let cm = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "labels": labels,
+                "annotations": {"fedraft.io/object": format!("default/{name}")}},
+            "data": {"k": "v"}}))
+        .unwrap();
+        api.create(&kube::api::PostParams::default(), &cm)
+            .await
+            .unwrap();
+    }
+    let node = LocalNode::new();
+    node.must(register(cluster_spec("dc1", &dc1, "east")));
+    // Something of another kind is desired, so the cluster's reconciler runs its passes.
+    node.must(put(
+        "default",
+        "web",
+        weighted_spec(&deployment("web", 1, "nginx:1"), &[("dc1", 1)], None),
+    ));
+    let set = ExecutorSet::start(node.clone(), executor_config());
+    wait_replicas(&dc1, "default", "web", 1, "nginx:1").await;
+    eventually(LIMIT, "the labelled leftover ConfigMap removed", || async {
+        api.get_opt("leftover")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(api.get_opt("hand-made").await.unwrap().is_some());
     set.shutdown().await;
 }

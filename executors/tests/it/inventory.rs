@@ -54,7 +54,12 @@ async fn node_changes_reach_capacity_without_a_relist() {
     let dc1 = start_sim("dc1").await;
     let node = LocalNode::new();
     node.must(register(cluster_spec("dc1", &dc1, "east")));
-    let set = ExecutorSet::start(node.clone(), executor_config());
+    // No resync within the test: a resync's sweep of the default kinds lists too.
+    let cfg = fedraft_executors::ExecutorConfig {
+        resync_period: Duration::from_secs(600),
+        ..executor_config()
+    };
+    let set = ExecutorSet::start(node.clone(), cfg);
 
     // Two simulated nodes of 8 cpu each.
     allocatable_cpu(&node, 16_000, "dc1 capacity reported").await;
