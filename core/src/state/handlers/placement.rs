@@ -399,6 +399,7 @@ impl State {
         let keys: Vec<ObjectKey> = self
             .ix
             .interested_in(&self.ix.hungry, name)
+            .into_iter()
             .cloned()
             .collect();
         for k in &keys {
@@ -454,6 +455,7 @@ impl State {
         let keys: Vec<ObjectKey> = self
             .ix
             .interested_in(&self.ix.short, name)
+            .into_iter()
             .cloned()
             .collect();
         for k in &keys {

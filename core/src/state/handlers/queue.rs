@@ -176,7 +176,12 @@ impl State {
     pub(crate) fn enqueue_waiting_fairly(&mut self, clusters: &[String]) {
         let mut keys: Vec<ObjectKey> = Vec::new();
         for c in clusters {
-            keys.extend(self.ix.interested_in(&self.ix.short, c).cloned());
+            keys.extend(
+                self.ix
+                    .interested_in(&self.ix.short, c)
+                    .into_iter()
+                    .cloned(),
+            );
         }
         if keys.is_empty() {
             return;

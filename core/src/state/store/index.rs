@@ -342,16 +342,35 @@ impl Index {
         }
     }
 
-    /// Objects interested in cluster `name` becoming usable, among `set`.
+    /// Objects interested in cluster `name` becoming usable, among `set`, in key order.
+    ///
+    /// Walks the smaller side of each intersection: `set` may hold every Duplicated object of
+    /// the federation while the objects naming one cluster are few, and a fleet's clusters come
+    /// back (registration, recovery) a thousand at a time.
     pub fn interested_in<'a>(
         &'a self,
         set: &'a BTreeSet<ObjectKey>,
-        name: &'a str,
-    ) -> impl Iterator<Item = &'a ObjectKey> + 'a {
-        let named = self.named.get(name);
-        set.iter()
-            .filter(move |k| self.wide.contains(*k) || named.is_some_and(|n| n.contains(*k)))
+        name: &str,
+    ) -> Vec<&'a ObjectKey> {
+        let mut out = Vec::new();
+        if let Some(named) = self.named.get(name) {
+            intersect(named, set, &mut out);
+        }
+        intersect(&self.wide, set, &mut out);
+        out.sort_unstable();
+        out.dedup();
+        out
     }
+}
+
+/// Appends `a ∩ b`, probing the larger set with the smaller one's keys.
+fn intersect<'a>(
+    a: &'a BTreeSet<ObjectKey>,
+    b: &'a BTreeSet<ObjectKey>,
+    out: &mut Vec<&'a ObjectKey>,
+) {
+    let (small, big) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    out.extend(small.iter().filter(|k| big.contains(*k)));
 }
 
 fn set_member(set: &mut BTreeSet<ObjectKey>, key: &ObjectKey, member: bool) {
@@ -373,4 +392,47 @@ pub(crate) fn is_hungry(obj: &FederatedObject) -> bool {
     !r.mode.divides()
         || r.division.as_ref().is_some_and(|d| d.rebalance())
         || obj.status.shortfall.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key(i: u8) -> ObjectKey {
+        ObjectKey {
+            namespace: "ns".into(),
+            name: format!("o{i:03}"),
+        }
+    }
+
+    proptest! {
+        /// The intersection walk finds exactly what filtering the whole set finds, in order.
+        #[test]
+        fn interested_in_is_the_filtered_set(
+            set in prop::collection::btree_set(0u8..60, 0..40),
+            wide in prop::collection::btree_set(0u8..60, 0..40),
+            named_a in prop::collection::btree_set(0u8..60, 0..20),
+            named_b in prop::collection::btree_set(0u8..60, 0..20),
+        ) {
+            let mut ix = Index {
+                wide: wide.iter().copied().map(key).collect(),
+                ..Index::default()
+            };
+            for (cluster, names) in [("a", &named_a), ("b", &named_b)] {
+                for &n in names.iter() {
+                    ix.named.get_or_insert_with(cluster, BTreeSet::new).insert(key(n));
+                }
+            }
+            let set: BTreeSet<ObjectKey> = set.into_iter().map(key).collect();
+            for cluster in ["a", "b", "c"] {
+                let named = ix.named.get(cluster);
+                let want: Vec<&ObjectKey> = set
+                    .iter()
+                    .filter(|k| ix.wide.contains(*k) || named.is_some_and(|n| n.contains(*k)))
+                    .collect();
+                prop_assert_eq!(ix.interested_in(&set, cluster), want);
+            }
+        }
+    }
 }
