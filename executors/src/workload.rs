@@ -16,6 +16,8 @@ use fedraft_core::rollout::{
 };
 use serde_json::Value;
 
+use crate::plan::at;
+
 /// The workload report of an applied object (`live` as the member holds it), when it has one.
 pub fn workload_report(
     key: &fedraft_core::model::ObjectKey,
@@ -66,8 +68,7 @@ pub fn observe_workload(
     live: &Value,
     rule: Option<&HealthRule>,
 ) -> Option<WorkloadObservation> {
-    let revision = live
-        .pointer("/metadata/annotations")
+    let revision = at(live, "/metadata/annotations")
         .and_then(|a| a.get(REVISION_ANNOTATION))
         .and_then(Value::as_str)
         .and_then(|s| s.parse::<u32>().ok());
@@ -78,15 +79,14 @@ pub fn observe_workload(
     if !workload && revision.is_none() {
         return None;
     }
-    let int = |p: &str| live.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let int = |p: &str| at(live, p).and_then(Value::as_i64).unwrap_or(0);
     let count = |p: &str| u32::try_from(int(p).max(0)).unwrap_or(u32::MAX);
     let spec_replicas = |p: &str| {
-        live.pointer(p)
+        at(live, p)
             .and_then(Value::as_i64)
             .map_or(1, |n| u32::try_from(n.max(0)).unwrap_or(u32::MAX))
     };
-    let conditions: Vec<WorkloadCondition> = live
-        .pointer("/status/conditions")
+    let conditions: Vec<WorkloadCondition> = at(live, "/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
