@@ -300,10 +300,23 @@ impl PeerClient {
 
 fn classify(e: reqwest::Error) -> CallError {
     if e.is_connect() {
-        CallError::Unreachable(e.to_string())
+        CallError::Unreachable(with_causes(&e))
     } else {
-        CallError::Transport(e.to_string())
+        CallError::Transport(with_causes(&e))
     }
+}
+
+/// The error and its causes: reqwest's own message ("error sending request for url") names
+/// neither a timeout nor a reset, and the log must tell them apart.
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
 }
 
 /// Builds a connection handle per target for openraft.
