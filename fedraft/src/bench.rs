@@ -16,6 +16,7 @@
 
 mod fleet;
 mod fleet_args;
+mod fleet_brake;
 mod fleet_explain;
 mod fleet_report;
 mod fleet_work;

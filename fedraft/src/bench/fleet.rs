@@ -12,6 +12,8 @@
 //!    NotReady, until every Divided workload that had replicas there has them elsewhere, and how
 //!    many replicas left a healthy cluster (should be none); members compared again.
 //!
+//! 5. the brake (`fleet_brake`): most of the fleet dark at once holds every replica in place.
+//!
 //! Throughout, API write latencies (every PUT) and reads (one GET of an object every 100 ms)
 //! are kept per phase, and the CPU time and RSS of every process are sampled at phase ends.
 //!
@@ -179,9 +181,23 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         started.elapsed().as_secs_f64()
     ));
 
-    let executors = "probe_interval_ms = 1000\nprobe_timeout_ms = 2000\ncapacity_interval_ms = 10000\n\
-                     resync_period_ms = 120000\nstatus_flush_interval_ms = 500\nbackoff_max_ms = 5000";
-    let fed = procs.start_fedraft(&bin, executors).await?;
+    // Five probes per failure threshold: a cluster turns NotReady within about a threshold of
+    // going dark, and a thousand clusters cost a probe every few milliseconds, not a thousand a
+    // second, when the threshold is long.
+    let probe_ms = (args.failure_secs * 1000 / 5).max(1000);
+    let mut executors = format!(
+        "probe_interval_ms = {probe_ms}\nprobe_timeout_ms = 2000\ncapacity_interval_ms = 10000\n\
+         resync_period_ms = 120000\nstatus_flush_interval_ms = 500\nbackoff_max_ms = 5000"
+    );
+    if let Some(ms) = args.owner_lease_ms {
+        executors.push_str(&format!("\nowner_lease_ms = {ms}"));
+    }
+    let fed = procs.start_fedraft(&bin, &executors).await?;
+    rep.note(match args.owner_lease_ms {
+        Some(0) => "executors on the leader only".to_string(),
+        Some(ms) => format!("executors on every node, ownership lease {ms} ms"),
+        None => "executors as the server defaults them".to_string(),
+    });
     let leader = procs::fedraft_target(&http, &fed.apis, Via::Leader).await?;
     let api = FedApi::new(&leader, &fed.token)?;
     let pids = procs.pids("fedraft");
@@ -286,7 +302,7 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         let reader = tokio::spawn(read_load(api.clone(), args.objects, samples.clone()));
         let (region, names) = members.regions.iter().next().context("regions")?;
         let dark: BTreeSet<String> = names.iter().cloned().collect();
-        let before = read_all(&api).await?;
+        let before = work::read_all(&api).await?;
         let body =
             json!({"select": {"regions": [region]}, "fault": {"kind": "dark", "mode": "refuse"}});
         http.post(format!("{admin}/_fleet/faults"))
@@ -317,7 +333,7 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
             Duration::from_secs(args.grace_secs + 600),
             "every replica re-placed",
             || async {
-                let now = read_all(&api).await.ok()?;
+                let now = work::read_all(&api).await.ok()?;
                 let done = affected.iter().all(|id| {
                     now.get(*id).is_some_and(|p| {
                         !p.placement.keys().any(|c| dark.contains(c))
@@ -329,7 +345,7 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         )
         .await?;
         rep.dark.replaced_s = t.elapsed().as_secs_f64();
-        rep.dark.moved_from_healthy = moved_from_healthy(&before, &after, &dark);
+        rep.dark.moved_from_healthy = work::moved_from_healthy(&before, &after, &dark);
         reader.abort();
         rep.phase(Phase::Dark, &lock(&samples));
         rep.sample(Phase::Dark, &pids, &sim_pids, procs.path());
@@ -341,7 +357,7 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
             Duration::from_secs(300),
             "healthy members converged",
             || async {
-                let now = read_all(&api).await.ok()?;
+                let now = work::read_all(&api).await.ok()?;
                 now.values()
                     .all(|p| p.converged || p.placement.keys().any(|c| dark.contains(c)))
                     .then_some(now)
@@ -354,6 +370,18 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
             super::fleet_explain::explain(&api, &member_http, &members, &settled, &lines, 10).await;
         }
         rep.check("after the region went dark", diff, lines);
+    }
+    // 5. Most of the fleet dark at once: the brake.
+    if args.brake_percent > 0 {
+        let grace = Duration::from_secs(args.grace_secs);
+        let fig = super::fleet_brake::run(&api, &http, &admin, &members, args.brake_percent, grace)
+            .await?;
+        println!(
+            "{} of {} clusters dark at once: brake engaged after {:.1} s, {} replicas moved in {:.0} s held, released {:.1} s after the fault cleared",
+            fig.dark, fig.total, fig.engaged_s, fig.moved, fig.held_s, fig.released_s
+        );
+        rep.brake = Some(fig);
+        rep.sample(Phase::Brake, &pids, &sim_pids, procs.path());
     }
     println!("{}", rep.render());
     Ok(rep)
@@ -423,20 +451,6 @@ where
     }
 }
 
-/// Every object of the bench's namespaces.
-async fn read_all(api: &FedApi) -> anyhow::Result<BTreeMap<String, Placed>> {
-    let mut all = BTreeMap::new();
-    // The steady phase's objects too: the members hold them, so the final check must know them.
-    let namespaces = (0..work::NAMESPACES)
-        .map(|n| format!("fleet-{n:02}"))
-        .chain(["fleet-lat".to_string()]);
-    for ns in namespaces {
-        let (_, objs) = work::read_namespace(api, &ns).await?;
-        all.extend(objs);
-    }
-    Ok(all)
-}
-
 /// Polls namespaces until every one of the `total` objects is converged; returns the curve
 /// (seconds since `t0`, objects converged) and the final view.
 async fn track_convergence(
@@ -474,25 +488,6 @@ async fn track_convergence(
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-}
-
-/// Replicas that left a cluster outside `dark` between the two views.
-fn moved_from_healthy(
-    before: &BTreeMap<String, Placed>,
-    after: &BTreeMap<String, Placed>,
-    dark: &BTreeSet<String>,
-) -> u64 {
-    let mut moved = 0;
-    for (id, b) in before {
-        let Some(a) = after.get(id) else { continue };
-        for (c, r) in &b.placement {
-            if dark.contains(c) || b.desired.is_none() {
-                continue;
-            }
-            moved += r.saturating_sub(a.placement.get(c).copied().unwrap_or(0));
-        }
-    }
-    moved
 }
 
 /// The distribution-latency phase; returns (samples, objects never seen in their member).

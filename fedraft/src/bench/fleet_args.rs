@@ -34,9 +34,16 @@ pub struct FleetArgs {
     /// Skip the dark-region phase.
     #[arg(long)]
     pub no_dark: bool,
+    /// Percentage of the clusters that go dark at once in the brake phase (0 skips it).
+    #[arg(long, default_value_t = 60)]
+    pub brake_percent: u32,
     /// Give up on convergence after this many seconds.
     #[arg(long, default_value_t = 1800)]
     pub converge_timeout_secs: u64,
+    /// The nodes' ownership lease in milliseconds (0: executors on the leader only). Default:
+    /// the server's default.
+    #[arg(long)]
+    pub owner_lease_ms: Option<u64>,
     /// Nodes per simulated cluster.
     #[arg(long, default_value_t = 3)]
     pub nodes: u32,

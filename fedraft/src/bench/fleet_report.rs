@@ -19,6 +19,7 @@ pub enum Phase {
     Converge,
     Steady,
     Dark,
+    Brake,
 }
 
 impl Phase {
@@ -29,6 +30,7 @@ impl Phase {
             Phase::Converge => "converge",
             Phase::Steady => "steady",
             Phase::Dark => "dark",
+            Phase::Brake => "brake",
         }
     }
 }
@@ -87,6 +89,7 @@ pub struct Report {
     pub curve: Vec<(f64, u64)>,
     pub distribution: Distribution,
     pub dark: Dark,
+    pub brake: Option<super::fleet_brake::BrakeFigures>,
     pub api: Vec<(Phase, Api)>,
     pub resources: Vec<(Phase, Resources)>,
     pub notes: Vec<String>,
@@ -135,6 +138,7 @@ impl Report {
             curve: Vec::new(),
             distribution: Distribution::default(),
             dark: Dark::default(),
+            brake: None,
             api: Vec::new(),
             resources: Vec::new(),
             notes: Vec::new(),
@@ -211,6 +215,24 @@ impl Report {
         (nodes, now.fleet.1 - prev.fleet.1, now.at_s - prev.at_s)
     }
 
+    /// The heaviest node's memory growth, in KiB: per cluster while registering, and per object
+    /// (its manifest included) while converging. A slope, not a total, so the runtime's fixed
+    /// cost stays out; meaningful only for large runs, where the allocator's noise is small.
+    fn memory_slopes(&self) -> Option<(f64, f64)> {
+        let peak = |phase: Phase| {
+            let (_, r) = self.resources.iter().find(|(p, _)| *p == phase)?;
+            r.nodes.iter().map(|n| n.0).reduce(f64::max)
+        };
+        let (start, registered, converged) = (
+            peak(Phase::Start)?,
+            peak(Phase::Register)?,
+            peak(Phase::Converge)?,
+        );
+        let per_cluster = (registered - start) * 1024.0 / f64::from(self.clusters.max(1));
+        let per_object = (converged - registered) * 1024.0 / self.objects.max(1) as f64;
+        Some((per_cluster, per_object))
+    }
+
     pub fn render(&self) -> String {
         let mut o = String::new();
         let _ = writeln!(
@@ -245,6 +267,13 @@ impl Report {
             "region dark: NotReady {:.1} s, {} workloads re-placed {:.1} s (grace {} s, failure {} s), {} replicas moved off healthy clusters",
             k.not_ready_s, k.affected, k.replaced_s, self.grace_s, self.failure_s, k.moved_from_healthy
         );
+        if let Some(b) = &self.brake {
+            let _ = writeln!(
+                o,
+                "brake: {} of {} clusters dark at once, engaged {:.1} s, {} of them NotReady and {} replicas moved after {:.0} s held, released {:.1} s after the fault cleared",
+                b.dark, b.total, b.engaged_s, b.not_ready, b.moved, b.held_s, b.released_s
+            );
+        }
         let _ = writeln!(
             o,
             "{:<9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>6} {:>7}",
@@ -291,6 +320,12 @@ impl Report {
                 r.data_bytes as f64 / (1 << 20) as f64
             );
         }
+        if let Some((cluster, object)) = self.memory_slopes() {
+            let _ = writeln!(
+                o,
+                "heaviest node's memory growth: {cluster:.0} KiB per cluster, {object:.1} KiB per object (manifest included)"
+            );
+        }
         for e in &self.errors {
             let _ = writeln!(o, "ERROR: {e}");
         }
@@ -329,7 +364,11 @@ impl Report {
             "dark": {"notReadyS": self.dark.not_ready_s, "affected": self.dark.affected,
                 "replacedS": self.dark.replaced_s, "movedFromHealthy": self.dark.moved_from_healthy,
                 "graceS": self.grace_s, "failureS": self.failure_s},
+            "brake": self.brake.as_ref().map(|b| json!({"dark": b.dark, "total": b.total,
+                "engagedS": b.engaged_s, "notReady": b.not_ready, "heldS": b.held_s,
+                "moved": b.moved, "releasedS": b.released_s})),
             "api": api, "resources": resources,
+            "memoryKiB": self.memory_slopes().map(|(c, o)| json!({"perCluster": c, "perObject": o})),
             "curve": self.curve.iter().map(|(t, n)| json!([t, n])).collect::<Vec<_>>(),
             "notes": self.notes, "errors": self.errors,
         })

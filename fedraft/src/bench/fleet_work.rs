@@ -354,6 +354,39 @@ pub async fn compare_members(
     Ok((count, lines))
 }
 
+/// Every object of the bench's namespaces.
+pub async fn read_all(api: &FedApi) -> anyhow::Result<BTreeMap<String, Placed>> {
+    let mut all = BTreeMap::new();
+    // The steady phase's objects too: the members hold them, so the final check must know them.
+    let namespaces = (0..NAMESPACES)
+        .map(|n| format!("fleet-{n:02}"))
+        .chain(["fleet-lat".to_string()]);
+    for ns in namespaces {
+        let (_, objs) = read_namespace(api, &ns).await?;
+        all.extend(objs);
+    }
+    Ok(all)
+}
+
+/// Replicas that left a cluster outside `dark` between the two views.
+pub fn moved_from_healthy(
+    before: &BTreeMap<String, Placed>,
+    after: &BTreeMap<String, Placed>,
+    dark: &BTreeSet<String>,
+) -> u64 {
+    let mut moved = 0;
+    for (id, b) in before {
+        let Some(a) = after.get(id) else { continue };
+        for (c, r) in &b.placement {
+            if dark.contains(c) || b.desired.is_none() {
+                continue;
+            }
+            moved += r.saturating_sub(a.placement.get(c).copied().unwrap_or(0));
+        }
+    }
+    moved
+}
+
 /// Cluster name -> health, from fedraft.
 pub async fn cluster_health(api: &FedApi) -> anyhow::Result<BTreeMap<String, String>> {
     let (_, body) = api.get("/v1/clusters?stale=true").await?;

@@ -3,8 +3,10 @@
 //! ConfigMaps and Services); every member then holds exactly what fedraft placed (the bench
 //! compares each member's managed objects with fedraft's placement and fails on any
 //! difference); a region of 6 clusters goes dark, its workloads are re-placed without taking a
-//! replica off a healthy cluster, and the members agree with fedraft again. Correctness, not
-//! speed: the figures of a real run come from the command in docs/performance.md.
+//! replica off a healthy cluster, and the members agree with fedraft again; then 60 % of the
+//! fleet goes dark at once and the failover brake holds every replica where it is.
+//! Correctness, not speed: the figures of a real run come from the command in
+//! docs/performance.md.
 
 use std::process::Command;
 
@@ -46,6 +48,12 @@ fn a_small_fleet_converges_exactly_and_survives_a_dark_region() {
     assert_eq!(report["dark"]["movedFromHealthy"], 0, "{report}");
     assert!(report["dark"]["affected"].as_u64().unwrap() > 0, "{report}");
     assert_eq!(report["distribution"]["missing"], 0, "{report}");
+    // 60 % of the fleet dark at once: the brake holds every replica, then lets go.
+    let brake = &report["brake"];
+    assert_eq!(brake["dark"], 18, "{report}");
+    assert_eq!(brake["moved"], 0, "{report}");
+    assert!(brake["notReady"].as_u64().unwrap() > 15, "{report}");
+    assert!(brake["heldS"].as_f64().unwrap() >= 15.0, "{report}");
     // Every object placed somewhere: about two member objects per federated object (300).
     let member_objects = report["memberObjects"].as_u64().unwrap();
     assert!((450..1200).contains(&member_objects), "{report}");

@@ -1,0 +1,141 @@
+//! The mass-failure phase of `fedraft bench fleet`: with every cluster Ready again, a share of
+//! the fleet (default 60 %) goes dark at once. The failover brake should engage, hold every
+//! replica where it is for longer than the grace period, and release once the clusters are
+//! back. Measured: time to engage, replicas moved while it held (any cluster, dark or not),
+//! time to release after the fault clears.
+//!
+//! Must not: change the health policy (the bench runs the server's default), or leave a fault
+//! in place when it returns without an error.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::fleet_work::{self as work, FedApi, Members};
+
+/// What the phase measured.
+#[derive(Debug, Default, Clone)]
+pub struct BrakeFigures {
+    /// Clusters darkened at once, and the fleet's size.
+    pub dark: u64,
+    pub total: u64,
+    /// Seconds from the fault until the brake held the fleet.
+    pub engaged_s: f64,
+    /// Dark clusters reported NotReady when the hold ended.
+    pub not_ready: u64,
+    /// Seconds the bench kept the fault on after the brake engaged (grace + 10 s).
+    pub held_s: f64,
+    /// Replicas that left any cluster between the fault and the end of the hold.
+    pub moved: u64,
+    /// Seconds from clearing the fault until the brake released and every cluster was Ready.
+    pub released_s: f64,
+}
+
+async fn fault(http: &reqwest::Client, admin: &str, body: Value) -> anyhow::Result<()> {
+    http.post(format!("{admin}/_fleet/faults"))
+        .json(&body)
+        .send()
+        .await?
+        .error_for_status()?;
+    Ok(())
+}
+
+async fn brake_engaged(api: &FedApi) -> anyhow::Result<bool> {
+    let (_, doc) = api.get("/v1/admin/health-policy?stale=true").await?;
+    Ok(doc.pointer("/brake/fleet").is_some_and(|f| !f.is_null()))
+}
+
+async fn all_ready(api: &FedApi) -> bool {
+    work::cluster_health(api)
+        .await
+        .is_ok_and(|h| h.values().all(|s| s == "Ready"))
+}
+
+/// Polls `check` every 500 ms until it holds; an error once `limit` has passed.
+async fn until<F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let t = Instant::now();
+    while !check().await {
+        if t.elapsed() > limit {
+            anyhow::bail!("{what}: not within {} s", limit.as_secs());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(())
+}
+
+/// Runs the phase: `percent` of the clusters (the first by name, so whole regions first) dark
+/// at once, held for `grace` + 10 s after the brake engages, then cleared.
+pub async fn run(
+    api: &FedApi,
+    http: &reqwest::Client,
+    admin: &str,
+    members: &Members,
+    percent: u32,
+    grace: Duration,
+) -> anyhow::Result<BrakeFigures> {
+    let clear = json!({"select": {}, "fault": {"kind": "clear"}});
+    fault(http, admin, clear.clone()).await?;
+    until(
+        Duration::from_secs(300),
+        "every cluster Ready again",
+        || all_ready(api),
+    )
+    .await?;
+    until(
+        Duration::from_secs(300),
+        "no brake before the fault",
+        || async { brake_engaged(api).await.is_ok_and(|e| !e) },
+    )
+    .await?;
+
+    let total = members.clusters.len();
+    let count = (total * percent as usize).div_ceil(100);
+    let dark: BTreeSet<String> = members.clusters.keys().take(count).cloned().collect();
+    let before = work::read_all(api).await?;
+    let names: Vec<&String> = dark.iter().collect();
+    fault(
+        http,
+        admin,
+        json!({"select": {"names": names}, "fault": {"kind": "dark", "mode": "refuse"}}),
+    )
+    .await?;
+    let t = Instant::now();
+    let engaged = until(Duration::from_secs(120), "the brake engaged", || async {
+        brake_engaged(api).await.unwrap_or(false)
+    })
+    .await;
+    let mut fig = BrakeFigures {
+        dark: count as u64,
+        total: total as u64,
+        engaged_s: t.elapsed().as_secs_f64(),
+        ..BrakeFigures::default()
+    };
+    if let Err(e) = engaged {
+        fault(http, admin, clear).await?;
+        return Err(e);
+    }
+    let hold = Instant::now();
+    tokio::time::sleep(grace + Duration::from_secs(10)).await;
+    fig.held_s = hold.elapsed().as_secs_f64();
+    let after = work::read_all(api).await?;
+    let health = work::cluster_health(api).await.unwrap_or_default();
+    fig.not_ready = dark
+        .iter()
+        .filter(|c| health.get(*c).is_some_and(|s| s != "Ready"))
+        .count() as u64;
+    fig.moved = work::moved_from_healthy(&before, &after, &BTreeSet::new());
+
+    fault(http, admin, clear).await?;
+    let t = Instant::now();
+    until(Duration::from_secs(300), "the brake released", || async {
+        brake_engaged(api).await.is_ok_and(|e| !e) && all_ready(api).await
+    })
+    .await?;
+    fig.released_s = t.elapsed().as_secs_f64();
+    Ok(fig)
+}
