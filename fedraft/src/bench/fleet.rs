@@ -403,7 +403,10 @@ async fn write_all(
                 let mut attempt = 0u32;
                 loop {
                     match api.send(method.clone(), &path, &body).await {
-                        Ok(took) => return Ok((took, attempt)),
+                        Ok(took) => return Ok((Some(took), attempt)),
+                        Err(e) if work::created_earlier(&e, &method, attempt) => {
+                            return Ok((None, attempt))
+                        }
                         Err(_) if attempt < WRITE_RETRIES => {
                             attempt += 1;
                             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -419,7 +422,7 @@ async fn write_all(
         match r {
             Ok((took, retries)) => {
                 let mut s = lock(into);
-                s.writes.push(took);
+                s.writes.extend(took);
                 s.retries += u64::from(retries);
             }
             Err(e) => {

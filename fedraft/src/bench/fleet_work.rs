@@ -22,6 +22,25 @@ use serde_json::{json, Value};
 pub const NAMESPACES: usize = 100;
 pub const MANAGED: &str = "fedraft.io/managed-by=fedraft";
 
+/// A call fedraft answered with an error status (what a retry decides on).
+#[derive(Debug, thiserror::Error)]
+#[error("{method} {path}: {status}: {body}")]
+pub struct Refused {
+    pub method: reqwest::Method,
+    pub path: String,
+    pub status: reqwest::StatusCode,
+    pub body: String,
+}
+
+/// Whether a retried create was refused only because an earlier try, which timed out, had
+/// committed (409 Conflict): done, though untimed.
+pub fn created_earlier(e: &anyhow::Error, method: &reqwest::Method, attempt: u32) -> bool {
+    attempt > 0
+        && method == reqwest::Method::POST
+        && e.downcast_ref::<Refused>()
+            .is_some_and(|r| r.status == reqwest::StatusCode::CONFLICT)
+}
+
 /// fedraft's API with the bench's token; every call bounded.
 #[derive(Clone)]
 pub struct FedApi {
@@ -62,10 +81,13 @@ impl FedApi {
         let status = r.status();
         if !status.is_success() {
             let text = r.text().await.unwrap_or_default();
-            bail!(
-                "{method} {path}: {status}: {}",
-                text.chars().take(300).collect::<String>()
-            );
+            return Err(Refused {
+                method,
+                path: path.to_string(),
+                status,
+                body: text.chars().take(300).collect(),
+            }
+            .into());
         }
         Ok(took)
     }
