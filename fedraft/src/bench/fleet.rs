@@ -220,7 +220,7 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         &samples,
     )
     .await;
-    wait_until(Duration::from_secs(600), "every cluster Ready", || async {
+    work::wait_until(Duration::from_secs(600), "every cluster Ready", || async {
         let h = work::cluster_health(&api).await.ok()?;
         let ready = h.values().filter(|s| *s == "Ready").count();
         (ready == members.clusters.len()).then_some(())
@@ -305,13 +305,9 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         let before = work::read_all(&api).await?;
         let body =
             json!({"select": {"regions": [region]}, "fault": {"kind": "dark", "mode": "refuse"}});
-        http.post(format!("{admin}/_fleet/faults"))
-            .json(&body)
-            .send()
-            .await?
-            .error_for_status()?;
+        work::set_fault(&http, &admin, &body).await?;
         let t = Instant::now();
-        wait_until(
+        work::wait_until(
             Duration::from_secs(300),
             "the dark region NotReady",
             || async {
@@ -329,7 +325,7 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
             .map(|(id, _)| id)
             .collect();
         rep.dark.affected = affected.len() as u64;
-        let after = wait_until(
+        let after = work::wait_until(
             Duration::from_secs(args.grace_secs + 600),
             "every replica re-placed",
             || async {
@@ -353,7 +349,7 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
             "region {region} dark: NotReady after {:.1} s, {} workloads re-placed after {:.1} s, {} replicas moved off healthy clusters",
             rep.dark.not_ready_s, rep.dark.affected, rep.dark.replaced_s, rep.dark.moved_from_healthy
         );
-        let settled = wait_until(
+        let settled = work::wait_until(
             Duration::from_secs(300),
             "healthy members converged",
             || async {
@@ -433,24 +429,6 @@ async fn write_all(
                 lock(into).errors += 1;
             }
         }
-    }
-}
-
-/// Polls `check` every 500 ms until it yields, or fails after `limit`.
-async fn wait_until<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = check().await {
-            return Ok(v);
-        }
-        if Instant::now() > deadline {
-            bail!("{what}: not within {limit:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::fleet_work::{self as work, FedApi, Members};
 
@@ -32,15 +32,6 @@ pub struct BrakeFigures {
     pub released_s: f64,
 }
 
-async fn fault(http: &reqwest::Client, admin: &str, body: Value) -> anyhow::Result<()> {
-    http.post(format!("{admin}/_fleet/faults"))
-        .json(&body)
-        .send()
-        .await?
-        .error_for_status()?;
-    Ok(())
-}
-
 async fn brake_engaged(api: &FedApi) -> anyhow::Result<bool> {
     let (_, doc) = api.get("/v1/admin/health-policy?stale=true").await?;
     Ok(doc.pointer("/brake/fleet").is_some_and(|f| !f.is_null()))
@@ -50,22 +41,6 @@ async fn all_ready(api: &FedApi) -> bool {
     work::cluster_health(api)
         .await
         .is_ok_and(|h| h.values().all(|s| s == "Ready"))
-}
-
-/// Polls `check` every 500 ms until it holds; an error once `limit` has passed.
-async fn until<F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let t = Instant::now();
-    while !check().await {
-        if t.elapsed() > limit {
-            anyhow::bail!("{what}: not within {} s", limit.as_secs());
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    Ok(())
 }
 
 /// Runs the phase: `percent` of the clusters (the first by name, so whole regions first) dark
@@ -79,17 +54,17 @@ pub async fn run(
     grace: Duration,
 ) -> anyhow::Result<BrakeFigures> {
     let clear = json!({"select": {}, "fault": {"kind": "clear"}});
-    fault(http, admin, clear.clone()).await?;
-    until(
+    work::set_fault(http, admin, &clear).await?;
+    work::wait_until(
         Duration::from_secs(300),
         "every cluster Ready again",
-        || all_ready(api),
+        || async { all_ready(api).await.then_some(()) },
     )
     .await?;
-    until(
+    work::wait_until(
         Duration::from_secs(300),
         "no brake before the fault",
-        || async { brake_engaged(api).await.is_ok_and(|e| !e) },
+        || async { brake_engaged(api).await.is_ok_and(|e| !e).then_some(()) },
     )
     .await?;
 
@@ -98,15 +73,12 @@ pub async fn run(
     let dark: BTreeSet<String> = members.clusters.keys().take(count).cloned().collect();
     let before = work::read_all(api).await?;
     let names: Vec<&String> = dark.iter().collect();
-    fault(
-        http,
-        admin,
-        json!({"select": {"names": names}, "fault": {"kind": "dark", "mode": "refuse"}}),
-    )
-    .await?;
+    let dark_body =
+        json!({"select": {"names": names}, "fault": {"kind": "dark", "mode": "refuse"}});
+    work::set_fault(http, admin, &dark_body).await?;
     let t = Instant::now();
-    let engaged = until(Duration::from_secs(120), "the brake engaged", || async {
-        brake_engaged(api).await.unwrap_or(false)
+    let engaged = work::wait_until(Duration::from_secs(120), "the brake engaged", || async {
+        brake_engaged(api).await.unwrap_or(false).then_some(())
     })
     .await;
     let mut fig = BrakeFigures {
@@ -116,7 +88,7 @@ pub async fn run(
         ..BrakeFigures::default()
     };
     if let Err(e) = engaged {
-        fault(http, admin, clear).await?;
+        work::set_fault(http, admin, &clear).await?;
         return Err(e);
     }
     let hold = Instant::now();
@@ -130,10 +102,10 @@ pub async fn run(
         .count() as u64;
     fig.moved = work::moved_from_healthy(&before, &after, &BTreeSet::new());
 
-    fault(http, admin, clear).await?;
+    work::set_fault(http, admin, &clear).await?;
     let t = Instant::now();
-    until(Duration::from_secs(300), "the brake released", || async {
-        brake_engaged(api).await.is_ok_and(|e| !e) && all_ready(api).await
+    work::wait_until(Duration::from_secs(300), "the brake released", || async {
+        (brake_engaged(api).await.is_ok_and(|e| !e) && all_ready(api).await).then_some(())
     })
     .await?;
     fig.released_s = t.elapsed().as_secs_f64();

@@ -376,6 +376,34 @@ pub async fn compare_members(
     Ok((count, lines))
 }
 
+/// Polls `check` every 500 ms until it yields, or fails after `limit`.
+pub async fn wait_until<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            bail!("{what}: not within {limit:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Puts `body` (`{"select": .., "fault": ..}`) on the fleet host's clusters.
+pub async fn set_fault(http: &reqwest::Client, admin: &str, body: &Value) -> anyhow::Result<()> {
+    http.post(format!("{admin}/_fleet/faults"))
+        .json(body)
+        .send()
+        .await?
+        .error_for_status()?;
+    Ok(())
+}
+
 /// Every object of the bench's namespaces.
 pub async fn read_all(api: &FedApi) -> anyhow::Result<BTreeMap<String, Placed>> {
     let mut all = BTreeMap::new();
