@@ -121,7 +121,15 @@ fn pooled_builder(
     }
     let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
     http.enforce_http(false);
-    let https = config.rustls_https_connector_with_connector(http)?;
+    let https = if config.cluster_url.scheme_str() == Some("http") {
+        hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(plain_http_tls()?)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http)
+    } else {
+        config.rustls_https_connector_with_connector(http)?
+    };
     let mut timed = hyper_timeout::TimeoutConnector::new(https);
     timed.set_connect_timeout(config.connect_timeout);
     timed.set_read_timeout(config.read_timeout);
@@ -147,6 +155,25 @@ fn pooled_builder(
         service,
         config.default_namespace,
     ))
+}
+
+/// The TLS config of members reached over plain HTTP, which never negotiate TLS but whose
+/// connector type needs one. kube builds a config per member with the platform's verifier,
+/// which parses every system root certificate: about 400 KiB per member, for nothing. Built
+/// once; clones share the verifier.
+fn plain_http_tls() -> Result<rustls::ClientConfig, kube::Error> {
+    static SHARED: std::sync::OnceLock<rustls::ClientConfig> = std::sync::OnceLock::new();
+    if let Some(c) = SHARED.get() {
+        return Ok(c.clone());
+    }
+    let built = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| kube::Error::Service(Box::new(e)))?
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth();
+    Ok(SHARED.get_or_init(|| built).clone())
 }
 
 /// Member calls in flight at once on one node, over all its clusters (cheap to clone; clones

@@ -67,13 +67,7 @@ fn push_json(v: &Value, out: &mut Vec<u8>) {
 /// Whether `live` holds every field of `desired` with an equal value.
 pub fn covers(desired: &Value, live: &Value) -> bool {
     match (desired, live) {
-        (Value::Object(d), Value::Object(l)) => {
-            d.iter().all(|(k, dv)| match l.get(k) {
-                Some(lv) => covers(dv, lv),
-                // Setting a field to null or {} / [] asks for nothing the server must keep.
-                None => is_empty_value(dv),
-            })
-        }
+        (Value::Object(d), Value::Object(l)) => covers_fields(d, |k| l.get(k)),
         (Value::Array(d), Value::Array(l)) => lists_cover(d, l),
         (Value::Number(a), Value::Number(b)) => numbers_equal(a, b),
         (Value::String(a), Value::String(b)) => a == b || quantities_equal(a, b),
@@ -83,6 +77,19 @@ pub fn covers(desired: &Value, live: &Value) -> bool {
         }
         (d, l) => d == l || (is_empty_value(d) && l.is_null()),
     }
+}
+
+/// [`covers`] for an object whose live fields come from `live` (a map, or a live object kept in
+/// parts).
+pub fn covers_fields<'a>(
+    desired: &serde_json::Map<String, Value>,
+    live: impl Fn(&str) -> Option<&'a Value>,
+) -> bool {
+    desired.iter().all(|(k, dv)| match live(k) {
+        Some(lv) => covers(dv, lv),
+        // Setting a field to null or {} / [] asks for nothing the server must keep.
+        None => is_empty_value(dv),
+    })
 }
 
 fn is_empty_value(v: &Value) -> bool {

@@ -36,13 +36,16 @@ pub struct Scan {
 }
 
 /// A desired object ready to be applied: resolved kind, body with its hash annotation. The
-/// reconciler prepares it ([`prepare`]); this cache keeps it until the object changes.
+/// reconciler prepares it ([`prepare`]); this cache keeps it until the object changes. The body
+/// is kept as compact JSON: one is held per object per cluster, and a pass that finds the
+/// object up to date never looks inside it (`plan::verdict`).
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pub key: ObjectKey,
     pub id: LiveId,
     pub resolved: Resolved,
-    pub body: Value,
+    /// The manifest to apply, as compact JSON.
+    pub body: Box<str>,
     pub hash: String,
     pub replicas: u32,
 }
@@ -133,6 +136,13 @@ impl DesiredCache {
     }
 }
 
+impl Prepared {
+    /// The body parsed, for a write.
+    pub fn body_value(&self) -> Result<Value, ExecError> {
+        serde_json::from_str(&self.body).map_err(|e| ExecError::Manifest(e.to_string()))
+    }
+}
+
 /// Resolves and stamps one rendered desired object.
 pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, ExecError> {
     let manifest = d
@@ -174,6 +184,9 @@ pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, Ex
         },
         name,
     };
+    let body = serde_json::to_string(&body)
+        .map_err(|e| ExecError::Manifest(e.to_string()))?
+        .into_boxed_str();
     Ok(Prepared {
         key: d.key.clone(),
         id,

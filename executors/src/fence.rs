@@ -35,7 +35,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 
 use crate::error::ExecError;
 use crate::lease::LeaseClock;
-use crate::plan::{LiveId, LiveObject};
+use crate::live_object::LiveObject;
+use crate::plan::LiveId;
 use crate::reconciler::{api_for, bounded, ClusterCtx};
 
 /// One runner's token, and whether a newer owner was seen.

@@ -4,8 +4,10 @@
 //!
 //! Start reading at [`set`] (who runs executors: the leader only, one task pair per cluster),
 //! then [`reconciler`] (one converge pass), [`plan`] and [`compare`] (the pure decisions: what to
-//! write, what to delete, when a write is unnecessary), [`probe`] and [`capacity`] (observing a
-//! cluster), [`prober`] (every node's own view of every cluster, leader or not), [`report`] (batching observations into log entries), [`wake`] (which reconcilers an applied entry concerns) and [`services`] (Service
+//! write, what to delete, when a write is unnecessary), [`live`] and [`live_object`] (what the
+//! member holds, kept small), [`probe`] and [`capacity`] (observing a cluster), [`prober`] (every
+//! node's own view of every cluster, leader or not), [`report`] (batching observations into log
+//! entries), [`wake`] (which reconcilers an applied entry concerns) and [`services`] (Service
 //! addresses and ready endpoints for discovery). What they measure per member cluster
 //! (reconciles, member API latency and errors): [`metrics`].
 //!
@@ -27,6 +29,7 @@ pub mod fednode;
 pub mod fence;
 pub mod lease;
 pub mod live;
+pub mod live_object;
 pub mod metrics;
 pub mod node;
 pub mod plan;

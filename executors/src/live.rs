@@ -22,7 +22,8 @@ use serde_json::Value;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
-use crate::plan::{LiveId, LiveObject};
+use crate::live_object::LiveObject;
+use crate::plan::LiveId;
 use crate::resolve::Resolved;
 
 /// Objects are shared (`Arc`) so that a reconcile pass can take a snapshot without copying
@@ -157,12 +158,9 @@ impl LiveCache {
     /// Whether every watched type has been listed and holds no managed object (objects already
     /// being deleted do not count).
     pub fn is_clean(&self) -> bool {
-        lock(&self.types).values().all(|w| {
-            *w.ready.borrow()
-                && lock(&w.objects)
-                    .values()
-                    .all(|o| o.object.pointer("/metadata/deletionTimestamp").is_some())
-        })
+        lock(&self.types)
+            .values()
+            .all(|w| *w.ready.borrow() && lock(&w.objects).values().all(|o| o.is_deleting()))
     }
 
     /// (namespace, name) of every managed object, any type: what the capacity scan excludes.
@@ -179,7 +177,9 @@ impl LiveCache {
     }
 }
 
-fn to_live(r: &Resolved, obj: DynamicObject) -> Option<(LiveId, Arc<LiveObject>)> {
+fn to_live(r: &Resolved, mut obj: DynamicObject) -> Option<(LiveId, Arc<LiveObject>)> {
+    // Never read, and often the largest part of an object: not even converted.
+    obj.metadata.managed_fields = None;
     let mut value = serde_json::to_value(&obj).ok()?;
     // List items may omit apiVersion/kind; the comparison with manifests needs them.
     if let Value::Object(map) = &mut value {

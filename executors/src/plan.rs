@@ -13,10 +13,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use fedraft_core::admission::{Admitted, Scope};
-use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OBJECT_ANNOTATION};
+use fedraft_core::render::OBJECT_ANNOTATION;
 use serde_json::Value;
 
-use crate::compare::{covers, APPLIED_HASH_ANNOTATION};
+use crate::compare::APPLIED_HASH_ANNOTATION;
+use crate::live_object::LiveObject;
 
 /// Where an object lives in a member cluster: its type and its name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -40,42 +41,6 @@ impl std::fmt::Display for LiveId {
                 self.api_version, self.kind, self.namespace, self.name
             )
         }
-    }
-}
-
-/// A live object as the watch last delivered it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LiveObject {
-    pub resource_version: Option<String>,
-    /// The whole object as JSON.
-    pub object: Value,
-}
-
-impl LiveObject {
-    pub fn from_value(object: Value) -> Self {
-        let resource_version = at(&object, "/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        LiveObject {
-            resource_version,
-            object,
-        }
-    }
-
-    pub fn annotation(&self, key: &str) -> Option<&str> {
-        at(&self.object, "/metadata/annotations")
-            .and_then(|a| a.get(key))
-            .and_then(Value::as_str)
-    }
-
-    pub fn label(&self, key: &str) -> Option<&str> {
-        at(&self.object, "/metadata/labels")
-            .and_then(|a| a.get(key))
-            .and_then(Value::as_str)
-    }
-
-    pub fn is_managed(&self) -> bool {
-        self.label(MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
     }
 }
 
@@ -105,7 +70,8 @@ pub enum Verdict {
     Apply(ApplyReason),
 }
 
-/// Decides whether `desired` (a manifest carrying its hash annotation, `hash`) must be applied.
+/// Decides whether `desired` (a manifest carrying its hash annotation, `hash`, as compact JSON)
+/// must be applied.
 ///
 /// - absent live object: apply;
 /// - this executor applied `hash` and the live resourceVersion is the one it got back, or an
@@ -114,7 +80,7 @@ pub enum Verdict {
 /// - otherwise the live object must carry `hash` in its annotation (it came from this manifest)
 ///   and still hold every field the manifest sets (no drift).
 pub fn verdict(
-    desired: &Value,
+    desired: &str,
     hash: &str,
     live: Option<&LiveObject>,
     memo: Option<&Memo>,
@@ -132,7 +98,10 @@ pub fn verdict(
     if live.annotation(APPLIED_HASH_ANNOTATION) != Some(hash) {
         return Verdict::Apply(ApplyReason::Changed);
     }
-    if covers(desired, &live.object) {
+    // The only comparison that needs both whole objects, so the only place they are parsed. A
+    // manifest that does not parse (never: it was serialized here) is applied again.
+    let desired: Option<Value> = serde_json::from_str(desired).ok();
+    if desired.is_some_and(|d| live.holds(&d)) {
         Verdict::UpToDate
     } else {
         Verdict::Apply(ApplyReason::Drifted)
@@ -190,7 +159,7 @@ pub fn prunable<'a>(
             obj.annotation(OBJECT_ANNOTATION)
                 .is_none_or(|k| !unrendered.contains(k))
         })
-        .filter(|(_, obj)| at(&obj.object, "/metadata/deletionTimestamp").is_none())
+        .filter(|(_, obj)| !obj.is_deleting())
         .map(|(id, _)| id.clone())
         .collect()
 }
@@ -305,6 +274,7 @@ pub fn by_type(ids: &BTreeSet<LiveId>) -> BTreeMap<(String, String), Vec<&LiveId
 mod tests {
     use super::*;
     use crate::compare::manifest_hash;
+    use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
     use serde_json::json;
 
     #[test]
@@ -355,25 +325,25 @@ mod tests {
         let (m, h) = desired(3);
         let live = live_from(&m, "10", json!({"readyReplicas": 3}));
         assert_eq!(
-            verdict(&m, &h, None, None),
+            verdict(&m.to_string(), &h, None, None),
             Verdict::Apply(ApplyReason::Missing)
         );
         assert_eq!(
-            verdict(&m, &h, Some(&live), None),
+            verdict(&m.to_string(), &h, Some(&live), None),
             Verdict::UpToDate,
             "fresh executor, same manifest"
         );
         let (m4, h4) = desired(4);
         assert_eq!(
-            verdict(&m4, &h4, Some(&live), None),
+            verdict(&m4.to_string(), &h4, Some(&live), None),
             Verdict::Apply(ApplyReason::Changed)
         );
 
-        let mut drifted = live.clone();
-        drifted.object["spec"]["replicas"] = json!(7);
-        drifted.resource_version = Some("11".into());
+        let mut drifted = m.clone();
+        drifted["spec"]["replicas"] = json!(7);
+        let drifted = live_from(&drifted, "11", json!({"readyReplicas": 3}));
         assert_eq!(
-            verdict(&m, &h, Some(&drifted), None),
+            verdict(&m.to_string(), &h, Some(&drifted), None),
             Verdict::Apply(ApplyReason::Drifted)
         );
         let memo = Memo {
@@ -381,7 +351,7 @@ mod tests {
             resource_version: Some("10".into()),
         };
         assert_eq!(
-            verdict(&m, &h, Some(&drifted), Some(&memo)),
+            verdict(&m.to_string(), &h, Some(&drifted), Some(&memo)),
             Verdict::Apply(ApplyReason::Drifted),
             "a newer version than ours is compared"
         );
@@ -393,12 +363,12 @@ mod tests {
         };
         let stale = live_from(&desired(1).0, "9", json!({}));
         assert_eq!(
-            verdict(&m, &h, Some(&stale), Some(&memo)),
+            verdict(&m.to_string(), &h, Some(&stale), Some(&memo)),
             Verdict::UpToDate
         );
         // A memo for another manifest does not count.
         assert_eq!(
-            verdict(&m4, &h4, Some(&stale), Some(&memo)),
+            verdict(&m4.to_string(), &h4, Some(&stale), Some(&memo)),
             Verdict::Apply(ApplyReason::Changed)
         );
     }

@@ -36,9 +36,10 @@ use crate::config::ExecutorConfig;
 use crate::desired::{DesiredCache, Entry, Prepared};
 use crate::error::ExecError;
 use crate::live::LiveCache;
+use crate::live_object::LiveObject;
 use crate::metrics::{ClusterMetrics, Reconciled};
 use crate::node::ControlPlane;
-use crate::plan::{self, ApplyReason, LiveId, LiveObject, Memo, Verdict};
+use crate::plan::{self, ApplyReason, LiveId, Memo, Verdict};
 use crate::preserve::status_values;
 use crate::report::{object_report as report, Observations};
 use crate::resolve::{Resolved, Resolver};
@@ -138,8 +139,9 @@ pub async fn reconcile(
     if p.resolved.namespaced {
         ensure_namespace(ctx, &p.id.namespace).await?;
     }
-    let stamped = ctx.fence.stamp(&p.body, live);
-    let body = stamped.as_ref().unwrap_or(&p.body);
+    let body = p.body_value()?;
+    let stamped = ctx.fence.stamp(&body, live);
+    let body = stamped.as_ref().unwrap_or(&body);
     let api = api_for(ctx, &p.resolved, &p.id.namespace);
     let params = PatchParams::apply(FIELD_MANAGER).force();
     // A member that does not answer (store/src/failpoints.rs lists every failpoint).
@@ -382,7 +384,16 @@ impl<C: ControlPlane> Reconciler<C> {
                     if let Some(m) = plan::verified_memo(&p.hash, live.map(|l| &**l), memo) {
                         self.memo.insert(p.id.clone(), m);
                     }
-                    let object = live.map(|l| &l.object);
+                    let whole;
+                    let object = match live {
+                        // A health rule's path may point anywhere in the object.
+                        Some(l) if rules.contains_key(&p.key) => {
+                            whole = l.full();
+                            Some(&whole)
+                        }
+                        Some(l) => Some(l.view()),
+                        None => None,
+                    };
                     let ready = plan::ready_replicas(&p.id.kind, object, p.replicas);
                     statuses.push(report(&p.key, &cluster, true, ready, None));
                     workloads.extend(workload_report(
@@ -426,7 +437,10 @@ impl<C: ControlPlane> Reconciler<C> {
                     let object = match action {
                         Action::UpToDate => {
                             ctx.metrics.reconciled(Reconciled::Unchanged);
-                            live.map(|l| l.object.clone())
+                            live.map(|l| match rules.contains_key(&p.key) {
+                                true => l.full(),
+                                false => l.view().clone(),
+                            })
                         }
                         Action::Applied { object, .. } => {
                             ctx.metrics.reconciled(Reconciled::Applied);
