@@ -144,8 +144,8 @@ fn region_of(i: u32, clusters: u32, regions: u32) -> String {
 }
 
 impl Fleet {
-    /// Starts every cluster (each bound and serving before the next starts), then the admin
-    /// listener.
+    /// Binds the admin listener, starts every cluster (each bound and serving before the next
+    /// starts), then serves the admin listener.
     pub async fn start(config: FleetConfig) -> Result<Fleet, SimError> {
         if config.regions == 0 || config.regions > config.clusters.max(1) {
             return Err(SimError::Config(format!(
@@ -153,6 +153,19 @@ impl Fleet {
                 config.regions, config.clusters
             )));
         }
+        // Bound before the members: a caller that picked a free port for it would otherwise race
+        // a thousand members binding port 0, and lose now and then.
+        let admin = match config.admin_listen {
+            Some(a) => {
+                let l =
+                    crate::server::bind(a).map_err(|source| SimError::Bind { addr: a, source })?;
+                let bound = l
+                    .local_addr()
+                    .map_err(|source| SimError::Bind { addr: a, source })?;
+                Some((l, bound))
+            }
+            None => None,
+        };
         let mut members = Vec::with_capacity(config.clusters as usize);
         let mut index = BTreeMap::new();
         for i in 0..config.clusters {
@@ -180,12 +193,8 @@ impl Fleet {
         });
         let (stop_admin, mut stop_rx) = watch::channel(false);
         let mut admin_addr = None;
-        if let Some(a) = config.admin_listen {
-            let l = crate::server::bind(a).map_err(|source| SimError::Bind { addr: a, source })?;
-            admin_addr = Some(
-                l.local_addr()
-                    .map_err(|source| SimError::Bind { addr: a, source })?,
-            );
+        if let Some((l, bound)) = admin {
+            admin_addr = Some(bound);
             let app = router().with_state(inner.clone());
             tokio::spawn(async move {
                 let stop = async move {
