@@ -8,10 +8,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fedraft_core::command::Command;
 use fedraft_core::state::{Applied, State};
 use fedraft_store::Store;
 use openraft::error::{InitializeError, RaftError as OrRaftError};
@@ -21,6 +20,7 @@ use tokio::sync::broadcast;
 mod forward;
 pub(crate) mod health;
 mod read;
+mod ticker;
 
 use crate::batcher::{run_batcher, BatchOutcome, Pending, BATCH_QUEUE_PROPOSALS};
 use crate::config::NodeConfig;
@@ -137,7 +137,7 @@ impl FedNode {
             metrics,
             health: health::HealthCache::default(),
         });
-        tokio::spawn(run_ticker(Arc::downgrade(&inner), stop_rx));
+        tokio::spawn(ticker::run_ticker(Arc::downgrade(&inner), stop_rx));
         tracing::info!(node_id = inner.cfg.node_id, addr = %inner.cfg.advertise_peer_addr, "raft node started");
         Ok(FedNode { inner })
     }
@@ -545,35 +545,5 @@ impl FedNode {
     /// (they are encoded off the apply path, a moment after the commands).
     pub async fn flush_checkpoints(&self) {
         self.inner.sm.flush_checkpoints().await
-    }
-}
-
-/// While this node leads, proposes `Command::Tick` every `tick_interval_ms` so log time (and
-/// with it health deadlines and failover timers) advances even when no one writes.
-async fn run_ticker(node: Weak<Inner>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let period = match node.upgrade() {
-        Some(n) => Duration::from_millis(n.cfg.tick_interval_ms.max(1)),
-        None => return,
-    };
-    let mut interval = tokio::time::interval(period);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = interval.tick() => {}
-            _ = stop.changed() => return,
-        }
-        let Some(inner) = node.upgrade() else { return };
-        let n = FedNode { inner };
-        if !matches!(n.leader(), Leader::Me) {
-            continue;
-        }
-        let tick = Proposal {
-            request_id: String::new(),
-            actor: TICK_ACTOR.into(),
-            command: Command::Tick,
-        };
-        if let Err(e) = n.propose_here(tick, period).await {
-            tracing::debug!(error = %e, "tick not committed");
-        }
     }
 }

@@ -8,6 +8,7 @@ mod common;
 
 mod audit_incident;
 mod audit_restart;
+mod backlog;
 mod cluster;
 mod crash;
 mod forwarding;

@@ -1,0 +1,66 @@
+//! The leader's ticks: `Command::Tick` proposed on a timer so log time advances on a quiet
+//! fleet, and sooner while re-placements wait in the state's queue.
+//!
+//! Must not: propose anything but ticks, or tick from a node that does not lead.
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use fedraft_core::command::Command;
+
+use super::{FedNode, Inner, Leader, TICK_ACTOR};
+use crate::types::Proposal;
+
+/// How often the leader looks at the state's reschedule queue between regular ticks. Each entry
+/// re-places a bounded number of queued objects (`RESCHEDULE_OBJECTS_PER_ENTRY`); at one tick a
+/// second, a region of a thousand-cluster fleet going dark left thousands of workloads queued for
+/// seconds after their grace period ended. At this pace an entry's re-placements (~15 ms at
+/// most) take a bounded share of the apply thread.
+const BACKLOG_TICK: Duration = Duration::from_millis(50);
+
+/// While this node leads, proposes `Command::Tick` every `tick_interval_ms` so log time (and
+/// with it health deadlines and failover timers) advances even when no one writes; and, while
+/// re-placements are queued, every [`BACKLOG_TICK`], so the queue drains at the rate its
+/// per-entry bound allows. A queue that a tick did not shorten (re-placements that queue others
+/// as fast) waits for the regular ticks until one shortens it: an idle fleet never writes
+/// twenty entries a second.
+pub(super) async fn run_ticker(node: Weak<Inner>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let period = match node.upgrade() {
+        Some(n) => Duration::from_millis(n.cfg.tick_interval_ms.max(1)),
+        None => return,
+    };
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut stalled = false;
+    loop {
+        let regular = tokio::select! {
+            _ = interval.tick() => true,
+            _ = tokio::time::sleep(BACKLOG_TICK.min(period)) => false,
+            _ = stop.changed() => return,
+        };
+        let Some(inner) = node.upgrade() else { return };
+        let n = FedNode { inner };
+        if !matches!(n.leader(), Leader::Me) {
+            continue;
+        }
+        let queued = n.read_stale(|s| s.pending_reschedules());
+        if queued == 0 {
+            stalled = false;
+        }
+        if !regular && (queued == 0 || stalled) {
+            continue;
+        }
+        let tick = Proposal {
+            request_id: String::new(),
+            actor: TICK_ACTOR.into(),
+            command: Command::Tick,
+        };
+        if let Err(e) = n.propose_here(tick, period).await {
+            tracing::debug!(error = %e, "tick not committed");
+            continue;
+        }
+        // Judged after every tick, regular ones too: a queue that grows while it drains (a
+        // region's clusters turning NotReady one by one) resumes as soon as a tick shortens it.
+        stalled = n.read_stale(|s| s.pending_reschedules()) >= queued;
+    }
+}
