@@ -245,6 +245,10 @@ impl ApiError {
             RaftError::Forward(_) => ApiError::Unavailable {
                 message: e.to_string(),
             },
+            // The previous membership change is still committing: retrying succeeds.
+            RaftError::Busy(_) => ApiError::Unavailable {
+                message: e.to_string(),
+            },
             RaftError::Invalid(m) => ApiError::Unprocessable {
                 message: m.clone(),
                 field: None,
@@ -345,9 +349,13 @@ mod tests {
     fn no_quorum_and_overload_are_both_503_with_different_codes() {
         let no_quorum = ApiError::from_raft(&RaftError::NoQuorum { waited_ms: 5000 });
         let overload = ApiError::from_raft(&RaftError::Timeout { waited_ms: 5000 });
+        let busy = ApiError::from_raft(&RaftError::Busy(
+            "the cluster is already undergoing a configuration change".into(),
+        ));
         for (err, code, words) in [
             (&no_quorum, "Unavailable", "no quorum"),
             (&overload, "Timeout", "overloaded"),
+            (&busy, "Unavailable", "configuration change"),
         ] {
             assert_eq!(err.status(), StatusCode::SERVICE_UNAVAILABLE);
             let body = err.body();

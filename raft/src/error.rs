@@ -36,6 +36,10 @@ pub enum RaftError {
     /// The request was refused by the cluster (bad membership change, invalid configuration).
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// A membership change was refused because the previous one has not finished committing:
+    /// the same request succeeds a moment later.
+    #[error("busy: {0}")]
+    Busy(String),
     /// The node is shutting down or has stopped.
     #[error("node is shut down")]
     Shutdown,
@@ -59,6 +63,9 @@ pub(crate) fn write_error(e: OrRaftError<u64, ClientWriteError<u64, BasicNode>>)
             leader_id: f.leader_id,
             leader_addr: f.leader_node.map(|n| n.addr),
         },
+        OrRaftError::APIError(ClientWriteError::ChangeMembershipError(
+            c @ openraft::error::ChangeMembershipError::InProgress(_),
+        )) => RaftError::Busy(c.to_string()),
         OrRaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
             RaftError::Invalid(c.to_string())
         }
