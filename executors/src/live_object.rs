@@ -77,6 +77,16 @@ impl LiveObject {
         &self.view
     }
 
+    /// What a status report reads: the view, or the whole object when a health rule's path
+    /// (which may point anywhere) is read too.
+    pub fn observed(&self, whole: bool) -> std::borrow::Cow<'_, Value> {
+        if whole {
+            std::borrow::Cow::Owned(self.full())
+        } else {
+            std::borrow::Cow::Borrowed(&self.view)
+        }
+    }
+
     /// The whole object (without managedFields), parsed again.
     pub fn full(&self) -> Value {
         let mut map: Map<String, Value> = serde_json::from_str(&self.rest).unwrap_or_default();

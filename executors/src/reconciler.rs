@@ -384,16 +384,8 @@ impl<C: ControlPlane> Reconciler<C> {
                     if let Some(m) = plan::verified_memo(&p.hash, live.map(|l| &**l), memo) {
                         self.memo.insert(p.id.clone(), m);
                     }
-                    let whole;
-                    let object = match live {
-                        // A health rule's path may point anywhere in the object.
-                        Some(l) if rules.contains_key(&p.key) => {
-                            whole = l.full();
-                            Some(&whole)
-                        }
-                        Some(l) => Some(l.view()),
-                        None => None,
-                    };
+                    let observed = live.map(|l| l.observed(rules.contains_key(&p.key)));
+                    let object = observed.as_deref();
                     let ready = plan::ready_replicas(&p.id.kind, object, p.replicas);
                     statuses.push(report(&p.key, &cluster, true, ready, None));
                     workloads.extend(workload_report(
@@ -437,10 +429,7 @@ impl<C: ControlPlane> Reconciler<C> {
                     let object = match action {
                         Action::UpToDate => {
                             ctx.metrics.reconciled(Reconciled::Unchanged);
-                            live.map(|l| match rules.contains_key(&p.key) {
-                                true => l.full(),
-                                false => l.view().clone(),
-                            })
+                            live.map(|l| l.observed(rules.contains_key(&p.key)).into_owned())
                         }
                         Action::Applied { object, .. } => {
                             ctx.metrics.reconciled(Reconciled::Applied);

@@ -28,6 +28,14 @@ async fn propose(node: &FedNode, command: Command) {
     assert!(a.outcome.is_accepted(), "{:?}", a.outcome);
 }
 
+fn placed_on(node: &FedNode, cluster: &str) -> usize {
+    node.read_stale(|s| {
+        s.objects()
+            .filter(|o| o.placement_map().contains_key(cluster))
+            .count()
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_queue_of_reschedules_drains_between_regular_ticks() {
     init_tracing();
@@ -77,11 +85,7 @@ async fn a_queue_of_reschedules_drains_between_regular_ticks() {
         };
         propose(&node, put).await;
     }
-    let on_dc1 = node.read_stale(|s| {
-        s.objects()
-            .filter(|o| o.placement_map().contains_key("dc1"))
-            .count()
-    });
+    let on_dc1 = placed_on(&node, "dc1");
     assert_eq!(on_dc1, objects, "every object is placed on dc1");
 
     // Leaving, dc1 queues every object placed there; its own entry re-places the first batch.
@@ -97,11 +101,7 @@ async fn a_queue_of_reschedules_drains_between_regular_ticks() {
         (node.read_stale(|s| s.pending_reschedules()) == 0).then_some(())
     })
     .await;
-    let left_on_dc1 = node.read_stale(|s| {
-        s.objects()
-            .filter(|o| o.placement_map().contains_key("dc1"))
-            .count()
-    });
+    let left_on_dc1 = placed_on(&node, "dc1");
     assert_eq!(left_on_dc1, 0);
     for t in c.nodes {
         t.stop().await;
