@@ -1,154 +1,155 @@
 //! One managed member object as an executor keeps it between passes: small, because a node
 //! holds one per object per cluster it runs (a hundred thousand and more in a large fleet).
 //!
-//! A watch delivers the whole object. Held as a `serde_json::Value`, a Deployment with its
-//! `managedFields` took about 15 KiB, most of it per-key allocations. What a pass reads of every
-//! object on every pass (labels, annotations, resourceVersion, deletion, status, the replica
-//! counts) stays parsed in [`LiveObject::view`]; the rest (spec, data) is kept as compact JSON
-//! and parsed only when a pass must compare it with a manifest ([`LiveObject::full`]), which
-//! the skip rule makes rare. `metadata.managedFields` is dropped: nothing in fedraft reads it.
+//! A watch delivers the whole object. Held as a `serde_json::Value`, a Deployment took about
+//! 15 KiB with its `managedFields` and 6 KiB without: every JSON object is a B-tree whose
+//! smallest node has room for eleven entries, and a Deployment's metadata, labels,
+//! annotations, status and conditions are a dozen of them. So nothing stays parsed. On
+//! delivery, what every pass reads of every object is read once into small typed fields
+//! ([`Marks`] for the plan and the fence, [`Summary`] for the status reports); the object
+//! itself is kept as compact JSON, parsed only when a pass must compare it with a manifest or
+//! read a path only a rule knows ([`LiveObject::full`]), which the skip rule and the rarity of
+//! rules keep off the every-pass path. `metadata.managedFields` is dropped: nothing reads it.
 //!
 //! Must not: lose a field a manifest can set (`full` gives back everything but managedFields),
-//! or parse the compact part on the every-pass path.
+//! or parse the compact object on the every-pass path.
 
 use serde_json::{Map, Value};
 
 use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use fedraft_core::rollout::WorkloadObservation;
 
-/// Top-level fields kept parsed.
-const VIEW_FIELDS: [&str; 4] = ["apiVersion", "kind", "metadata", "status"];
-
-/// Spec fields a pass reads on every object (workload reports), copied into the view.
-const VIEW_SPEC_FIELDS: [&str; 2] = ["replicas", "completions"];
+/// The annotations a pass reads (the applied hash, the owner token, the federated object,
+/// the template revision) all carry fedraft's prefix; [`Marks`] keeps only these.
+const OWN_ANNOTATION_PREFIX: &str = "fedraft.io/";
 
 /// A live object as the watch last delivered it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveObject {
     pub resource_version: Option<String>,
-    /// apiVersion, kind, metadata (without managedFields), status, and spec's replica counts.
-    view: Value,
-    /// Every other top-level field (spec whole, data, ...) as compact JSON of an object.
-    rest: Box<str>,
+    marks: Marks,
+    summary: Summary,
+    /// The whole object but managedFields, as compact JSON.
+    body: Box<str>,
+}
+
+/// What the plan and the fence read of every object on every pass.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Marks {
+    managed: bool,
+    deleting: bool,
+    /// Annotations under [`OWN_ANNOTATION_PREFIX`], sorted by key.
+    annotations: Box<[(Box<str>, Box<str>)]>,
+}
+
+/// What a status report reads of every object on every pass.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Summary {
+    /// The kind's ready count (`crate::plan::ready_replicas`); none for kinds without one.
+    ready: Option<u32>,
+    /// The rollout observation without a health rule (`crate::workload::observe_workload`).
+    workload: Option<WorkloadObservation>,
 }
 
 impl LiveObject {
-    pub fn from_value(object: Value) -> Self {
-        let Value::Object(mut map) = object else {
-            return LiveObject {
-                resource_version: None,
-                view: object,
-                rest: "{}".into(),
-            };
-        };
-        if let Some(Value::Object(meta)) = map.get_mut("metadata") {
+    pub fn from_value(mut object: Value) -> Self {
+        if let Some(Value::Object(meta)) = object.get_mut("metadata") {
             meta.remove("managedFields");
         }
-        let mut view = Map::new();
-        for field in VIEW_FIELDS {
-            if let Some(v) = map.remove(field) {
-                view.insert(field.to_string(), v);
-            }
-        }
-        if let Some(Value::Object(spec)) = map.get("spec") {
-            let counts: Map<String, Value> = VIEW_SPEC_FIELDS
-                .iter()
-                .filter_map(|f| spec.get(*f).map(|v| (f.to_string(), v.clone())))
-                .collect();
-            if !counts.is_empty() {
-                view.insert("spec".into(), Value::Object(counts));
-            }
-        }
-        let view = Value::Object(view);
-        let resource_version = crate::plan::at(&view, "/metadata/resourceVersion")
+        let meta = object.get("metadata");
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        let resource_version = text(meta.and_then(|m| m.get("resourceVersion")));
+        let mut annotations: Vec<(Box<str>, Box<str>)> = meta
+            .and_then(|m| m.get("annotations"))
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with(OWN_ANNOTATION_PREFIX))
+            .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
+            .collect();
+        annotations.sort_unstable();
+        let managed = meta
+            .and_then(|m| m.get("labels"))
+            .and_then(|l| l.get(MANAGED_BY_LABEL))
             .and_then(Value::as_str)
-            .map(str::to_string);
-        // Serializing a map of plain JSON values cannot fail.
-        let rest = serde_json::to_string(&map).unwrap_or_else(|_| "{}".into());
+            == Some(MANAGED_BY_VALUE);
+        let marks = Marks {
+            managed,
+            deleting: meta.and_then(|m| m.get("deletionTimestamp")).is_some(),
+            annotations: annotations.into_boxed_slice(),
+        };
+        let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+        let summary = Summary {
+            ready: crate::plan::ready_field(kind).map(|f| crate::plan::count_at(&object, f)),
+            workload: crate::workload::observe_workload(kind, &object, None),
+        };
+        // Serializing plain JSON values cannot fail.
+        let body = serde_json::to_string(&object).unwrap_or_else(|_| "{}".into());
         LiveObject {
             resource_version,
-            view,
-            rest: rest.into_boxed_str(),
-        }
-    }
-
-    /// What every pass reads: apiVersion, kind, metadata, status, spec.replicas and
-    /// spec.completions. Other fields are absent here; use [`LiveObject::full`] for them.
-    pub fn view(&self) -> &Value {
-        &self.view
-    }
-
-    /// What a status report reads: the view, or the whole object when a health rule's path
-    /// (which may point anywhere) is read too.
-    pub fn observed(&self, whole: bool) -> std::borrow::Cow<'_, Value> {
-        if whole {
-            std::borrow::Cow::Owned(self.full())
-        } else {
-            std::borrow::Cow::Borrowed(&self.view)
+            marks,
+            summary,
+            body: body.into_boxed_str(),
         }
     }
 
     /// The whole object (without managedFields), parsed again.
     pub fn full(&self) -> Value {
-        let mut map: Map<String, Value> = serde_json::from_str(&self.rest).unwrap_or_default();
-        if let Value::Object(view) = &self.view {
-            for (k, v) in view {
-                // The view's spec holds only copies; the whole spec is in `rest`.
-                if k != "spec" || !map.contains_key("spec") {
-                    map.insert(k.clone(), v.clone());
-                }
-            }
-        }
-        Value::Object(map)
+        serde_json::from_str(&self.body).unwrap_or_else(|_| Value::Object(Map::new()))
     }
 
     /// Whether the object holds every field of `desired` with an equal value
-    /// ([`crate::compare::covers`]), parsing only the compact part.
+    /// ([`crate::compare::covers`]).
     pub fn holds(&self, desired: &Value) -> bool {
-        let Value::Object(d) = desired else {
-            return crate::compare::covers(desired, &self.full());
-        };
-        let rest: Map<String, Value> = serde_json::from_str(&self.rest).unwrap_or_default();
-        // A spec in the view only exists when the whole one is in `rest`, which wins.
-        crate::compare::covers_fields(d, |k| rest.get(k).or_else(|| self.view.get(k)))
+        crate::compare::covers(desired, &self.full())
     }
 
+    /// The ready count a status report gives for `placed` replicas: the kind's ready field,
+    /// or `placed` for kinds without one (being there is being ready).
+    pub fn ready_replicas(&self, placed: u32) -> u32 {
+        self.summary.ready.unwrap_or(placed)
+    }
+
+    /// What the object's status says of its rollout, without a health rule; none for objects
+    /// that are neither workloads nor carry a template revision.
+    pub fn workload(&self) -> Option<&WorkloadObservation> {
+        self.summary.workload.as_ref()
+    }
+
+    /// One of fedraft's own annotations (those under `fedraft.io/`); others are not kept.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        crate::plan::at(&self.view, "/metadata/annotations")
-            .and_then(|a| a.get(key))
-            .and_then(Value::as_str)
-    }
-
-    pub fn label(&self, key: &str) -> Option<&str> {
-        crate::plan::at(&self.view, "/metadata/labels")
-            .and_then(|a| a.get(key))
-            .and_then(Value::as_str)
+        let a = &self.marks.annotations;
+        let i = a.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
+        Some(&a[i].1)
     }
 
     pub fn is_managed(&self) -> bool {
-        self.label(MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
+        self.marks.managed
     }
 
     pub fn is_deleting(&self) -> bool {
-        crate::plan::at(&self.view, "/metadata/deletionTimestamp").is_some()
+        self.marks.deleting
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fedraft_core::rollout::REVISION_ANNOTATION;
     use serde_json::json;
 
     fn deployment() -> Value {
         json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {
-                "name": "web", "namespace": "shop", "resourceVersion": "42",
+                "name": "web", "namespace": "shop", "resourceVersion": "42", "generation": 2,
                 "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
-                "annotations": {"a": "b"},
+                "annotations": {"a": "b", "fedraft.io/owner": "n1@7", REVISION_ANNOTATION: "3"},
                 "managedFields": [{"manager": "fedraft", "fieldsV1": {"f:spec": {}}}],
             },
             "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}},
-            "status": {"readyReplicas": 2},
+            "status": {"readyReplicas": 2, "observedGeneration": 2,
+                "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]},
         })
     }
 
@@ -160,19 +161,59 @@ mod tests {
             .as_object_mut()
             .map(|m| m.remove("managedFields"));
         assert_eq!(live.full(), want);
+        assert!(!live.body.contains("managedFields"), "{}", live.body);
         assert_eq!(live.resource_version.as_deref(), Some("42"));
         assert!(live.is_managed() && !live.is_deleting());
-        assert_eq!(live.annotation("a"), Some("b"));
     }
 
     #[test]
-    fn the_view_holds_what_every_pass_reads_and_not_the_spec() {
+    fn only_fedraft_annotations_are_kept_and_found() {
         let live = LiveObject::from_value(deployment());
-        let view = live.view();
-        assert_eq!(view["status"]["readyReplicas"], 2);
-        assert_eq!(view["spec"], json!({"replicas": 3}));
-        assert!(view["metadata"].get("managedFields").is_none());
-        assert!(!live.rest.contains("readyReplicas"), "{}", live.rest);
+        assert_eq!(live.annotation("fedraft.io/owner"), Some("n1@7"));
+        assert_eq!(live.annotation(REVISION_ANNOTATION), Some("3"));
+        assert_eq!(live.annotation("a"), None);
+        assert_eq!(live.annotation("fedraft.io/none"), None);
+    }
+
+    #[test]
+    fn the_summary_agrees_with_reading_the_whole_object() {
+        for object in [
+            deployment(),
+            json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d"},
+                "status": {"numberReady": 4, "desiredNumberScheduled": 5}}),
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                "spec": {"completions": 2}, "status": {"ready": 1}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+            json!({"apiVersion": "v1", "kind": "Deployment", "metadata": {"name": "no-status"}}),
+        ] {
+            let live = LiveObject::from_value(object.clone());
+            let kind = object["kind"].as_str().unwrap_or_default();
+            for placed in [0, 1, 7] {
+                assert_eq!(
+                    live.ready_replicas(placed),
+                    crate::plan::ready_replicas(kind, Some(&object), placed),
+                    "{kind}"
+                );
+            }
+            assert_eq!(
+                live.workload(),
+                crate::workload::observe_workload(kind, &object, None).as_ref(),
+                "{kind}"
+            );
+        }
+        let live = LiveObject::from_value(deployment());
+        let observed = live.workload().map(|o| (o.revision, o.ready, o.replicas));
+        assert_eq!(observed, Some((Some(3), 2, 3)));
+    }
+
+    #[test]
+    fn deletion_and_release_are_marked() {
+        let mut going = deployment();
+        going["metadata"]["deletionTimestamp"] = json!("2026-12-01T00:00:00Z");
+        assert!(LiveObject::from_value(going).is_deleting());
+        let mut released = deployment();
+        released["metadata"]["labels"] = json!({});
+        assert!(!LiveObject::from_value(released).is_managed());
     }
 
     /// A manifest as fedraft would apply it: no status, no managedFields.
@@ -186,13 +227,13 @@ mod tests {
     }
 
     #[test]
-    fn holds_agrees_with_covers_on_the_whole_object() {
+    fn holds_compares_with_the_whole_object() {
         let live = LiveObject::from_value(deployment());
         assert!(live.holds(&manifest()));
         let edits = [
             ("/spec/replicas", json!(4)),
+            // An annotation the marks do not keep.
             ("/metadata/annotations/a", json!("c")),
-            // A field only the compact part holds.
             ("/spec/template/spec/containers/0/image", json!("j")),
         ];
         for (path, value) in edits {
@@ -201,7 +242,6 @@ mod tests {
                 *v = value;
             }
             assert!(!live.holds(&desired), "{path}");
-            assert!(!crate::compare::covers(&desired, &live.full()), "{path}");
         }
         let mut extra = manifest();
         extra["data"] = json!({});
@@ -214,7 +254,6 @@ mod tests {
             "metadata": {"name": "c", "namespace": "shop"}, "data": {"k": "v"}});
         let live = LiveObject::from_value(cm.clone());
         assert_eq!(live.full(), cm);
-        assert!(live.view().get("spec").is_none());
-        assert!(live.view().get("data").is_none());
+        assert_eq!(live.workload(), None);
     }
 }

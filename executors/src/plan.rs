@@ -212,18 +212,30 @@ pub fn namespaces_needed<'a>(ids: impl IntoIterator<Item = &'a LiveId>) -> BTree
 /// Ready replicas an object reports, read from its live status. Kinds without a notion of
 /// readiness (ConfigMap, Service, ...) count as ready with the replicas placed once applied.
 pub fn ready_replicas(kind: &str, live: Option<&Value>, placed: u32) -> u32 {
-    let field = match kind {
+    match (ready_field(kind), live) {
+        (_, None) => 0,
+        (Some(field), Some(v)) => count_at(v, field),
+        (None, Some(_)) => placed,
+    }
+}
+
+/// Where a kind's status counts its ready replicas; none for kinds without replicas.
+pub fn ready_field(kind: &str) -> Option<&'static str> {
+    match kind {
         "Deployment" | "StatefulSet" | "ReplicaSet" | "ReplicationController" => {
-            "/status/readyReplicas"
+            Some("/status/readyReplicas")
         }
-        "DaemonSet" => "/status/numberReady",
-        "Job" => "/status/ready",
-        _ => return if live.is_some() { placed } else { 0 },
-    };
-    live.and_then(|v| at(v, field))
+        "DaemonSet" => Some("/status/numberReady"),
+        "Job" => Some("/status/ready"),
+        _ => None,
+    }
+}
+
+/// The count at a fixed path: 0 when absent or not a count, capped at `u32::MAX`.
+pub fn count_at(v: &Value, path: &str) -> u32 {
+    at(v, path)
         .and_then(Value::as_u64)
-        .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
-        .unwrap_or(0)
+        .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
 }
 
 /// The value at a fixed path of object keys (`/status/readyReplicas`). For the literal paths

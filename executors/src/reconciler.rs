@@ -21,8 +21,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use fedraft_core::command::{ObjectStatusReport, StatusValuesReport, WorkloadReport};
+use fedraft_core::karmada::jsonpath::JsonPath;
 use fedraft_core::model::ObjectKey;
 use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use fedraft_core::rollout::HealthRule;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -43,7 +46,7 @@ use crate::plan::{self, ApplyReason, LiveId, Memo, Verdict};
 use crate::preserve::status_values;
 use crate::report::{object_report as report, Observations};
 use crate::resolve::{Resolved, Resolver};
-use crate::workload::workload_report;
+use crate::workload::{report_of, workload_report};
 
 /// Field manager of every fedraft write.
 pub const FIELD_MANAGER: &str = "fedraft";
@@ -167,6 +170,38 @@ pub async fn reconcile(
     let object = serde_json::to_value(applied?).unwrap_or(Value::Null);
     tracing::debug!(cluster = %ctx.cluster, id = %p.id, ?reason, "applied");
     Ok(Action::Applied { reason, object })
+}
+
+/// What a pass reports of one object in place on `cluster` (`live` as the member holds it):
+/// its status, its rollout, and the status values it preserves. A health rule or preserved
+/// paths may read any field, so only then is the whole object parsed; every other report reads
+/// what was summed up when the watch delivered the object.
+fn reports_in_place(
+    p: &Prepared,
+    cluster: &str,
+    live: Option<&LiveObject>,
+    (rule, paths): (Option<&HealthRule>, Option<&Vec<JsonPath>>),
+    unschedulable: u32,
+) -> (
+    ObjectStatusReport,
+    Option<WorkloadReport>,
+    Option<StatusValuesReport>,
+) {
+    if rule.is_none() && paths.is_none() {
+        let ready = live.map_or(0, |l| l.ready_replicas(p.replicas));
+        let workload = live
+            .and_then(LiveObject::workload)
+            .map(|o| report_of(&p.key, cluster, o.clone(), unschedulable));
+        return (report(&p.key, cluster, true, ready, None), workload, None);
+    }
+    let whole = live.map(LiveObject::full);
+    let object = whole.as_ref();
+    let ready = plan::ready_replicas(&p.id.kind, object, p.replicas);
+    (
+        report(&p.key, cluster, true, ready, None),
+        workload_report(&p.key, &p.id.kind, cluster, object, rule, unschedulable),
+        status_values(&p.key, cluster, object, paths),
+    )
 }
 
 /// The delay before the next attempt of an object that failed `attempt` times in a row.
@@ -384,24 +419,16 @@ impl<C: ControlPlane> Reconciler<C> {
                     if let Some(m) = plan::verified_memo(&p.hash, live.map(|l| &**l), memo) {
                         self.memo.insert(p.id.clone(), m);
                     }
-                    let observed = live.map(|l| l.observed(rules.contains_key(&p.key)));
-                    let object = observed.as_deref();
-                    let ready = plan::ready_replicas(&p.id.kind, object, p.replicas);
-                    statuses.push(report(&p.key, &cluster, true, ready, None));
-                    workloads.extend(workload_report(
-                        &p.key,
-                        &p.id.kind,
+                    let (status, workload, value) = reports_in_place(
+                        p,
                         &cluster,
-                        object,
-                        rules.get(&p.key),
+                        live.map(|l| &**l),
+                        (rules.get(&p.key), preserve.get(&p.key)),
                         ctx.unschedulable.of(&p.key),
-                    ));
-                    values.extend(status_values(
-                        &p.key,
-                        &cluster,
-                        object,
-                        preserve.get(&p.key),
-                    ));
+                    );
+                    statuses.push(status);
+                    workloads.extend(workload);
+                    values.extend(value);
                 }
                 Verdict::Apply(_) => work.push((p.clone(), live.cloned(), memo.cloned())),
             }
@@ -426,10 +453,10 @@ impl<C: ControlPlane> Reconciler<C> {
             match result {
                 Ok(action) => {
                     self.retries.remove(&p.id);
-                    let object = match action {
+                    let applied = match action {
                         Action::UpToDate => {
                             ctx.metrics.reconciled(Reconciled::Unchanged);
-                            live.map(|l| l.observed(rules.contains_key(&p.key)).into_owned())
+                            None
                         }
                         Action::Applied { object, .. } => {
                             ctx.metrics.reconciled(Reconciled::Applied);
@@ -443,21 +470,19 @@ impl<C: ControlPlane> Reconciler<C> {
                                     resource_version: rv.map(str::to_string),
                                 },
                             );
-                            Some(object)
+                            Some(LiveObject::from_value(object))
                         }
                     };
-                    let ready = plan::ready_replicas(&p.id.kind, object.as_ref(), p.replicas);
-                    statuses.push(report(&p.key, &cluster, true, ready, None));
-                    workloads.extend(workload_report(
-                        &p.key,
-                        &p.id.kind,
+                    let (status, workload, value) = reports_in_place(
+                        &p,
                         &cluster,
-                        object.as_ref(),
-                        rules.get(&p.key),
+                        applied.as_ref().or(live.as_deref()),
+                        (rules.get(&p.key), preserve.get(&p.key)),
                         ctx.unschedulable.of(&p.key),
-                    ));
-                    let paths = preserve.get(&p.key);
-                    values.extend(status_values(&p.key, &cluster, object.as_ref(), paths));
+                    );
+                    statuses.push(status);
+                    workloads.extend(workload);
+                    values.extend(value);
                 }
                 Err(ExecError::LeaseLapsed { .. }) => lapsed = true,
                 Err(e) => {

@@ -27,18 +27,28 @@ pub fn workload_report(
     rule: Option<&HealthRule>,
     unschedulable: u32,
 ) -> Option<WorkloadReport> {
-    let mut observed = observe_workload(kind, live?, rule)?;
+    let observed = observe_workload(kind, live?, rule)?;
+    Some(report_of(key, cluster, observed, unschedulable))
+}
+
+/// The workload report of `observed` on `cluster`, with the unschedulable count.
+pub fn report_of(
+    key: &fedraft_core::model::ObjectKey,
+    cluster: &str,
+    mut observed: WorkloadObservation,
+    unschedulable: u32,
+) -> WorkloadReport {
     if let Some(c) = unschedulable_condition(unschedulable) {
         // Last, so the workload's own conditions cannot push the count out.
         observed.conditions.truncate(MAX_CONDITIONS - 1);
         observed.conditions.push(c);
     }
-    Some(WorkloadReport {
+    WorkloadReport {
         namespace: key.namespace.clone(),
         name: key.name.clone(),
         cluster: cluster.to_string(),
         observed,
-    })
+    }
 }
 
 /// Whether `rule` holds on `live`, and the value found (its JSON text unless a string; empty
