@@ -10,6 +10,7 @@ use std::sync::Arc;
 use fedraft_secrets::Keyring;
 
 use crate::client::CallGate;
+use crate::lateness::Lateness;
 use crate::metrics::ExecutorMetrics;
 
 /// How the executors of one fedraft node behave.
@@ -19,8 +20,11 @@ pub struct ExecutorConfig {
     pub actor: String,
     /// Health probe (`GET /readyz`) period per member cluster.
     pub probe_interval: Duration,
-    /// A probe with no answer within this is a failure.
+    /// A probe with no answer within this is a failure (widened by as much as this node ran
+    /// late meanwhile, at most doubled: `lateness.rs`).
     pub probe_timeout: Duration,
+    /// This node's runtime lateness, which the probes read. Clones share it.
+    pub lateness: Lateness,
     /// Capacity scan (nodes, and pods fedraft does not manage) period per member cluster.
     pub capacity_interval: Duration,
     /// Full reconcile of every cluster even without any change (watches can miss events).
@@ -71,6 +75,7 @@ impl Default for ExecutorConfig {
             actor: "system:executor".to_string(),
             probe_interval: Duration::from_secs(5),
             probe_timeout: Duration::from_secs(3),
+            lateness: Lateness::default(),
             capacity_interval: Duration::from_secs(10),
             resync_period: Duration::from_secs(60),
             leadership_poll: Duration::from_millis(100),

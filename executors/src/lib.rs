@@ -27,6 +27,7 @@ pub mod desired;
 pub mod error;
 pub mod fednode;
 pub mod fence;
+pub mod lateness;
 pub mod lease;
 pub mod live;
 pub mod live_object;

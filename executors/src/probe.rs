@@ -35,24 +35,44 @@ use tokio::time::Instant;
 
 use crate::capacity::{self, NodeShare, PodShare};
 use crate::error::ExecError;
+use crate::lateness::Lateness;
 use crate::reconciler::ClusterCtx;
 use crate::report::Observations;
 
 /// Objects per page of the watches' initial (and re-) lists, as kubectl pages.
 const LIST_PAGE: u32 = 500;
 
-/// `GET /readyz` within `timeout`.
-pub async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), ExecError> {
+/// `GET /readyz` within `timeout`, widened by as much as this node ran late meanwhile
+/// ([`crate::lateness`]): a late node is not a dead member.
+pub async fn probe(
+    client: &kube::Client,
+    timeout: Duration,
+    lateness: &Lateness,
+) -> Result<(), ExecError> {
     let request = http::Request::get("/readyz")
         .body(Vec::new())
         .map_err(|e| ExecError::Manifest(format!("probe request: {e}")))?;
-    match tokio::time::timeout(timeout, client.request_text(request)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(ExecError::kube("GET /readyz", e)),
-        Err(_) => Err(ExecError::Timeout {
-            action: "GET /readyz".into(),
-            waited_ms: timeout.as_millis() as u64,
-        }),
+    let started = Instant::now();
+    let late_before = lateness.late();
+    let answer = client.request_text(request);
+    tokio::pin!(answer);
+    let mut deadline = started + timeout;
+    loop {
+        match tokio::time::timeout_at(deadline, &mut answer).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) => return Err(ExecError::kube("GET /readyz", e)),
+            Err(_) => {
+                let late = lateness.late().saturating_sub(late_before);
+                let widened = started + crate::lateness::widened(timeout, late);
+                if widened <= deadline {
+                    return Err(ExecError::Timeout {
+                        action: "GET /readyz".into(),
+                        waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    });
+                }
+                deadline = widened;
+            }
+        }
     }
 }
 
@@ -313,7 +333,7 @@ pub async fn run_probe(ctx: Arc<ClusterCtx>, obs: Arc<Observations>) {
     let mut next_scan = Instant::now();
     loop {
         let started = Instant::now();
-        match probe(&ctx.client, cfg.probe_timeout).await {
+        match probe(&ctx.client, cfg.probe_timeout, &cfg.lateness).await {
             Ok(()) => {
                 let mut capacity = None;
                 if started >= next_scan {
@@ -339,5 +359,76 @@ pub async fn run_probe(ctx: Arc<ClusterCtx>, obs: Arc<Observations>) {
             }
         }
         tokio::time::sleep_until(started + cfg.probe_interval).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A member on its own thread (so a stall of the test's runtime does not hold it up) that
+    /// answers `/readyz` after `delay`.
+    fn member(delay: Duration) -> Result<std::net::SocketAddr, std::io::Error> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::spawn(move || {
+            rt.block_on(async move {
+                let readyz = move || async move {
+                    tokio::time::sleep(delay).await;
+                    "ok"
+                };
+                let app = axum::Router::new().route("/readyz", axum::routing::get(readyz));
+                if let Ok(l) = tokio::net::TcpListener::from_std(listener) {
+                    let _ = axum::serve(l, app).await;
+                }
+            })
+        });
+        Ok(addr)
+    }
+
+    fn client(addr: std::net::SocketAddr) -> kube::Client {
+        let url = format!("http://{addr}").parse().expect("a literal URL");
+        kube::Client::try_from(kube::Config::new(url)).expect("a plain-HTTP client")
+    }
+
+    /// The member answers after 650 ms, the timeout is 500 ms, and the node's one thread is
+    /// blocked for 450 ms of the wait: without widening the probe would fail at 500 ms; with
+    /// it, the node's lateness buys the answer time.
+    #[test]
+    fn a_late_node_waits_longer_for_its_member() -> Result<(), std::io::Error> {
+        let addr = member(Duration::from_millis(650))?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async {
+            let (client, lateness) = (client(addr), Lateness::default());
+            let timeout = Duration::from_millis(500);
+            let probing = tokio::spawn(async move { probe(&client, timeout, &lateness).await });
+            // Long enough for the request to be on its way before the node stalls.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            std::thread::sleep(Duration::from_millis(450));
+            let r = probing.await.expect("the probe task");
+            assert!(r.is_ok(), "{r:?}");
+        });
+        Ok(())
+    }
+
+    /// A member that never answers still fails, at most one timeout later than without lateness.
+    #[tokio::test]
+    async fn a_silent_member_times_out() -> Result<(), std::io::Error> {
+        // Accepted by the kernel's backlog, never read or answered.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let timeout = Duration::from_millis(200);
+        let started = std::time::Instant::now();
+        let r = probe(&client(addr), timeout, &Lateness::default()).await;
+        assert!(matches!(r, Err(ExecError::Timeout { .. })), "{r:?}");
+        assert!(started.elapsed() < timeout * 10, "{:?}", started.elapsed());
+        drop(listener);
+        Ok(())
     }
 }

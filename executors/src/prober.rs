@@ -103,9 +103,10 @@ pub async fn run_prober<C: ControlPlane>(ctrl: C, cfg: ExecutorConfig, interval:
             let spec = spec.clone();
             targets.insert(name.clone(), Target { spec, client });
         }
+        let lateness = &cfg.lateness;
         let rounds = targets.iter().map(|(name, t)| async move {
             let view = match &t.client {
-                Ok(c) => probe(c, cfg.probe_timeout)
+                Ok(c) => probe(c, cfg.probe_timeout, lateness)
                     .await
                     .err()
                     .map(|e| failure_of(&e)),
