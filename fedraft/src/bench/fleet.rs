@@ -515,7 +515,11 @@ async fn steady(
                         .insert(name, Instant::now());
                     lock(&into).writes.push(took);
                 }
-                Err(_) => lock(&into).errors += 1,
+                Err(e) => {
+                    // Each one is an error of the run: say which call and why.
+                    eprintln!("steady write failed: {e:#}");
+                    lock(&into).errors += 1;
+                }
             }
         });
     }
