@@ -251,27 +251,23 @@ impl Observations {
         now: Instant,
     ) -> Vec<StatusReportAt> {
         let g = self.lock();
+        // Reports the state holds now need no guard against resending: dropped first, so that
+        // one differing again goes out at once. Only the guards are walked here; the loop
+        // below builds a key only for the few reports that differ.
+        sent.statuses
+            .retain(|_, (at, _)| status_differs(state, &at.report) == Some(true));
         let mut out = Vec::new();
         for (as_of, reports) in g.statuses.values() {
             for r in reports {
-                let key = (r.namespace.clone(), r.name.clone(), r.cluster.clone());
-                let Some(placed) = state
-                    .object(&r.namespace, &r.name)
-                    .and_then(|o| o.status.clusters.iter().find(|c| c.cluster == r.cluster))
-                else {
-                    continue; // not placed there (any more): core would ignore it
-                };
-                if placed.applied == r.applied
-                    && placed.ready_replicas == r.ready_replicas
-                    && placed.message == r.message
-                {
-                    sent.statuses.remove(&key);
+                // Not placed there (any more): core would ignore it. Same: nothing to say.
+                if status_differs(state, r) != Some(true) {
                     continue;
                 }
                 let at = StatusReportAt {
                     report: r.clone(),
                     as_of: *as_of,
                 };
+                let key = (r.namespace.clone(), r.name.clone(), r.cluster.clone());
                 if sent.statuses.get(&key).is_some_and(|(s, t)| {
                     *s == at && now.saturating_duration_since(*t) < RESEND_AFTER
                 }) {
@@ -288,6 +284,41 @@ impl Observations {
     }
 }
 
+/// Whether `r` says something else than the state records for its object on its cluster;
+/// None when the object is not placed there.
+fn status_differs(state: &State, r: &ObjectStatusReport) -> Option<bool> {
+    let placed = state
+        .object(&r.namespace, &r.name)?
+        .status
+        .clusters
+        .iter()
+        .find(|c| c.cluster == r.cluster)?;
+    Some(
+        placed.applied != r.applied
+            || placed.ready_replicas != r.ready_replicas
+            || placed.message != r.message,
+    )
+}
+
+/// Whether `observed` (of `name` in `namespace` on `cluster`) is not what the state records;
+/// None when the object is not placed on that cluster.
+fn workload_differs(
+    state: &State,
+    (namespace, name, cluster): (&str, &str, &str),
+    observed: &WorkloadObservation,
+) -> Option<bool> {
+    let placed = state
+        .object(namespace, name)
+        .is_some_and(|o| o.status.clusters.iter().any(|c| c.cluster == cluster));
+    if !placed {
+        return None;
+    }
+    let recorded = state
+        .workload_status(namespace, name)
+        .and_then(|m| m.get(cluster));
+    Some(recorded.is_none_or(|s| s.observed != *observed))
+}
+
 impl Observations {
     /// Workload observations that differ from the state, at most [`MAX_BATCH_ITEMS`].
     pub fn take_workloads(
@@ -297,23 +328,20 @@ impl Observations {
         now: Instant,
     ) -> Vec<WorkloadReport> {
         let g = self.lock();
+        // As for statuses: guards of what the state holds now go first, keys only for news.
+        sent.workloads
+            .retain(|(namespace, name, cluster), (observed, _)| {
+                workload_differs(state, (namespace, name, cluster), observed) == Some(true)
+            });
         let mut out = Vec::new();
         for reports in g.workloads.values() {
             for r in reports {
-                let placed = state
-                    .object(&r.namespace, &r.name)
-                    .is_some_and(|o| o.status.clusters.iter().any(|c| c.cluster == r.cluster));
-                if !placed {
-                    continue; // core would skip it
-                }
-                let key = (r.namespace.clone(), r.name.clone(), r.cluster.clone());
-                let recorded = state
-                    .workload_status(&r.namespace, &r.name)
-                    .and_then(|m| m.get(&r.cluster));
-                if recorded.is_some_and(|s| s.observed == r.observed) {
-                    sent.workloads.remove(&key);
+                // Not placed there: core would skip it. Recorded already: nothing to say.
+                let id = (r.namespace.as_str(), r.name.as_str(), r.cluster.as_str());
+                if workload_differs(state, id, &r.observed) != Some(true) {
                     continue;
                 }
+                let key = (r.namespace.clone(), r.name.clone(), r.cluster.clone());
                 if sent.workloads.get(&key).is_some_and(|(o, t)| {
                     *o == r.observed && now.saturating_duration_since(*t) < RESEND_AFTER
                 }) {
