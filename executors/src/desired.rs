@@ -43,7 +43,7 @@ pub struct Scan {
 pub struct Prepared {
     pub key: ObjectKey,
     pub id: LiveId,
-    pub resolved: Resolved,
+    pub resolved: Arc<Resolved>,
     /// The manifest to apply, as compact JSON.
     pub body: Box<str>,
     pub hash: String,

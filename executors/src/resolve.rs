@@ -7,6 +7,7 @@
 //! Must not: guess plural names; a wrong guess would write to the wrong path.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::core::GroupVersionKind;
@@ -28,7 +29,8 @@ pub struct Resolved {
 pub struct Resolver {
     client: Client,
     timeout: Duration,
-    cache: Mutex<HashMap<(String, String), Resolved>>,
+    /// Shared with every prepared object of the kind: one copy of its names per cluster.
+    cache: Mutex<HashMap<(String, String), Arc<Resolved>>>,
 }
 
 impl Resolver {
@@ -40,7 +42,7 @@ impl Resolver {
         }
     }
 
-    pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<Resolved, ExecError> {
+    pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<Arc<Resolved>, ExecError> {
         let key = (api_version.to_string(), kind.to_string());
         if let Some(r) = self.cache.lock().await.get(&key) {
             return Ok(r.clone());
@@ -66,10 +68,10 @@ impl Resolver {
             },
             other => ExecError::kube(format!("discovering {api_version}/{kind}"), other),
         })?;
-        let resolved = Resolved {
+        let resolved = Arc::new(Resolved {
             resource,
             namespaced: caps.scope == Scope::Namespaced,
-        };
+        });
         self.cache.lock().await.insert(key, resolved.clone());
         Ok(resolved)
     }
