@@ -20,6 +20,7 @@ use tokio::sync::broadcast;
 mod forward;
 pub(crate) mod health;
 mod read;
+mod runtime;
 mod ticker;
 
 use crate::batcher::{run_batcher, BatchOutcome, Pending, BATCH_QUEUE_PROPOSALS};
@@ -31,6 +32,7 @@ use crate::metrics::{NodeMetrics, PositionCollector};
 use crate::network::client::{CallError, NetworkFactory, PeerClient};
 use crate::state_machine::{SmShared, StateMachine};
 use crate::types::{AppliedEntry, NodeId, NodeReport, NodeStatus, Proposal, Raft};
+use runtime::RaftRuntime;
 
 /// Actor recorded on the leader's tick entries.
 pub const TICK_ACTOR: &str = "fedraft/ticker";
@@ -61,6 +63,8 @@ struct Inner {
     stop: tokio::sync::watch::Sender<bool>,
     metrics: NodeMetrics,
     health: health::HealthCache,
+    /// Last field, so that it drops last: raft's tasks stop after everything else is gone.
+    runtime: RaftRuntime,
 }
 
 /// See [`FedNode::forwarding_stats`].
@@ -98,18 +102,18 @@ impl FedNode {
         let log_store = LogStore::new(store, committed.clone()).bounded_by(shared.saved_snapshot());
         let client = PeerClient::with_tls(&cfg.cluster_secret, cfg.peer_tls.as_ref())?
             .with_dial(cfg.peer_dial.clone());
-        let raft = Raft::new(
-            cfg.node_id,
-            raft_config,
-            NetworkFactory::new(client.clone()),
-            log_store,
-            sm,
-        )
-        .await
-        .map_err(fatal)?;
+        // openraft spawns its tasks where it is created: on the raft runtime (`runtime.rs`).
+        let runtime = RaftRuntime::start(cfg.node_id)?;
+        let network = NetworkFactory::new(client.clone());
+        let node_id = cfg.node_id;
+        let raft = runtime
+            .spawn(async move { Raft::new(node_id, raft_config, network, log_store, sm).await })
+            .await
+            .map_err(|e| RaftError::Fatal(format!("starting raft: {e}")))?
+            .map_err(fatal)?;
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let (batcher, batch_rx) = tokio::sync::mpsc::channel(BATCH_QUEUE_PROPOSALS);
-        tokio::spawn(run_batcher(
+        runtime.spawn(run_batcher(
             raft.clone(),
             shared.clone(),
             batch_rx,
@@ -117,7 +121,7 @@ impl FedNode {
         ));
         let (forwarder, forward_rx) = tokio::sync::mpsc::channel(FORWARD_QUEUE_PROPOSALS);
         let forwarded = Arc::new(ForwardCounters::default());
-        tokio::spawn(run_forwarder(
+        runtime.spawn(run_forwarder(
             client.clone(),
             forward_rx,
             forwarded.clone(),
@@ -136,8 +140,11 @@ impl FedNode {
             stop,
             metrics,
             health: health::HealthCache::default(),
+            runtime,
         });
-        tokio::spawn(ticker::run_ticker(Arc::downgrade(&inner), stop_rx));
+        inner
+            .runtime
+            .spawn(ticker::run_ticker(Arc::downgrade(&inner), stop_rx));
         tracing::info!(node_id = inner.cfg.node_id, addr = %inner.cfg.advertise_peer_addr, "raft node started");
         Ok(FedNode { inner })
     }
