@@ -5,6 +5,8 @@
 //! the version lets the server refuse a token older than its retained history (410). This
 //! module must not read storage; the caller lists, filters and orders.
 
+use std::borrow::Borrow;
+
 use serde_json::Value;
 
 use crate::meta;
@@ -71,16 +73,16 @@ pub fn parse_limit(v: Option<&str>) -> Result<Option<usize>, ApiError> {
 
 /// One page of `items` (ordered by [`key`]): those after `after`'s key, at most `limit`; and
 /// how many items remain after the page.
-pub fn page(
-    items: impl IntoIterator<Item = Value>,
+pub fn page<T: Borrow<Value>>(
+    items: impl IntoIterator<Item = T>,
     after: Option<&ContinueToken>,
     limit: Option<usize>,
-) -> (Vec<Value>, usize) {
+) -> (Vec<T>, usize) {
     let mut items = items.into_iter();
     let mut out = Vec::new();
     for o in items.by_ref() {
         if let Some(a) = after {
-            let (ns, name) = key(&o);
+            let (ns, name) = key(o.borrow());
             if (ns.as_str(), name.as_str()) <= (a.namespace.as_str(), a.name.as_str()) {
                 continue;
             }

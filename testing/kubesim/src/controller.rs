@@ -4,15 +4,17 @@
 //! Every `tick` the controller packs the pods of all deployments and statefulsets (oldest
 //! first, first-fit) onto Ready nodes by the pod template's cpu/memory requests and the nodes'
 //! allocatable cpu/memory/pods. Pods that fit are ready; the rest stay unready, so capacity
-//! pressure shows as `readyReplicas < replicas` and as Pending pods (`pending`). A workload's status converges to that packing
-//! once `status_delay` has passed since its generation last changed, its new replicas updated
-//! over time when a rollout fault is set (`rollout`: slow rollouts, never-ready images).
-//! LoadBalancer services get
-//! an ingress address after the same delay. Writes happen only when the status differs (so the
-//! controller does not churn resourceVersions) and are counted apart from client writes. A tick
-//! with no new store version and no status falling due does nothing, and a full tick is
-//! followed by an idle spell 20 times its length, so listing thousands of objects never starves
-//! the API. This module must not serve HTTP.
+//! pressure shows as `readyReplicas < replicas` and as Pending pods (`pending`). A workload's
+//! status converges to that packing once `status_delay` has passed since its generation last
+//! changed, its new replicas updated over time when a rollout fault is set (`rollout`: slow
+//! rollouts, never-ready images). LoadBalancer services get an ingress address after the same
+//! delay. Writes happen only when the status differs (so the controller does not churn
+//! resourceVersions) and are counted apart from client writes.
+//!
+//! A tick reads the stored objects shared, never copied. A tick with no new store version (its
+//! own writes aside) and no status falling due does nothing, and a full tick is followed by an
+//! idle spell 20 times its length, so a fleet host of a thousand clusters spends its CPU on
+//! their APIs, not on re-reading them. This module must not serve HTTP.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -102,8 +104,16 @@ pub struct WorkloadUsage {
 #[serde(rename_all = "camelCase")]
 pub struct CapacityReport {
     pub nodes: Vec<NodeUsage>,
+    /// In packing order, oldest workload first.
     pub workloads: Vec<WorkloadUsage>,
+    /// Scheduled replicas of each workload in the order `pack` was given them, so the
+    /// controller need not search the report for every workload.
+    #[serde(skip)]
+    pub scheduled: Vec<i64>,
 }
+
+/// A workload as the controller lists it: its resource and the stored object, shared.
+pub type Workload = (&'static ResourceDef, Arc<Value>);
 
 /// The node objects a cluster starts with.
 pub fn node_object(cluster: &str, index: u32, cpu: &str, memory: &str, pods: u32) -> Value {
@@ -237,9 +247,10 @@ fn replicas(workload: &Value) -> i64 {
 }
 
 /// First-fit packing of every workload's pods, oldest workload first.
-pub fn pack(nodes: &[Value], workloads: &[(&'static ResourceDef, Value)]) -> CapacityReport {
+pub fn pack<N: std::borrow::Borrow<Value>>(nodes: &[N], workloads: &[Workload]) -> CapacityReport {
     let mut usage: Vec<NodeUsage> = nodes
         .iter()
+        .map(N::borrow)
         .map(|n| NodeUsage {
             name: meta::name(n).to_string(),
             ready: node_ready(n),
@@ -247,19 +258,20 @@ pub fn pack(nodes: &[Value], workloads: &[(&'static ResourceDef, Value)]) -> Cap
             requested: Resources::default(),
         })
         .collect();
-    let mut order: Vec<&(&ResourceDef, Value)> = workloads.iter().collect();
-    order.sort_by_key(|(r, w)| {
+    fn sort_key((r, w): &Workload) -> (&str, &str, &str, &str) {
         (
-            meta::meta_str(w, "creationTimestamp")
-                .unwrap_or("")
-                .to_string(),
-            meta::meta_str(w, "namespace").unwrap_or("").to_string(),
-            meta::name(w).to_string(),
-            r.plural.clone(),
+            meta::meta_str(w, "creationTimestamp").unwrap_or(""),
+            meta::meta_str(w, "namespace").unwrap_or(""),
+            meta::name(w),
+            r.plural.as_str(),
         )
-    });
+    }
+    let mut order: Vec<usize> = (0..workloads.len()).collect();
+    order.sort_by(|&a, &b| sort_key(&workloads[a]).cmp(&sort_key(&workloads[b])));
     let mut report = Vec::new();
-    for (res, w) in order {
+    let mut scheduled_in_input_order = vec![0; workloads.len()];
+    for i in order {
+        let (res, w) = &workloads[i];
         let pod = pod_requests(w);
         let desired = replicas(w);
         let mut scheduled = 0;
@@ -275,6 +287,7 @@ pub fn pack(nodes: &[Value], workloads: &[(&'static ResourceDef, Value)]) -> Cap
             n.requested.pods += 1;
             scheduled += 1;
         }
+        scheduled_in_input_order[i] = scheduled;
         report.push(WorkloadUsage {
             kind: res.kind.to_string(),
             namespace: meta::meta_str(w, "namespace").unwrap_or("").to_string(),
@@ -286,6 +299,7 @@ pub fn pack(nodes: &[Value], workloads: &[(&'static ResourceDef, Value)]) -> Cap
     CapacityReport {
         nodes: usage,
         workloads: report,
+        scheduled: scheduled_in_input_order,
     }
 }
 
@@ -508,24 +522,20 @@ impl Controller {
         if self.last_rv == Some(rv) && !waiting {
             return;
         }
-        self.last_rv = Some(rv);
         self.next_due = None;
         let (nodes, _) = store.list(nodes_res, None);
-        let mut workloads = Vec::new();
+        let mut workloads: Vec<Workload> = Vec::new();
         for res in [deploy, sts] {
             workloads.extend(store.list(res, None).0.into_iter().map(|w| (res, w)));
         }
         let report = pack(&nodes, &workloads);
         let now = meta::now_rfc3339();
         // Replicas that do not fit stay Pending, as pods a real scheduler could not place.
-        for _ in 0..pending::sync(store, &report, &workloads, &now) {
+        let mut own_writes = pending::sync(store, &report, &workloads, &now);
+        for _ in 0..own_writes {
             self.shared.stats.controller_write();
         }
-        for ((res, w), usage) in workloads
-            .iter()
-            .map(|(r, w)| (*r, w))
-            .zip(sorted(&report, &workloads))
-        {
+        for ((res, w), &usage) in workloads.iter().zip(&report.scheduled) {
             if !self.due(res, w) {
                 continue;
             }
@@ -537,8 +547,8 @@ impl Controller {
             let mut status = workload_status(res, w, usage, &p, &now);
             let old = w.get("status").cloned().unwrap_or(Value::Null);
             keep_condition_times(&mut status, &old);
-            if status != old {
-                self.write_status(res, w, status);
+            if status != old && self.write_status(res, w, status) {
+                own_writes += 1;
             }
         }
         for s in store.list(svc, None).0 {
@@ -553,7 +563,9 @@ impl Controller {
                 let ip = format!("{}.{}.{}", self.shared.lb_prefix, n / 250, n % 250);
                 let status =
                     json!({ "loadBalancer": { "ingress": [{ "ip": ip, "ipMode": "VIP" }] } });
-                self.write_status(svc, &s, status);
+                if self.write_status(svc, &s, status) {
+                    own_writes += 1;
+                }
             }
         }
         // Forget objects that are gone so the map stays bounded by the live object count.
@@ -574,7 +586,16 @@ impl Controller {
             .capacity
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = report;
-        crate::endpoints::sync(&self.shared);
+        own_writes += crate::endpoints::sync(&self.shared);
+        // The next tick need not look again only because of this tick's own writes: each
+        // changed write bumps the version by one, so a version exactly that far on means no
+        // client wrote meanwhile. Anything else (a client's write, a delete cascading through a
+        // namespace) leaves a different version and the next tick runs in full.
+        self.last_rv = Some(if store.current_rv() == rv + own_writes as u64 {
+            rv + own_writes as u64
+        } else {
+            rv
+        });
     }
 
     /// Where the rollout of a due workload stands (see `rollout`).
@@ -605,7 +626,9 @@ impl Controller {
         })
     }
 
-    fn write_status(&self, res: &'static ResourceDef, obj: &Value, status: Value) {
+    /// Stores `status` on `obj` unless the object changed since it was listed; whether a new
+    /// version was stored.
+    fn write_status(&self, res: &'static ResourceDef, obj: &Value, status: Value) -> bool {
         let ns = meta::meta_str(obj, "namespace").unwrap_or("").to_string();
         let name = meta::name(obj).to_string();
         let seen_rv = meta::meta_str(obj, "resourceVersion").map(str::to_string);
@@ -623,29 +646,17 @@ impl Controller {
             Ok(Change::Replace(next))
         });
         match out {
-            Ok(o) if o.changed() => self.shared.stats.controller_write(),
-            Ok(_) => {}
-            Err(e) => tracing::debug!(error = %e, %name, "status write skipped"),
+            Ok(o) if o.changed() => {
+                self.shared.stats.controller_write();
+                true
+            }
+            Ok(_) => false,
+            Err(e) => {
+                tracing::debug!(error = %e, %name, "status write skipped");
+                false
+            }
         }
     }
-}
-
-/// The scheduled count for each workload, in the order of `workloads`.
-fn sorted(report: &CapacityReport, workloads: &[(&'static ResourceDef, Value)]) -> Vec<i64> {
-    workloads
-        .iter()
-        .map(|(r, w)| {
-            report
-                .workloads
-                .iter()
-                .find(|u| {
-                    u.kind == r.kind
-                        && u.name == meta::name(w)
-                        && u.namespace == meta::meta_str(w, "namespace").unwrap_or("")
-                })
-                .map_or(0, |u| u.scheduled)
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -680,6 +691,42 @@ mod tests {
     }
 
     #[test]
+    fn a_tick_does_not_wake_the_next_for_its_own_writes_only() {
+        let shared = Shared::new(crate::SimConfig {
+            status_delay: Duration::ZERO,
+            ..Default::default()
+        })
+        .expect("a simulated cluster");
+        let d = find("apps", "v1", "deployments").unwrap();
+        let create = |name: &str| {
+            let obj = deployment(name, "2026-01-01T00:00:00Z", 2, "100m");
+            shared
+                .store
+                .write(d, "default", name, false, |_| Ok(Change::Create(obj)))
+                .expect("created");
+        };
+        create("web");
+        let mut c = Controller::new(shared.clone());
+        let before = shared.store.current_rv();
+        c.tick();
+        let after = shared.store.current_rv();
+        assert!(after > before, "the tick wrote the deployment's status");
+        let web = shared.store.get(d, "default", "web").expect("stored");
+        assert_eq!(web["status"]["readyReplicas"], 2);
+        assert_eq!(
+            c.last_rv,
+            Some(after),
+            "its own writes leave nothing to look at"
+        );
+        // A client's write between ticks makes the next tick run in full.
+        create("api");
+        c.tick();
+        let api = shared.store.get(d, "default", "api").expect("stored");
+        assert_eq!(api["status"]["readyReplicas"], 2);
+        assert_eq!(c.last_rv, Some(shared.store.current_rv()));
+    }
+
+    #[test]
     fn packing_respects_capacity_oldest_first() {
         let nodes = vec![
             node_object("c", 0, "2", "8Gi", 110),
@@ -690,10 +737,16 @@ mod tests {
             (d, deployment("new", "2026-01-02T00:00:00Z", 3, "1")),
             (d, deployment("old", "2026-01-01T00:00:00Z", 3, "1")),
         ];
+        let workloads: Vec<Workload> = workloads
+            .into_iter()
+            .map(|(d, w)| (d, Arc::new(w)))
+            .collect();
         let r = pack(&nodes, &workloads);
         let old = r.workloads.iter().find(|w| w.name == "old").unwrap();
         let new = r.workloads.iter().find(|w| w.name == "new").unwrap();
         assert_eq!((old.scheduled, new.scheduled), (3, 1));
+        // The per-input counts follow the order the workloads were given in.
+        assert_eq!(r.scheduled, [1, 3]);
         assert_eq!(r.nodes[0].requested.cpu_milli, 2000);
         let full = rollout::Progress {
             updated: 3,

@@ -11,6 +11,8 @@
 //! workload's name). Writes go through the store only when the slice changed (the store answers
 //! an identical replace with no new resourceVersion). This module must not serve HTTP.
 
+use std::sync::Arc;
+
 use serde_json::{json, Map, Value};
 
 use crate::discovery::find;
@@ -44,7 +46,7 @@ fn third_octet(ns: &str, name: &str) -> u64 {
 }
 
 /// The slice a Service should have now, given the workloads of its namespace.
-fn desired_slice(svc: &Value, workloads: &[Value]) -> Option<Value> {
+fn desired_slice(svc: &Value, workloads: &[Arc<Value>]) -> Option<Value> {
     let selector = svc.pointer("/spec/selector")?.as_object()?;
     if selector.is_empty() {
         return None;
@@ -117,20 +119,21 @@ fn desired_slice(svc: &Value, workloads: &[Value]) -> Option<Value> {
     }))
 }
 
-/// One pass of the controller over every Service.
-pub(crate) fn sync(shared: &Shared) {
+/// One pass of the controller over every Service; how many slices it wrote.
+pub(crate) fn sync(shared: &Shared) -> usize {
     let (Some(svc_res), Some(slice_res), Some(deploy), Some(sts)) = (
         find("", "v1", "services"),
         find("discovery.k8s.io", "v1", "endpointslices"),
         find("apps", "v1", "deployments"),
         find("apps", "v1", "statefulsets"),
     ) else {
-        return;
+        return 0;
     };
     let store = &shared.store;
+    let mut writes = 0;
     let (services, _) = store.list(svc_res, None);
     let (slices, _) = store.list(slice_res, None);
-    let mut workloads: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
+    let mut workloads: std::collections::BTreeMap<String, Vec<Arc<Value>>> = Default::default();
     if !services.is_empty() {
         for res in [deploy, sts] {
             for w in store.list(res, None).0 {
@@ -169,7 +172,10 @@ pub(crate) fn sync(shared: &Shared) {
         });
         match out {
             Ok(Outcome::Unchanged(_)) => {}
-            Ok(_) => shared.stats.controller_write(),
+            Ok(_) => {
+                shared.stats.controller_write();
+                writes += 1;
+            }
             Err(e) => tracing::debug!(error = %e, %name, "endpointslice write skipped"),
         }
     }
@@ -183,11 +189,15 @@ pub(crate) fn sync(shared: &Shared) {
         let name = meta::name(&s).to_string();
         if ours && !wanted.contains(&(ns.clone(), name.clone())) {
             match store.write(slice_res, &ns, &name, false, |_| Ok(Change::Delete)) {
-                Ok(_) => shared.stats.controller_write(),
+                Ok(_) => {
+                    shared.stats.controller_write();
+                    writes += 1;
+                }
                 Err(e) => tracing::debug!(error = %e, %name, "endpointslice delete skipped"),
             }
         }
     }
+    writes
 }
 
 #[cfg(test)]
@@ -203,7 +213,8 @@ mod tests {
                 "spec": {"replicas": replicas, "template": {"metadata": {"labels": {"app": app}}}},
                 "status": {"readyReplicas": ready}})
         };
-        let slice = desired_slice(&svc, &[w("web", "web", 3, 2), w("db", "db", 5, 5)]).unwrap();
+        let workloads = [w("web", "web", 3, 2), w("db", "db", 5, 5)].map(Arc::new);
+        let slice = desired_slice(&svc, &workloads).unwrap();
         let eps = slice["endpoints"].as_array().unwrap();
         assert_eq!(eps.len(), 3);
         let ready = eps

@@ -184,23 +184,10 @@ impl Shared {
     pub fn addr_string(&self) -> String {
         self.addr.get().map(ToString::to_string).unwrap_or_default()
     }
-}
 
-/// Starts simulators; see [`Simulator::start`].
-pub struct Simulator;
-
-impl Simulator {
-    /// Binds the API (and admin) listener, creates the default namespaces and the nodes, and
-    /// starts serving and the status controller. Returns once the address accepts connections.
-    pub async fn start(config: SimConfig) -> Result<SimHandle, SimError> {
-        for (what, q) in [
-            ("node cpu", &config.node_cpu),
-            ("node memory", &config.node_memory),
-        ] {
-            if controller::parse_quantity_milli(q).is_none() {
-                return Err(SimError::Config(format!("{what} {q:?} is not a quantity")));
-            }
-        }
+    /// A simulated cluster's state: its store seeded with the namespaces and nodes it starts
+    /// with, before anything serves it.
+    pub(crate) fn new(config: SimConfig) -> Result<Arc<Shared>, SimError> {
         config.faults.validate().map_err(SimError::Config)?;
         let seed = config.seed.unwrap_or_else(rand::random);
         tracing::info!(cluster = %config.name, seed, "starting kubesim");
@@ -224,6 +211,26 @@ impl Simulator {
             config,
         });
         seed_objects(&shared)?;
+        Ok(shared)
+    }
+}
+
+/// Starts simulators; see [`Simulator::start`].
+pub struct Simulator;
+
+impl Simulator {
+    /// Binds the API (and admin) listener, creates the default namespaces and the nodes, and
+    /// starts serving and the status controller. Returns once the address accepts connections.
+    pub async fn start(config: SimConfig) -> Result<SimHandle, SimError> {
+        for (what, q) in [
+            ("node cpu", &config.node_cpu),
+            ("node memory", &config.node_memory),
+        ] {
+            if controller::parse_quantity_milli(q).is_none() {
+                return Err(SimError::Config(format!("{what} {q:?} is not a quantity")));
+            }
+        }
+        let shared = Shared::new(config)?;
 
         let listen = shared.config.listen;
         let listener = server::bind(listen).map_err(|source| SimError::Bind {

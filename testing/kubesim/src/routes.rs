@@ -355,6 +355,7 @@ fn list(call: &Call) -> Reply {
         .into_iter()
         .filter(|o| labels.matches(o) && fields.matches(o));
     let (page, remaining) = paging::page(matching, after.as_ref(), limit);
+    let page: Vec<Value> = page.into_iter().map(Arc::unwrap_or_clone).collect();
     let mut metadata = json!({ "resourceVersion": list_rv.to_string() });
     if remaining > 0 {
         if let Some(last) = page.last() {

@@ -74,16 +74,18 @@ pub enum Change {
 pub enum Outcome {
     Created(Value),
     Updated(Value),
-    /// The write would not change the object; nothing was stored.
-    Unchanged(Value),
+    /// The write would not change the object; nothing was stored. The stored object itself,
+    /// shared: the controllers' writes mostly end here, and a copy of each would cost more than
+    /// the write.
+    Unchanged(Arc<Value>),
     Deleted(Value),
 }
 
 impl Outcome {
     pub fn object(&self) -> &Value {
         match self {
-            Outcome::Created(v) | Outcome::Updated(v) | Outcome::Unchanged(v) => v,
-            Outcome::Deleted(v) => v,
+            Outcome::Created(v) | Outcome::Updated(v) | Outcome::Deleted(v) => v,
+            Outcome::Unchanged(v) => v,
         }
     }
 
@@ -161,10 +163,12 @@ impl Store {
     }
 
     /// Objects of one kind, optionally in one namespace, ordered by (namespace, name), and the
-    /// resourceVersion they are consistent at.
-    pub fn list(&self, res: &ResourceDef, ns: Option<&str>) -> (Vec<Value>, u64) {
+    /// resourceVersion they are consistent at. The objects are the stored ones, shared: the
+    /// controllers list every workload many times a second, and deep copies of them were most
+    /// of a busy fleet host's CPU.
+    pub fn list(&self, res: &ResourceDef, ns: Option<&str>) -> (Vec<Arc<Value>>, u64) {
         let g = self.lock();
-        let items = list_locked(&g, res, ns).map(|v| Value::clone(v)).collect();
+        let items = list_locked(&g, res, ns).cloned().collect();
         (items, g.rv)
     }
 
@@ -180,12 +184,8 @@ impl Store {
     ) -> Result<Outcome, ApiError> {
         let mut g = self.lock();
         let key = (ns.to_string(), name.to_string());
-        let current = g
-            .objects
-            .get(&res.key())
-            .and_then(|m| m.get(&key))
-            .map(|v| Value::clone(v));
-        match (decide(current.as_ref())?, current) {
+        let current = g.objects.get(&res.key()).and_then(|m| m.get(&key)).cloned();
+        match (decide(current.as_deref())?, current) {
             (Change::Create(_), Some(_)) => Err(ApiError::AlreadyExists {
                 subject: subject(res, name),
                 message: format!("{} \"{}\" already exists", qualified(res), name),
@@ -256,7 +256,8 @@ impl Store {
                 }
                 Ok(Outcome::Updated(obj))
             }
-            (Change::Delete, Some(mut old)) => {
+            (Change::Delete, Some(old)) => {
+                let mut old = Arc::unwrap_or_clone(old);
                 if dry_run {
                     return Ok(Outcome::Deleted(old));
                 }

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use super::CapacityReport;
+use super::{CapacityReport, Workload};
 use crate::discovery::{find, ResourceDef};
 use crate::meta;
 use crate::store::{Change, Store};
@@ -77,7 +77,7 @@ fn pending_pod(res: &ResourceDef, workload: &Value, i: i64, nodes: usize, now: &
 pub(super) fn sync(
     store: &Store,
     report: &CapacityReport,
-    workloads: &[(&'static ResourceDef, Value)],
+    workloads: &[Workload],
     now: &str,
 ) -> usize {
     let Some(pods) = find("", "v1", "pods") else {
@@ -86,7 +86,7 @@ pub(super) fn sync(
     let nodes = report.nodes.len();
     let mut wanted: BTreeSet<(String, String)> = BTreeSet::new();
     let mut to_create = Vec::new();
-    for ((res, w), scheduled) in workloads.iter().zip(super::sorted(report, workloads)) {
+    for ((res, w), &scheduled) in workloads.iter().zip(&report.scheduled) {
         let missing = (super::replicas(w) - scheduled).clamp(0, MAX_PENDING_PODS_PER_WORKLOAD);
         for i in 0..missing {
             let pod = pending_pod(res, w, i, nodes, now);
@@ -143,6 +143,8 @@ pub(super) fn sync(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::controller::{node_object, pack};
 
@@ -188,7 +190,7 @@ mod tests {
             node_object("c", 0, "1", "4Gi", 110),
             node_object("c", 1, "1", "4Gi", 110),
         ];
-        let workloads = vec![(deploy, deployment("web", 3))];
+        let workloads = vec![(deploy, Arc::new(deployment("web", 3)))];
         let report = pack(&nodes, &workloads);
         assert_eq!(sync(&store, &report, &workloads, "t"), 1);
         assert_eq!(pending_names(&store), ["web-unschedulable-0"]);
@@ -200,7 +202,7 @@ mod tests {
         // Unchanged packing: nothing written.
         assert_eq!(sync(&store, &report, &workloads, "t"), 0);
         // Scaled to what fits: the Pending pod goes.
-        let workloads = vec![(deploy, deployment("web", 2))];
+        let workloads = vec![(deploy, Arc::new(deployment("web", 2)))];
         let report = pack(&nodes, &workloads);
         assert_eq!(sync(&store, &report, &workloads, "t"), 1);
         assert!(pending_names(&store).is_empty());
