@@ -100,11 +100,19 @@ impl FedNode {
         let sm = StateMachine::open_measured(store.clone(), audit, metrics.images()).await?;
         let shared = sm.shared();
         let log_store = LogStore::new(store, committed.clone()).bounded_by(shared.saved_snapshot());
-        let client = PeerClient::with_tls(&cfg.cluster_secret, cfg.peer_tls.as_ref())?
-            .with_dial(cfg.peer_dial.clone());
+        let client = || -> Result<PeerClient, RaftError> {
+            Ok(
+                PeerClient::with_tls(&cfg.cluster_secret, cfg.peer_tls.as_ref())?
+                    .with_dial(cfg.peer_dial.clone()),
+            )
+        };
+        // A pooled connection is driven by the runtime that opened it. Raft's replication and
+        // forwarding get a client of their own, so their connections are opened, and driven, on
+        // the raft runtime and never by the busy main one.
+        let (client, raft_client) = (client()?, client()?);
         // openraft spawns its tasks where it is created: on the raft runtime (`runtime.rs`).
         let runtime = RaftRuntime::start(cfg.node_id)?;
-        let network = NetworkFactory::new(client.clone());
+        let network = NetworkFactory::new(raft_client.clone());
         let node_id = cfg.node_id;
         let raft = runtime
             .spawn(async move { Raft::new(node_id, raft_config, network, log_store, sm).await })
@@ -122,7 +130,7 @@ impl FedNode {
         let (forwarder, forward_rx) = tokio::sync::mpsc::channel(FORWARD_QUEUE_PROPOSALS);
         let forwarded = Arc::new(ForwardCounters::default());
         runtime.spawn(run_forwarder(
-            client.clone(),
+            raft_client,
             forward_rx,
             forwarded.clone(),
             metrics.clone(),
@@ -151,6 +159,19 @@ impl FedNode {
 
     pub fn config(&self) -> &NodeConfig {
         &self.inner.cfg
+    }
+
+    /// Runs `server`, this node's peer listener, on the raft runtime. Appends, votes and
+    /// forwarded proposals are raft's own traffic: served there, a follower answers its leader
+    /// within the heartbeat however busy the rest of the process is. Make the listener inside
+    /// `server` (e.g. `TcpListener::from_std`): a listener's readiness is driven by the runtime
+    /// it was made on. The task stops when it ends or when the node is dropped.
+    pub fn spawn_peer_server<F>(&self, server: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.inner.runtime.spawn(server)
     }
 
     /// The openraft handle, for the peer router and advanced callers.
