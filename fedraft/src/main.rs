@@ -22,6 +22,7 @@ mod config;
 mod context;
 mod demo;
 mod endpoints;
+mod executor_lane;
 mod get;
 mod join;
 mod jsonpath;

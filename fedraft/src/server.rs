@@ -25,6 +25,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
 use crate::config::{ExecutorTiming, ListenerFile, ListenerSettings, NodeFile};
+use crate::executor_lane::ExecutorLane;
 use crate::listen;
 use crate::tls::NodeTls;
 
@@ -328,9 +329,13 @@ async fn serve(
     let mut registry = Registry::default();
     node.register_metrics(&mut registry);
     // Executors start and stop with this node's leadership, so every node runs the set.
-    let executors = executors.map(|cfg| {
+    let lane = executors
+        .as_ref()
+        .map(|_| ExecutorLane::start())
+        .transpose()?;
+    let executors = executors.zip(lane.as_ref()).map(|(cfg, lane)| {
         cfg.metrics.register(&mut registry);
-        ExecutorSet::start(node.clone(), cfg)
+        lane.enter(|| ExecutorSet::start(node.clone(), cfg))
     });
     let dns = match dns {
         Some(d) => {
@@ -353,6 +358,7 @@ async fn serve(
     if let Some(set) = executors {
         set.shutdown().await;
     }
+    drop(lane);
     if let Some(d) = dns {
         d.shutdown().await;
     }
