@@ -275,13 +275,18 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
     let member_http = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()?;
-    let (diff, lines) =
-        work::compare_members(&member_http, &members, &placed, &BTreeSet::new(), 10).await?;
-    if diff > 0 {
-        super::fleet_explain::explain(&api, &member_http, &members, &placed, &lines, 10).await;
+    let none = BTreeSet::new();
+    let settled = work::settled_comparison(&api, &member_http, &members, &none, 3).await?;
+    if settled.differences > 0 {
+        let (placed, lines) = (&settled.placed, &settled.lines);
+        super::fleet_explain::explain(&api, &member_http, &members, placed, lines, 10).await;
     }
-    rep.check("after convergence", diff, lines);
-    rep.member_objects = placed.values().map(|p| p.placement.len() as u64).sum();
+    rep.check("after convergence", settled.differences, settled.lines);
+    rep.member_objects = settled
+        .placed
+        .values()
+        .map(|p| p.placement.len() as u64)
+        .sum();
 
     // 3. Distribution latency at a steady write rate.
     if args.steady_secs > 0 {
@@ -349,23 +354,16 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
             "region {region} dark: NotReady after {:.1} s, {} workloads re-placed after {:.1} s, {} replicas moved off healthy clusters",
             rep.dark.not_ready_s, rep.dark.affected, rep.dark.replaced_s, rep.dark.moved_from_healthy
         );
-        let settled = work::wait_until(
-            Duration::from_secs(300),
-            "healthy members converged",
-            || async {
-                let now = work::read_all(&api).await.ok()?;
-                now.values()
-                    .all(|p| p.converged || p.placement.keys().any(|c| dark.contains(c)))
-                    .then_some(now)
-            },
-        )
-        .await?;
-        let (diff, lines) =
-            work::compare_members(&member_http, &members, &settled, &dark, 10).await?;
-        if diff > 0 {
-            super::fleet_explain::explain(&api, &member_http, &members, &settled, &lines, 10).await;
+        let settled = work::settled_comparison(&api, &member_http, &members, &dark, 3).await?;
+        if settled.differences > 0 {
+            let (placed, lines) = (&settled.placed, &settled.lines);
+            super::fleet_explain::explain(&api, &member_http, &members, placed, lines, 10).await;
         }
-        rep.check("after the region went dark", diff, lines);
+        rep.check(
+            "after the region went dark",
+            settled.differences,
+            settled.lines,
+        );
     }
     // 5. Most of the fleet dark at once: the brake.
     if args.brake_percent > 0 {

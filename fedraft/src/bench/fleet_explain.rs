@@ -1,7 +1,7 @@
 //! When the members disagree with fedraft after a phase of `fedraft bench fleet`, the evidence
 //! for each difference, printed: what fedraft says about the object now (per cluster: replicas,
-//! applied, ready, when it was last reported) next to what the bench recorded when it saw the
-//! object converge, and every write the member's simulator took for it (time, verb, owner
+//! applied, ready, when it was last reported) next to the placement the bench compared the
+//! members with, and every write the member's simulator took for it (time, verb, owner
 //! token). A difference is otherwise a bare count, and whether fedraft moved the object later,
 //! reported it applied too early, or a stale owner wrote cannot be told apart.
 //!
@@ -37,7 +37,7 @@ pub async fn explain(
             continue;
         };
         println!("difference: {line}");
-        println!("  recorded at convergence: {:?}", placed.get(id));
+        println!("  compared against: {:?}", placed.get(id));
         match api
             .get(&format!("/v1/namespaces/{ns}/objects/{name}"))
             .await

@@ -376,6 +376,58 @@ pub async fn compare_members(
     Ok((count, lines))
 }
 
+/// What a settled comparison found: fedraft's placement it compared against, and the
+/// differences (count and readable lines).
+pub struct Settled {
+    pub placed: BTreeMap<String, Placed>,
+    pub differences: usize,
+    pub lines: Vec<String>,
+}
+
+/// Compares the members with fedraft's placement read afresh once every object reports
+/// converged (objects placed on a `skip` cluster excepted). A loaded fleet may still move
+/// objects while the members are read, e.g. the replicas of a member whose probes timed out:
+/// a comparison during which fedraft's placement changed is made again from the new one, up to
+/// `attempts` times, so only differences that outlast fedraft's own decisions count.
+pub async fn settled_comparison(
+    api: &FedApi,
+    http: &reqwest::Client,
+    members: &Members,
+    skip: &BTreeSet<String>,
+    attempts: usize,
+) -> anyhow::Result<Settled> {
+    let mut replaced_meanwhile = 0;
+    loop {
+        let placed = wait_until(
+            Duration::from_secs(300),
+            "every object converged",
+            || async {
+                let now = read_all(api).await.ok()?;
+                now.values()
+                    .all(|p| p.converged || p.placement.keys().any(|c| skip.contains(c)))
+                    .then_some(now)
+            },
+        )
+        .await?;
+        let (differences, lines) = compare_members(http, members, &placed, skip, 10).await?;
+        let moved = differences > 0 && {
+            let again = read_all(api).await?;
+            placed
+                .iter()
+                .any(|(id, p)| again.get(id).is_none_or(|a| a.placement != p.placement))
+        };
+        if !moved || replaced_meanwhile + 1 >= attempts {
+            return Ok(Settled {
+                placed,
+                differences,
+                lines,
+            });
+        }
+        replaced_meanwhile += 1;
+        println!("fedraft re-placed objects while the members were read; comparing again");
+    }
+}
+
 /// Polls `check` every 500 ms until it yields, or fails after `limit`.
 pub async fn wait_until<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<T>
 where
