@@ -293,6 +293,19 @@ impl StateMachine {
     }
 }
 
+/// Runs `work`, CPU-heavy apply work, without holding the raft runtime's only worker: on a
+/// multi-thread runtime `block_in_place` hands the worker to another thread meanwhile, so raft's
+/// core keeps answering appends and votes while a follower places a batch of objects over a
+/// thousand clusters (it used to wait, and the leader's appends timed out). Elsewhere (a test's
+/// single-threaded runtime) it runs in place.
+fn off_the_raft_worker<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}
+
 impl RaftStateMachine<TypeConfig> for StateMachine {
     type SnapshotBuilder = StateMachine;
 
@@ -319,7 +332,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut audit = Vec::new();
         let mut events = Vec::new();
         let mut checkpoint: Option<StateImage> = None;
-        {
+        off_the_raft_worker(|| -> Result<(), StorageError> {
             let mut g = self.shared.write();
             for entry in entries {
                 let log_id = *entry.get_log_id();
@@ -367,7 +380,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     }
                 }
             }
-        }
+            Ok(())
+        })?;
         self.archive(audit, checkpoint)?;
         tracing::trace!(
             entries = replies.len(),

@@ -20,7 +20,8 @@ use tokio::task::JoinHandle;
 use crate::error::RaftError;
 
 /// Worker threads of the raft runtime: the core and the replication tasks are light; the
-/// store's writes run on its blocking pool.
+/// store's writes run on its blocking pool, and the state machine's apply hands the worker to
+/// another thread while it runs (`block_in_place`).
 const WORKERS: usize = 1;
 
 /// Owns the raft runtime; dropping it stops every task on it.
