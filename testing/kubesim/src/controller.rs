@@ -11,9 +11,9 @@
 //! delay. Writes happen only when the status differs (so the controller does not churn
 //! resourceVersions) and are counted apart from client writes.
 //!
-//! A tick reads the stored objects shared, never copied. A tick with no new store version (its
-//! own writes aside) and no status falling due does nothing, and a full tick is followed by an
-//! idle spell 20 times its length, so a fleet host of a thousand clusters spends its CPU on
+//! A tick reads the stored objects shared, never copied. A tick with no change to the kinds it
+//! reads (its own writes aside) and no status falling due does nothing, and a full tick is
+//! followed by an idle spell 20 times its length, so a fleet host of a thousand clusters spends its CPU on
 //! their APIs, not on re-reading them. This module must not serve HTTP.
 
 use std::collections::HashMap;
@@ -429,6 +429,22 @@ fn workload_status(
     st
 }
 
+/// Every kind a tick reads or writes. A ConfigMap, a Secret or a namespace changes nothing a
+/// tick computes, so their writes do not wake it.
+fn watched_kinds() -> Vec<&'static ResourceDef> {
+    [
+        ("", "nodes"),
+        ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("", "services"),
+        ("", "pods"),
+        ("discovery.k8s.io", "endpointslices"),
+    ]
+    .into_iter()
+    .filter_map(|(group, plural)| find(group, "v1", plural))
+    .collect()
+}
+
 /// The controller's memory between ticks.
 pub(crate) struct Controller {
     shared: Arc<Shared>,
@@ -436,12 +452,21 @@ pub(crate) struct Controller {
     /// ready replicas of the generation before).
     seen: HashMap<(String, String, String), (i64, Instant, i64)>,
     next_lb: u32,
-    /// Store version at the start of the last full tick, and when the earliest status that
-    /// tick left waiting for its delay falls due. A tick with neither a new version nor a due
-    /// status skips the listing: with thousands of objects the listing (which copies every
-    /// object), not the API, would otherwise eat the CPU.
-    last_rv: Option<u64>,
+    /// Changes to the kinds the controller reads, counted by the store, as of the end of the
+    /// last full tick; and when the earliest status that tick left waiting for its delay falls
+    /// due. A tick with neither a new change nor a due status skips the listing: in a fleet
+    /// host of a thousand clusters that listing, not the API, would otherwise eat the CPU.
+    last_seen: Option<u64>,
     next_due: Option<Instant>,
+    /// Workloads whose status the last full tick found settled: written as computed, with no
+    /// change of their own to come. Keyed by the stored version's address, and holding that
+    /// version so the address cannot be reused; with the scheduled count it was computed for.
+    /// A later tick skips a workload whose stored version and count are the same, unless the
+    /// faults changed: nothing its status depends on did.
+    settled: HashMap<usize, (Arc<Value>, i64)>,
+    settled_under: Option<crate::faults::FaultSettings>,
+    /// Changes to services, workloads and slices as of the last EndpointSlice pass.
+    slices_seen: Option<u64>,
 }
 
 impl Controller {
@@ -450,8 +475,11 @@ impl Controller {
             shared,
             seen: HashMap::new(),
             next_lb: 0,
-            last_rv: None,
+            last_seen: None,
             next_due: None,
+            settled: HashMap::new(),
+            settled_under: None,
+            slices_seen: None,
         }
     }
 
@@ -509,17 +537,19 @@ impl Controller {
     pub fn tick(&mut self) {
         let shared = self.shared.clone();
         let store: &Store = &shared.store;
-        let (Some(nodes_res), Some(deploy), Some(sts), Some(svc)) = (
+        let (Some(nodes_res), Some(deploy), Some(sts), Some(svc), Some(slices_res)) = (
             find("", "v1", "nodes"),
             find("apps", "v1", "deployments"),
             find("apps", "v1", "statefulsets"),
             find("", "v1", "services"),
+            find("discovery.k8s.io", "v1", "endpointslices"),
         ) else {
             return;
         };
-        let rv = store.current_rv();
+        let read = watched_kinds();
+        let seen = store.changes_of(&read);
         let waiting = self.next_due.is_some_and(|d| Instant::now() >= d);
-        if self.last_rv == Some(rv) && !waiting {
+        if self.last_seen == Some(seen) && !waiting {
             return;
         }
         self.next_due = None;
@@ -535,22 +565,38 @@ impl Controller {
         for _ in 0..own_writes {
             self.shared.stats.controller_write();
         }
+        let faults = self.shared.faults.settings();
+        if self.settled_under.as_ref() != Some(&faults) {
+            self.settled.clear();
+        }
+        let mut settled = HashMap::with_capacity(self.settled.len());
         for ((res, w), &usage) in workloads.iter().zip(&report.scheduled) {
+            let at = Arc::as_ptr(w) as usize;
+            if self.settled.get(&at).is_some_and(|(_, u)| *u == usage) {
+                settled.insert(at, (w.clone(), usage));
+                continue;
+            }
             if !self.due(res, w) {
                 continue;
             }
-            let p = self.progress(res, w);
+            let p = self.progress(res, w, &faults);
             if let Some(after) = p.next_change {
                 let at = Instant::now() + after;
                 self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
             }
             let mut status = workload_status(res, w, usage, &p, &now);
-            let old = w.get("status").cloned().unwrap_or(Value::Null);
-            keep_condition_times(&mut status, &old);
-            if status != old && self.write_status(res, w, status) {
-                own_writes += 1;
+            let old = w.get("status").unwrap_or(&Value::Null);
+            keep_condition_times(&mut status, old);
+            if status != *old {
+                if self.write_status(res, w, status) {
+                    own_writes += 1;
+                }
+            } else if p.next_change.is_none() {
+                settled.insert(at, (w.clone(), usage));
             }
         }
+        self.settled = settled;
+        self.settled_under = Some(faults);
         for s in store.list(svc, None).0 {
             let wants_lb = s.pointer("/spec/type") == Some(&json!("LoadBalancer"));
             let has_lb = s
@@ -586,20 +632,39 @@ impl Controller {
             .capacity
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = report;
-        own_writes += crate::endpoints::sync(&self.shared);
+        // Slices follow services and workloads only: a tick that changed neither (a node
+        // turning Ready, a pending pod) leaves them as they are.
+        let slice_inputs = [svc, deploy, sts, slices_res];
+        let before = store.changes_of(&slice_inputs);
+        if self.slices_seen != Some(before) {
+            let wrote = crate::endpoints::sync(&self.shared);
+            own_writes += wrote;
+            let ours = before + wrote as u64;
+            self.slices_seen = Some(if store.changes_of(&slice_inputs) == ours {
+                ours
+            } else {
+                before
+            });
+        }
         // The next tick need not look again only because of this tick's own writes: each
-        // changed write bumps the version by one, so a version exactly that far on means no
-        // client wrote meanwhile. Anything else (a client's write, a delete cascading through a
-        // namespace) leaves a different version and the next tick runs in full.
-        self.last_rv = Some(if store.current_rv() == rv + own_writes as u64 {
-            rv + own_writes as u64
+        // changed write is one change of a kind read here, so a count exactly that far on means
+        // no client wrote those kinds meanwhile. Anything else (a client's write, a delete
+        // cascading through a namespace) leaves another count and the next tick runs in full.
+        let ours = seen + own_writes as u64;
+        self.last_seen = Some(if store.changes_of(&read) == ours {
+            ours
         } else {
-            rv
+            seen
         });
     }
 
     /// Where the rollout of a due workload stands (see `rollout`).
-    fn progress(&self, res: &ResourceDef, w: &Value) -> rollout::Progress {
+    fn progress(
+        &self,
+        res: &ResourceDef,
+        w: &Value,
+        faults: &crate::faults::FaultSettings,
+    ) -> rollout::Progress {
         let key = (
             res.key(),
             meta::meta_str(w, "namespace").unwrap_or("").to_string(),
@@ -609,7 +674,6 @@ impl Controller {
             .seen
             .get(&key)
             .map_or((Instant::now(), 0), |s| (s.1, s.2));
-        let faults = self.shared.faults.settings();
         let deadline_s = w
             .pointer("/spec/progressDeadlineSeconds")
             .and_then(Value::as_u64)
@@ -691,7 +755,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tick_does_not_wake_the_next_for_its_own_writes_only() {
+    fn only_others_writes_to_the_kinds_it_reads_wake_a_tick() {
         let shared = Shared::new(crate::SimConfig {
             status_delay: Duration::ZERO,
             ..Default::default()
@@ -707,23 +771,34 @@ mod tests {
         };
         create("web");
         let mut c = Controller::new(shared.clone());
-        let before = shared.store.current_rv();
+        let read = watched_kinds();
+        let before = shared.store.changes_of(&read);
         c.tick();
-        let after = shared.store.current_rv();
+        let after = shared.store.changes_of(&read);
         assert!(after > before, "the tick wrote the deployment's status");
         let web = shared.store.get(d, "default", "web").expect("stored");
         assert_eq!(web["status"]["readyReplicas"], 2);
         assert_eq!(
-            c.last_rv,
+            c.last_seen,
             Some(after),
             "its own writes leave nothing to look at"
         );
-        // A client's write between ticks makes the next tick run in full.
+        // A ConfigMap is nothing the controller reads.
+        let cm = find("", "v1", "configmaps").unwrap();
+        let obj = json!({"metadata": {"name": "settings"}, "data": {"a": "1"}});
+        shared
+            .store
+            .write(cm, "default", "settings", false, |_| {
+                Ok(Change::Create(obj))
+            })
+            .expect("created");
+        assert_eq!(shared.store.changes_of(&read), after);
+        // A workload written between ticks makes the next tick run in full.
         create("api");
         c.tick();
         let api = shared.store.get(d, "default", "api").expect("stored");
         assert_eq!(api["status"]["readyReplicas"], 2);
-        assert_eq!(c.last_rv, Some(shared.store.current_rv()));
+        assert_eq!(c.last_seen, Some(shared.store.changes_of(&read)));
     }
 
     #[test]

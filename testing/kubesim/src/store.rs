@@ -100,6 +100,8 @@ struct Inner {
     /// resource key -> (namespace, name) -> object. Cluster-scoped objects use namespace "".
     objects: BTreeMap<String, Objects>,
     rv: u64,
+    /// resource key -> how many changes of that kind were committed.
+    changes: BTreeMap<String, u64>,
     history: VecDeque<Arc<Notice>>,
     /// History is complete for every rv greater than this; a watch from an older rv gets 410.
     floor_rv: u64,
@@ -137,6 +139,7 @@ impl Store {
             inner: Mutex::new(Inner {
                 objects: BTreeMap::new(),
                 rv: 0,
+                changes: BTreeMap::new(),
                 history: VecDeque::new(),
                 floor_rv: 0,
                 history_limit: history_limit.max(1),
@@ -152,6 +155,13 @@ impl Store {
 
     pub fn current_rv(&self) -> u64 {
         self.lock().rv
+    }
+
+    /// How many changes to objects of these kinds were committed so far: a reader of a few
+    /// kinds can tell whether anything it reads changed without looking, whatever else did.
+    pub fn changes_of(&self, kinds: &[&ResourceDef]) -> u64 {
+        let g = self.lock();
+        kinds.iter().filter_map(|r| g.changes.get(&r.key())).sum()
     }
 
     pub fn get(&self, res: &ResourceDef, ns: &str, name: &str) -> Option<Value> {
@@ -393,6 +403,7 @@ fn commit(
 ) -> u64 {
     g.rv += 1;
     let rv = g.rv;
+    *g.changes.entry(res.key()).or_default() += 1;
     let key = (ns.to_string(), name.to_string());
     let objects = g.objects.entry(res.key()).or_default();
     let object = match obj {
