@@ -217,11 +217,8 @@ async fn start(data_dir: Option<PathBuf>) -> anyhow::Result<Demo> {
         .await
         .with_context(|| format!("opening raft node {id}"))?;
         let router = node.peer_router();
-        let listener = listener.into_std()?;
-        peer_tasks.push(node.spawn_peer_server(async move {
-            if let Ok(listener) = TcpListener::from_std(listener) {
-                let _ = axum::serve(listener, router).await;
-            }
+        peer_tasks.push(tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
         }));
         members.insert(id, addr);
         nodes.push(node);

@@ -308,18 +308,13 @@ async fn serve(
     let peer_tls = nc.peer_tls.as_ref().map(|t| t.server.clone());
     let node = FedNode::open(nc).await.context("opening the raft node")?;
     let peer_app = node.peer_router();
-    let peer = peer.into_std().context("handing the peer port to raft")?;
-    let peer_task = node.spawn_peer_server(async move {
-        let peer = TcpListener::from_std(peer).context("serving the peer port")?;
-        listen::serve(
-            peer,
-            peer_app,
-            peer_tls,
-            limits.peer,
-            std::future::pending(),
-        )
-        .await
-    });
+    let peer_task = tokio::spawn(listen::serve(
+        peer,
+        peer_app,
+        peer_tls,
+        limits.peer,
+        std::future::pending(),
+    ));
     if !members.is_empty() {
         node.bootstrap(members)
             .await

@@ -161,19 +161,6 @@ impl FedNode {
         &self.inner.cfg
     }
 
-    /// Runs `server`, this node's peer listener, on the raft runtime. Appends, votes and
-    /// forwarded proposals are raft's own traffic: served there, a follower answers its leader
-    /// within the heartbeat however busy the rest of the process is. Make the listener inside
-    /// `server` (e.g. `TcpListener::from_std`): a listener's readiness is driven by the runtime
-    /// it was made on. The task stops when it ends or when the node is dropped.
-    pub fn spawn_peer_server<F>(&self, server: F) -> tokio::task::JoinHandle<F::Output>
-    where
-        F: std::future::Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.inner.runtime.spawn(server)
-    }
-
     /// The openraft handle, for the peer router and advanced callers.
     pub fn raft(&self) -> &Raft {
         &self.inner.raft

@@ -1,13 +1,14 @@
 //! The runtime raft's own tasks run on: openraft's core, replication and state-machine worker,
-//! this node's batcher, forwarder and ticker, and the peer listener that answers the other nodes.
+//! and this node's batcher, forwarder and ticker.
 //!
 //! openraft 0.9 gives every AppendEntries `heartbeat_interval` (100 ms) before it counts the
 //! call as failed and sends again. On the process's main runtime, raft's tasks wait in one
 //! queue with a thousand clusters' executors and the API: a fleet run at 1,000 clusters and
 //! 50,000 objects saw the leader time out every append to both idle followers for minutes, and
 //! nothing committed. On a runtime of its own, a replication task waits for its own thread only.
-//! The same holds on the other side: a follower whose peer listener shared the main runtime with
-//! its executors answered appends too late, and the leader timed out and sent again.
+//!
+//! The peer listener is not served here: its router holds the node, and the node owns this
+//! runtime, so a listener task on it would keep the node (and its RocksDB) alive forever.
 //!
 //! Must not: run anything but raft's tasks, or be dropped while blocking (shut down in the
 //! background, as a runtime dropped inside an async context would panic).

@@ -117,11 +117,8 @@ impl Group {
         });
         let node = FedNode::open(cfg).await.expect("opening a node");
         let router = node.peer_router();
-        let peer = peer.into_std().expect("a bound peer listener");
-        let mut tasks = vec![node.spawn_peer_server(async move {
-            if let Ok(peer) = tokio::net::TcpListener::from_std(peer) {
-                let _ = axum::serve(peer, router).await;
-            }
+        let mut tasks = vec![tokio::spawn(async move {
+            let _ = axum::serve(peer, router).await;
         })];
         let mut api = None;
         if let Some((tokens, cfg)) = &self.api {
