@@ -39,6 +39,7 @@ pub mod probe;
 pub mod prober;
 pub mod reconciler;
 pub mod report;
+pub mod reporter;
 pub mod resolve;
 pub mod services;
 pub mod set;

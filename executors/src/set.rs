@@ -58,7 +58,8 @@ use crate::node::ControlPlane;
 use crate::probe::run_probe;
 use crate::prober::run_prober;
 use crate::reconciler::{ClusterCtx, Reconciler};
-use crate::report::{run_reporter, Observations};
+use crate::report::Observations;
+use crate::reporter::run_reporter;
 use crate::services::{run_endpoints_reporter, run_service_observer, ServiceObservations};
 use crate::wake::{Interest, WakeScope};
 
