@@ -375,7 +375,7 @@ pub fn object_report(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use fedraft_core::command::{Command, LogEntry};
     use fedraft_core::health::FailureKind;
@@ -391,7 +391,7 @@ mod tests {
         r.iter().map(|r| r.cluster.as_str()).collect()
     }
 
-    fn state_with(clusters: &[&str]) -> State {
+    pub(crate) fn state_with(clusters: &[&str]) -> State {
         let mut s = State::new();
         let mut i = 0;
         for c in clusters {
@@ -402,7 +402,7 @@ mod tests {
         s
     }
 
-    fn cap(cpu: u64) -> Capacity {
+    pub(crate) fn cap(cpu: u64) -> Capacity {
         let r = Resources {
             cpu_millis: cpu,
             memory_bytes: 1,

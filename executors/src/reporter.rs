@@ -111,39 +111,13 @@ mod tests {
     use std::time::Duration;
 
     use fedraft_core::command::LogEntry;
-    use fedraft_core::model::ClusterSpec;
-    use fedraft_core::policy::Resources;
     use fedraft_core::state::State;
 
     use super::*;
     use fedraft_core::command::Heartbeat;
-    use fedraft_core::model::Capacity;
 
     use crate::report::object_report;
-
-    fn cap(cpu: u64) -> Capacity {
-        let r = Resources {
-            cpu_millis: cpu,
-            memory_bytes: 1,
-            pods: 1,
-        };
-        Capacity {
-            allocatable: r,
-            available: r,
-        }
-    }
-
-    fn state_with(clusters: &[&str]) -> State {
-        let mut s = State::new();
-        for (i, c) in clusters.iter().enumerate() {
-            let cmd = Command::RegisterCluster(ClusterSpec::new(*c, format!("http://{c}:1")));
-            s.apply(
-                i as u64 + 1,
-                &LogEntry::new(format!("r{i}"), "admin", 1000, cmd),
-            );
-        }
-        s
-    }
+    use crate::report::tests::{cap, state_with};
 
     /// A control plane whose log takes heartbeats and never commits anything else, as a
     /// follower's under load takes seconds to commit a big status flush.
