@@ -1,9 +1,9 @@
-//! What the simulated cluster does on its own: the nodes it starts with, the defaults it fills
-//! in on create, and the status controllers.
+//! What the simulated cluster does on its own: the nodes it starts with and the defaults it
+//! fills in on create (`defaults`), and the status controllers.
 //!
-//! Every `tick` the controller packs the pods of all deployments and statefulsets (oldest
-//! first, first-fit) onto Ready nodes by the pod template's cpu/memory requests and the nodes'
-//! allocatable cpu/memory/pods. Pods that fit are ready; the rest stay unready, so capacity
+//! Every `tick` the controller packs the pods of all deployments and statefulsets onto Ready
+//! nodes (`packing`: oldest first, first-fit, by requests and allocatable). Pods that fit are
+//! ready; the rest stay unready, so capacity
 //! pressure shows as `readyReplicas < replicas` and as Pending pods (`pending`). A workload's
 //! status converges to that packing once `status_delay` has passed since its generation last
 //! changed, its new replicas updated over time when a rollout fault is set (`rollout`: slow
@@ -13,295 +13,32 @@
 //!
 //! A tick reads the stored objects shared, never copied. A tick with no change to the kinds it
 //! reads (its own writes aside) and no status falling due does nothing, and a full tick is
-//! followed by an idle spell 20 times its length, so a fleet host of a thousand clusters spends its CPU on
-//! their APIs, not on re-reading them. This module must not serve HTTP.
+//! followed by an idle spell 20 times its length, so a fleet host of a thousand clusters spends
+//! its CPU on their APIs, not on re-reading them. This module must not serve HTTP.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde_json::{json, Value};
 
+mod defaults;
+mod packing;
 mod pending;
 mod rollout;
+
+pub(crate) use defaults::defaults_on_create;
+pub use defaults::node_object;
+use packing::replicas;
+pub use packing::{
+    pack, parse_quantity_milli, CapacityReport, NodeUsage, PackCache, Resources, Workload,
+    WorkloadUsage,
+};
 
 use crate::discovery::{find, ResourceDef};
 use crate::meta;
 use crate::store::{Change, Store};
 use crate::Shared;
-
-/// Parses a Kubernetes quantity ("500m", "2", "1.5Gi", "1e3") into thousandths of its unit.
-pub fn parse_quantity_milli(s: &str) -> Option<i128> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(s.len());
-    let (num, suffix) = s.split_at(split);
-    let value: f64 = num.parse().ok()?;
-    let factor: f64 = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        e if e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse::<i32>().ok()?),
-        _ => return None,
-    };
-    let milli = (value * factor * 1000.0).round();
-    (milli.is_finite() && milli >= 0.0).then_some(milli as i128)
-}
-
-/// Resources in thousandths (cpu in millicores, memory in milli-bytes) and a pod count.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Resources {
-    pub cpu_milli: i128,
-    pub memory_milli: i128,
-    pub pods: i128,
-}
-
-impl Resources {
-    fn fits(&self, used: &Resources, pod: &Resources) -> bool {
-        used.cpu_milli + pod.cpu_milli <= self.cpu_milli
-            && used.memory_milli + pod.memory_milli <= self.memory_milli
-            && used.pods < self.pods
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeUsage {
-    pub name: String,
-    pub ready: bool,
-    pub allocatable: Resources,
-    pub requested: Resources,
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkloadUsage {
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub desired: i64,
-    pub scheduled: i64,
-}
-
-/// The last packing the controller computed; served at `/_sim/capacity`.
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CapacityReport {
-    pub nodes: Vec<NodeUsage>,
-    /// In packing order, oldest workload first.
-    pub workloads: Vec<WorkloadUsage>,
-    /// Scheduled replicas of each workload in the order `pack` was given them, so the
-    /// controller need not search the report for every workload.
-    #[serde(skip)]
-    pub scheduled: Vec<i64>,
-}
-
-/// A workload as the controller lists it: its resource and the stored object, shared.
-pub type Workload = (&'static ResourceDef, Arc<Value>);
-
-/// The node objects a cluster starts with.
-pub fn node_object(cluster: &str, index: u32, cpu: &str, memory: &str, pods: u32) -> Value {
-    let name = format!("{cluster}-node-{index}");
-    let now = meta::now_rfc3339();
-    let resources = json!({ "cpu": cpu, "memory": memory, "pods": pods.to_string() });
-    json!({
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "node.kubernetes.io/instance-type": "kubesim",
-                "topology.kubernetes.io/region": cluster,
-                "topology.kubernetes.io/zone": format!("{cluster}-{}", ["a", "b", "c"][(index % 3) as usize]),
-            },
-        },
-        "spec": {},
-        "status": {
-            "capacity": resources,
-            "allocatable": resources,
-            "conditions": [{
-                "type": "Ready", "status": "True", "reason": "KubeletReady",
-                "message": "kubelet is posting ready status",
-                "lastHeartbeatTime": now, "lastTransitionTime": now,
-            }],
-            "addresses": [
-                { "type": "InternalIP", "address": format!("192.168.{}.{}", index / 250, index % 250 + 1) },
-                { "type": "Hostname", "address": name },
-            ],
-            "nodeInfo": {
-                "kubeletVersion": "v1.32.0", "kubeProxyVersion": "v1.32.0",
-                "osImage": "fedraft-kubesim", "operatingSystem": "linux", "architecture": "amd64",
-                "containerRuntimeVersion": "kubesim://1", "kernelVersion": "6.0.0",
-                "machineID": "", "systemUUID": "", "bootID": "",
-            },
-        },
-    })
-}
-
-/// Server-side defaults filled in on create, as kube-apiserver's defaulting and the service
-/// IP allocator would.
-pub(crate) fn defaults_on_create(shared: &Shared, res: &ResourceDef, obj: &mut Value) {
-    match (res.group.as_str(), res.plural.as_str()) {
-        ("apps", "deployments" | "statefulsets") => {
-            if let Some(o) = obj.as_object_mut() {
-                let spec = meta::ensure_object(o.entry("spec").or_insert(Value::Null));
-                spec.entry("replicas").or_insert(json!(1));
-            }
-        }
-        ("", "services") => {
-            let n = shared.next_cluster_ip();
-            if let Some(o) = obj.as_object_mut() {
-                let spec = meta::ensure_object(o.entry("spec").or_insert(Value::Null));
-                spec.entry("type").or_insert(json!("ClusterIP"));
-                if !spec.contains_key("clusterIP") {
-                    let ip = format!("10.96.{}.{}", n / 250, n % 250 + 1);
-                    spec.insert("clusterIP".into(), json!(ip));
-                    spec.insert("clusterIPs".into(), json!([ip]));
-                }
-            }
-        }
-        ("", "namespaces") => {
-            if let Some(o) = obj.as_object_mut() {
-                o.insert("spec".into(), json!({ "finalizers": ["kubernetes"] }));
-                o.insert("status".into(), json!({ "phase": "Active" }));
-            }
-        }
-        _ => {}
-    }
-}
-
-fn pod_requests(workload: &Value) -> Resources {
-    let mut r = Resources {
-        pods: 1,
-        ..Default::default()
-    };
-    let containers = workload
-        .pointer("/spec/template/spec/containers")
-        .and_then(Value::as_array);
-    for c in containers.into_iter().flatten() {
-        let req = c.pointer("/resources/requests");
-        let q = |k: &str| {
-            req.and_then(|r| r.get(k))
-                .and_then(Value::as_str)
-                .and_then(parse_quantity_milli)
-                .unwrap_or(0)
-        };
-        r.cpu_milli += q("cpu");
-        r.memory_milli += q("memory");
-    }
-    r
-}
-
-fn node_allocatable(node: &Value) -> Resources {
-    let q = |k: &str| {
-        node.pointer(&format!("/status/allocatable/{k}"))
-            .and_then(|v| match v {
-                Value::String(s) => parse_quantity_milli(s),
-                Value::Number(n) => n.as_f64().map(|f| (f * 1000.0) as i128),
-                _ => None,
-            })
-            .unwrap_or(0)
-    };
-    Resources {
-        cpu_milli: q("cpu"),
-        memory_milli: q("memory"),
-        pods: q("pods") / 1000,
-    }
-}
-
-fn node_ready(node: &Value) -> bool {
-    let unschedulable = node.pointer("/spec/unschedulable") == Some(&json!(true));
-    let ready = node
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        });
-    ready && !unschedulable
-}
-
-fn replicas(workload: &Value) -> i64 {
-    workload
-        .pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(1)
-        .max(0)
-}
-
-/// First-fit packing of every workload's pods, oldest workload first.
-pub fn pack<N: std::borrow::Borrow<Value>>(nodes: &[N], workloads: &[Workload]) -> CapacityReport {
-    let mut usage: Vec<NodeUsage> = nodes
-        .iter()
-        .map(N::borrow)
-        .map(|n| NodeUsage {
-            name: meta::name(n).to_string(),
-            ready: node_ready(n),
-            allocatable: node_allocatable(n),
-            requested: Resources::default(),
-        })
-        .collect();
-    fn sort_key((r, w): &Workload) -> (&str, &str, &str, &str) {
-        (
-            meta::meta_str(w, "creationTimestamp").unwrap_or(""),
-            meta::meta_str(w, "namespace").unwrap_or(""),
-            meta::name(w),
-            r.plural.as_str(),
-        )
-    }
-    let mut order: Vec<usize> = (0..workloads.len()).collect();
-    order.sort_by(|&a, &b| sort_key(&workloads[a]).cmp(&sort_key(&workloads[b])));
-    let mut report = Vec::new();
-    let mut scheduled_in_input_order = vec![0; workloads.len()];
-    for i in order {
-        let (res, w) = &workloads[i];
-        let pod = pod_requests(w);
-        let desired = replicas(w);
-        let mut scheduled = 0;
-        for _ in 0..desired {
-            let Some(n) = usage
-                .iter_mut()
-                .find(|n| n.ready && n.allocatable.fits(&n.requested, &pod))
-            else {
-                break;
-            };
-            n.requested.cpu_milli += pod.cpu_milli;
-            n.requested.memory_milli += pod.memory_milli;
-            n.requested.pods += 1;
-            scheduled += 1;
-        }
-        scheduled_in_input_order[i] = scheduled;
-        report.push(WorkloadUsage {
-            kind: res.kind.to_string(),
-            namespace: meta::meta_str(w, "namespace").unwrap_or("").to_string(),
-            name: meta::name(w).to_string(),
-            desired,
-            scheduled,
-        });
-    }
-    CapacityReport {
-        nodes: usage,
-        workloads: report,
-        scheduled: scheduled_in_input_order,
-    }
-}
 
 fn condition(kind: &str, ok: bool, reason: &str, message: String, now: &str) -> Value {
     json!({
@@ -465,6 +202,8 @@ pub(crate) struct Controller {
     /// faults changed: nothing its status depends on did.
     settled: HashMap<usize, (Arc<Value>, i64)>,
     settled_under: Option<crate::faults::FaultSettings>,
+    /// What packing read of the workload versions listed last tick.
+    packing: PackCache,
     /// Changes to services, workloads and slices as of the last EndpointSlice pass.
     slices_seen: Option<u64>,
 }
@@ -479,6 +218,7 @@ impl Controller {
             next_due: None,
             settled: HashMap::new(),
             settled_under: None,
+            packing: PackCache::default(),
             slices_seen: None,
         }
     }
@@ -558,7 +298,7 @@ impl Controller {
         for res in [deploy, sts] {
             workloads.extend(store.list(res, None).0.into_iter().map(|w| (res, w)));
         }
-        let report = pack(&nodes, &workloads);
+        let report = packing::pack_cached(&nodes, &workloads, &mut self.packing);
         let now = meta::now_rfc3339();
         // Replicas that do not fit stay Pending, as pods a real scheduler could not place.
         let mut own_writes = pending::sync(store, &report, &workloads, &now);
@@ -726,24 +466,6 @@ impl Controller {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quantities() {
-        let cases = [
-            ("500m", Some(500)),
-            ("2", Some(2000)),
-            ("0.5", Some(500)),
-            ("1Ki", Some(1_024_000)),
-            ("1Gi", Some(1_073_741_824_000)),
-            ("1e3", Some(1_000_000)),
-            ("1k", Some(1_000_000)),
-            ("abc", None),
-            ("1Qi", None),
-        ];
-        for (q, want) in cases {
-            assert_eq!(parse_quantity_milli(q), want, "{q}");
-        }
-    }
 
     fn deployment(name: &str, created: &str, replicas: i64, cpu: &str) -> Value {
         json!({

@@ -27,8 +27,14 @@ fn parse_body(call: &Call) -> Result<Value, ApiError> {
         return Err(ApiError::BadRequest("the request body is empty".into()));
     }
     let v: Value = if content_type(call).contains("yaml") {
-        serde_yaml::from_slice(&call.body)
-            .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?
+        // Server-side apply bodies are YAML by type and JSON in practice (kube-rs and kubectl
+        // send JSON, which YAML contains). The JSON parser reads them several times faster;
+        // anything it refuses is read again as YAML, so only the error text could differ.
+        match serde_json::from_slice(&call.body) {
+            Ok(v) => v,
+            Err(_) => serde_yaml::from_slice(&call.body)
+                .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?,
+        }
     } else {
         serde_json::from_slice(&call.body)
             .map_err(|e| ApiError::BadRequest(format!("error decoding JSON: {e}")))?
