@@ -21,6 +21,11 @@
 //!   Alike, one `WorkloadReports` entry with the workload status ([`crate::workload::observe_workload`]: the
 //!   template revision, generations, replica counts, conditions) that differs from the state's,
 //!   and one `StatusValues` entry with the statePreservation values (`crate::preserve`).
+//! - a status flush compares with the state only the clusters whose reports a pass replaced
+//!   since the last flush ([`Sweep::Changed`]), and every report once per `RESEND_AFTER`
+//!   ([`Sweep::Full`]): comparing a hundred thousand settled reports twice a second was most of
+//!   a busy node's reporting. A state change that makes a settled report wrong again changes an
+//!   object, which wakes a pass of every cluster it is placed on; the full sweep catches the rest.
 //!
 //! Diffing against the state rather than a private memory means a new leader sends nothing for
 //! what the old one already reported. The state machine decides health and failover from these
@@ -28,7 +33,7 @@
 //!
 //! Must not: propose more than one entry of each kind per flush, or talk to member clusters.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -42,8 +47,18 @@ use fedraft_core::policy::ExtendedCapacity;
 use fedraft_core::rollout::WorkloadObservation;
 use fedraft_core::state::{State, MAX_BATCH_ITEMS};
 
-/// A proposed observation not reflected by the state after this long is proposed again.
-const RESEND_AFTER: Duration = Duration::from_secs(5);
+/// A proposed observation not reflected by the state after this long is proposed again; the
+/// status flush compares every report with the state this often.
+pub(crate) const RESEND_AFTER: Duration = Duration::from_secs(5);
+
+/// Which per-object and workload reports a status flush compares with the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sweep {
+    /// Those of the clusters a pass reported on since the last flush.
+    Changed,
+    /// Every report.
+    Full,
+}
 
 /// Messages longer than this are cut (at a char boundary) before they are proposed; core keeps
 /// at most 1 KiB and a cut on our side keeps the comparison with the state exact.
@@ -80,6 +95,9 @@ struct Inner {
     /// cluster -> the applied index the latest pass read, and its reports.
     statuses: BTreeMap<String, (u64, Vec<ObjectStatusReport>)>,
     workloads: BTreeMap<String, Vec<WorkloadReport>>,
+    /// Clusters whose reports a pass replaced since their last comparison with the state.
+    statuses_changed: BTreeSet<String>,
+    workloads_changed: BTreeSet<String>,
 }
 
 /// Latest observations per cluster, shared by the per-cluster tasks and the reporter.
@@ -137,6 +155,8 @@ impl Observations {
         let mut g = self.lock();
         g.statuses.insert(cluster.to_string(), (as_of, reports));
         g.workloads.insert(cluster.to_string(), workloads);
+        g.statuses_changed.insert(cluster.to_string());
+        g.workloads_changed.insert(cluster.to_string());
     }
 
     pub fn forget(&self, cluster: &str) {
@@ -144,6 +164,8 @@ impl Observations {
         g.probes.remove(cluster);
         g.statuses.remove(cluster);
         g.workloads.remove(cluster);
+        g.statuses_changed.remove(cluster);
+        g.workloads_changed.remove(cluster);
         drop(g);
         self.values.forget(cluster);
     }
@@ -241,21 +263,28 @@ impl Observations {
         out
     }
 
-    /// Per-object reports that differ from the state, at most [`MAX_BATCH_ITEMS`].
+    /// Per-object reports that differ from the state, at most [`MAX_BATCH_ITEMS`]: of every
+    /// cluster, or of those a pass reported on since the last call ([`Sweep`]).
     pub fn take_statuses(
         &self,
         state: &State,
         sent: &mut Sent,
         now: Instant,
+        sweep: Sweep,
     ) -> Vec<StatusReportAt> {
-        let g = self.lock();
+        let mut g = self.lock();
+        let inner = &mut *g;
         // Reports the state holds now need no guard against resending: dropped first, so that
         // one differing again goes out at once. Only the guards are walked here; the loop
         // below builds a key only for the few reports that differ.
         sent.statuses
             .retain(|_, (at, _)| status_differs(state, &at.report) == Some(true));
+        let clusters = due(&inner.statuses, &mut inner.statuses_changed, sweep);
         let mut out = Vec::new();
-        for (as_of, reports) in g.statuses.values() {
+        for (i, cluster) in clusters.iter().enumerate() {
+            let Some((as_of, reports)) = inner.statuses.get(cluster) else {
+                continue;
+            };
             for r in reports {
                 // Not placed there (any more): core would ignore it. Same: nothing to say.
                 if status_differs(state, r) != Some(true) {
@@ -274,6 +303,8 @@ impl Observations {
                 sent.statuses.insert(key, (at.clone(), now));
                 out.push(at);
                 if out.len() == MAX_BATCH_ITEMS {
+                    // This cluster's rest and the clusters after it go next flush.
+                    inner.statuses_changed.extend(clusters[i..].iter().cloned());
                     return out;
                 }
             }
@@ -282,8 +313,19 @@ impl Observations {
     }
 }
 
-/// Whether `r` says something else than the state records for its object on its cluster;
-/// None when the object is not placed there.
+/// The clusters a flush of `sweep` compares, in name order; none of them stays marked changed.
+fn due<V>(
+    reports: &BTreeMap<String, V>,
+    changed: &mut BTreeSet<String>,
+    sweep: Sweep,
+) -> Vec<String> {
+    let marked = std::mem::take(changed);
+    match sweep {
+        Sweep::Full => reports.keys().cloned().collect(),
+        Sweep::Changed => marked.into_iter().collect(),
+    }
+}
+
 fn status_differs(state: &State, r: &ObjectStatusReport) -> Option<bool> {
     let placed = state
         .object(&r.namespace, &r.name)?
@@ -318,21 +360,28 @@ fn workload_differs(
 }
 
 impl Observations {
-    /// Workload observations that differ from the state, at most [`MAX_BATCH_ITEMS`].
+    /// Workload observations that differ from the state, at most [`MAX_BATCH_ITEMS`], of the
+    /// clusters `sweep` names.
     pub fn take_workloads(
         &self,
         state: &State,
         sent: &mut Sent,
         now: Instant,
+        sweep: Sweep,
     ) -> Vec<WorkloadReport> {
-        let g = self.lock();
+        let mut g = self.lock();
+        let inner = &mut *g;
         // As for statuses: guards of what the state holds now go first, keys only for news.
         sent.workloads
             .retain(|(namespace, name, cluster), (observed, _)| {
                 workload_differs(state, (namespace, name, cluster), observed) == Some(true)
             });
+        let clusters = due(&inner.workloads, &mut inner.workloads_changed, sweep);
         let mut out = Vec::new();
-        for reports in g.workloads.values() {
+        for (i, cluster) in clusters.iter().enumerate() {
+            let Some(reports) = inner.workloads.get(cluster) else {
+                continue;
+            };
             for r in reports {
                 // Not placed there: core would skip it. Recorded already: nothing to say.
                 let id = (r.namespace.as_str(), r.name.as_str(), r.cluster.as_str());
@@ -348,6 +397,9 @@ impl Observations {
                 sent.workloads.insert(key, (r.observed.clone(), now));
                 out.push(r.clone());
                 if out.len() == MAX_BATCH_ITEMS {
+                    inner
+                        .workloads_changed
+                        .extend(clusters[i..].iter().cloned());
                     return out;
                 }
             }
@@ -375,112 +427,4 @@ pub fn object_report(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use fedraft_core::command::{Command, LogEntry};
-    use fedraft_core::health::FailureKind;
-    use fedraft_core::model::ClusterSpec;
-    use fedraft_core::policy::Resources;
-
-    fn down() -> ProbeFailure {
-        ProbeFailure::new(FailureKind::Error, "connection refused")
-    }
-
-    fn names(r: &[ReachabilityReport]) -> Vec<&str> {
-        assert!(r.iter().all(|r| r.failure == Some(down())));
-        r.iter().map(|r| r.cluster.as_str()).collect()
-    }
-
-    pub(crate) fn state_with(clusters: &[&str]) -> State {
-        let mut s = State::new();
-        let mut i = 0;
-        for c in clusters {
-            i += 1;
-            let cmd = Command::RegisterCluster(ClusterSpec::new(*c, format!("http://{c}:1")));
-            s.apply(i, &LogEntry::new(format!("r{i}"), "admin", 1000, cmd));
-        }
-        s
-    }
-
-    pub(crate) fn cap(cpu: u64) -> Capacity {
-        let r = Resources {
-            cpu_millis: cpu,
-            memory_bytes: 1,
-            pods: 1,
-        };
-        Capacity {
-            allocatable: r,
-            available: r,
-        }
-    }
-
-    #[test]
-    fn heartbeats_carry_capacity_only_when_new() {
-        let mut s = state_with(&["dc1", "dc2", "dc3"]);
-        let obs = Observations::default();
-        let mut sent = Sent::default();
-        let t0 = Instant::now();
-        let fresh = Duration::from_secs(8);
-        obs.probe_ok("dc1", Some(cap(1000)));
-        obs.probe_ok("dc2", None);
-        obs.probe_failed("dc3", down());
-        let f = obs.take_health(&s, &mut sent, fresh, t0);
-        assert_eq!(
-            f.heartbeats,
-            vec![
-                Heartbeat {
-                    cluster: "dc1".into(),
-                    capacity: Some(cap(1000))
-                },
-                Heartbeat {
-                    cluster: "dc2".into(),
-                    capacity: None
-                },
-            ]
-        );
-        assert_eq!(names(&f.unreachable), vec!["dc3"]);
-
-        // In flight: not repeated; the dark cluster is not hinted again.
-        obs.probe_failed("dc3", down());
-        let f = obs.take_health(&s, &mut sent, fresh, t0 + Duration::from_secs(1));
-        assert_eq!(f.heartbeats[0].capacity, None);
-        assert!(f.unreachable.is_empty());
-
-        // Once the state holds it, an unchanged scan is not sent either, even after the resend
-        // window.
-        let hb = Command::Heartbeats(vec![Heartbeat {
-            cluster: "dc1".into(),
-            capacity: Some(cap(1000)),
-        }]);
-        s.apply(10, &LogEntry::new("hb", "x", 2000, hb));
-        obs.probe_ok("dc1", Some(cap(1000)));
-        let f = obs.take_health(&s, &mut sent, fresh, t0 + Duration::from_secs(2));
-        assert_eq!(f.heartbeats[0].capacity, None);
-        // A changed scan is.
-        obs.probe_ok("dc1", Some(cap(500)));
-        let f = obs.take_health(&s, &mut sent, fresh, t0 + Duration::from_secs(3));
-        assert_eq!(f.heartbeats[0].capacity, Some(cap(500)));
-
-        // A stale success is no heartbeat.
-        let f = obs.take_health(
-            &s,
-            &mut sent,
-            fresh,
-            Instant::now() + Duration::from_secs(60),
-        );
-        assert!(f.heartbeats.is_empty());
-        // Recovering then failing again hints again.
-        obs.probe_ok("dc3", None);
-        obs.probe_failed("dc3", down());
-        let f = obs.take_health(&s, &mut sent, fresh, Instant::now());
-        assert_eq!(names(&f.unreachable), vec!["dc3"]);
-    }
-
-    #[test]
-    fn short_messages() {
-        assert_eq!(short_message("abc"), "abc");
-        let long = "é".repeat(400);
-        let cut = short_message(&long);
-        assert!(cut.len() <= MAX_MESSAGE_BYTES && long.starts_with(&cut));
-    }
-}
+pub(crate) mod tests;

@@ -6,6 +6,9 @@
 //! heartbeats waiting behind it turned a follower's healthy clusters NotReady. Each flush keeps
 //! its own [`Sent`]; they touch disjoint parts of it.
 //!
+//! The status flush compares every report with the state once per `RESEND_AFTER` and, between
+//! those, only the reports of clusters a pass reported on since (`report::Sweep`).
+//!
 //! Must not: read member clusters, or let one flush wait for the other.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,7 +19,7 @@ use fedraft_core::command::Command;
 
 use crate::config::ExecutorConfig;
 use crate::node::ControlPlane;
-use crate::report::{Observations, Sent};
+use crate::report::{Observations, Sent, Sweep, RESEND_AFTER};
 
 /// Runs both flushes until the task is dropped.
 pub async fn run_reporter<C: ControlPlane>(ctrl: C, obs: Arc<Observations>, cfg: ExecutorConfig) {
@@ -81,13 +84,22 @@ async fn flush_statuses<C: ControlPlane>(
     let mut sent_values = crate::preserve::SentValues::default();
     let mut statuses = tokio::time::interval(cfg.status_flush_interval);
     statuses.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_full: Option<Instant> = None;
     loop {
         statuses.tick().await;
-        let batch = ctrl.read_state(|s| obs.take_statuses(s, &mut sent, Instant::now()));
+        let now = Instant::now();
+        let sweep = match last_full {
+            Some(t) if now.saturating_duration_since(t) < RESEND_AFTER => Sweep::Changed,
+            _ => {
+                last_full = Some(now);
+                Sweep::Full
+            }
+        };
+        let batch = ctrl.read_state(|s| obs.take_statuses(s, &mut sent, now, sweep));
         if !batch.is_empty() {
             propose(ctrl, next_id(), &cfg.actor, Command::StatusReportsAt(batch)).await;
         }
-        let batch = ctrl.read_state(|s| obs.take_workloads(s, &mut sent, Instant::now()));
+        let batch = ctrl.read_state(|s| obs.take_workloads(s, &mut sent, now, sweep));
         if !batch.is_empty() {
             propose(ctrl, next_id(), &cfg.actor, Command::WorkloadReports(batch)).await;
         }
@@ -201,8 +213,9 @@ mod tests {
             heartbeats: Arc::new(AtomicU64::new(0)),
             applied: tokio::sync::broadcast::channel(1).0,
         };
-        let statuses =
-            ctrl.read_state(|s| obs.take_statuses(s, &mut Sent::default(), Instant::now()));
+        let statuses = ctrl.read_state(|s| {
+            obs.take_statuses(s, &mut Sent::default(), Instant::now(), Sweep::Full)
+        });
         assert_eq!(
             statuses.len(),
             1,
