@@ -235,6 +235,25 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         rep.registered_s
     );
 
+    // Spread ownership forms one lease after the first renewal, and until then the leader's
+    // executors hold every cluster. Measuring across that handover would count the new owners'
+    // first listings as convergence and distribution time.
+    if args.owner_lease_ms != Some(0) {
+        let formed = work::wait_until(Duration::from_secs(120), "ownership spread", || async {
+            let owners = work::cluster_owners(&api).await.ok()?;
+            (owners.len() == members.clusters.len() && owners.values().all(|o| o != "leader"))
+                .then_some(())
+        })
+        .await;
+        match formed {
+            Ok(()) => rep.note(format!(
+                "ownership spread over the nodes {:.1} s after registering began",
+                t.elapsed().as_secs_f64()
+            )),
+            Err(e) => rep.note(format!("measuring with leader-only executors: {e:#}")),
+        }
+    }
+
     // 2. Converge from empty.
     let samples: Shared = Shared::default();
     let reader = tokio::spawn(read_load(api.clone(), args.objects, samples.clone()));
@@ -487,15 +506,17 @@ async fn steady(
     tokio::time::sleep(Duration::from_secs(1)).await;
     let period = Duration::from_secs_f64(1.0 / args.steady_rate.max(0.1));
     let total = (args.steady_secs as f64 * args.steady_rate).round() as u64;
-    let acks: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
+    // Name -> (acknowledged, the member it was placed on).
+    let acks: Arc<Mutex<BTreeMap<String, (Instant, String)>>> = Arc::default();
     let mut tick = tokio::time::interval(period);
     let mut inflight = tokio::task::JoinSet::new();
     for j in 0..total {
         tick.tick().await;
         let name = format!("lat{j:06}");
+        let cluster = watched[j as usize % watched.len()].clone();
         let body = json!({
             "template": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"j": j.to_string()}},
-            "placement": {"clusters": [watched[j as usize % watched.len()]]},
+            "placement": {"clusters": [cluster]},
         });
         let (api, acks, into) = (api.clone(), acks.clone(), into.clone());
         inflight.spawn(async move {
@@ -510,7 +531,7 @@ async fn steady(
                 Ok(took) => {
                     acks.lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .insert(name, Instant::now());
+                        .insert(name, (Instant::now(), cluster));
                     lock(&into).writes.push(took);
                 }
                 Err(e) => {
@@ -542,6 +563,7 @@ async fn steady(
     for w in watches {
         w.abort();
     }
+    let owners = work::cluster_owners(api).await.unwrap_or_default();
     let acks = acks
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -549,10 +571,16 @@ async fn steady(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut lat = Vec::new();
+    let mut by_owner: BTreeMap<String, Vec<Duration>> = BTreeMap::new();
     let mut missing = 0;
-    for (name, ack) in acks.iter() {
+    for (name, (ack, cluster)) in acks.iter() {
         match seen.get(name) {
-            Some(s) => lat.push(s.saturating_duration_since(*ack)),
+            Some(s) => {
+                let took = s.saturating_duration_since(*ack);
+                lat.push(took);
+                let owner = owners.get(cluster).map_or("unknown", String::as_str);
+                by_owner.entry(owner.to_string()).or_default().push(took);
+            }
             None => missing += 1,
         }
     }
@@ -562,6 +590,16 @@ async fn steady(
         p50_ms: work::percentile(&lat, 0.50),
         p99_ms: work::percentile(&lat, 0.99),
         missing,
+        by_owner: by_owner
+            .into_iter()
+            .map(|(o, l)| {
+                let n = l.len() as u64;
+                (
+                    o,
+                    (n, work::percentile(&l, 0.50), work::percentile(&l, 0.99)),
+                )
+            })
+            .collect(),
     };
     println!(
         "distribution at {}/s: p50 {:.0} ms, p99 {:.0} ms, {} of {} never seen",

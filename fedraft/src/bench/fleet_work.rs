@@ -507,6 +507,19 @@ pub async fn cluster_health(api: &FedApi) -> anyhow::Result<BTreeMap<String, Str
     Ok(out)
 }
 
+/// The node owning each cluster ("leader" where no ownership lease is in force).
+pub async fn cluster_owners(api: &FedApi) -> anyhow::Result<BTreeMap<String, String>> {
+    let (_, body) = api.get("/v1/clusters?stale=true").await?;
+    let mut out = BTreeMap::new();
+    for c in body["items"].as_array().context("cluster list items")? {
+        let name = c.pointer("/metadata/name").or(c.get("name"));
+        let name = name.and_then(Value::as_str).unwrap_or("").to_string();
+        let owner = c.pointer("/owner/node").and_then(Value::as_str);
+        out.insert(name, owner.unwrap_or("leader").to_string());
+    }
+    Ok(out)
+}
+
 /// Nearest-rank percentile in milliseconds of unsorted durations (NaN when empty).
 pub fn percentile(samples: &[Duration], p: f64) -> f64 {
     let mut us: Vec<u32> = samples

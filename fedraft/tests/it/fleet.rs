@@ -4,7 +4,8 @@
 //! compares each member's managed objects with fedraft's placement and fails on any
 //! difference); a region of 6 clusters goes dark, its workloads are re-placed without taking a
 //! replica off a healthy cluster, and the members agree with fedraft again; then 60 % of the
-//! fleet goes dark at once and the failover brake holds every replica where it is.
+//! fleet goes dark at once and the failover brake holds every replica where it is. Ownership
+//! spreads over the nodes before anything is measured.
 //! Correctness, not speed: the figures of a real run come from the command in
 //! docs/performance.md.
 
@@ -48,6 +49,17 @@ fn a_small_fleet_converges_exactly_and_survives_a_dark_region() {
     assert_eq!(report["dark"]["movedFromHealthy"], 0, "{report}");
     assert!(report["dark"]["affected"].as_u64().unwrap() > 0, "{report}");
     assert_eq!(report["distribution"]["missing"], 0, "{report}");
+    // Measured with ownership spread over the nodes, each owner's latencies apart.
+    let notes = report["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().starts_with("ownership spread")),
+        "{report}"
+    );
+    let by_owner = report["distribution"]["byOwner"].as_object().unwrap();
+    assert!(!by_owner.is_empty(), "{report}");
+    assert!(by_owner.keys().all(|o| o.starts_with("node")), "{report}");
     // 60 % of the fleet dark at once: the brake holds every replica, then lets go.
     let brake = &report["brake"];
     assert_eq!(brake["dark"], 18, "{report}");

@@ -43,10 +43,6 @@ const LONG_FILES: &[(&str, &str)] = &[
         "the fleet benchmark's phases in the order they run, each reading the state the one \
          before left; the report and the member checks are already apart",
     ),
-    (
-        "testing/kubesim/src/controller.rs",
-        "the node packing and the workload status it drives belong together; the tail is tests",
-    ),
 ];
 
 /// Where a crate keeps Rust sources that must carry a `//!` header.
