@@ -135,7 +135,9 @@ fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 fn golden(case: &str, got: &Value) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let path = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
         .join("tests/golden")
         .join(format!("{case}.json"));
     let pretty = serde_json::to_string_pretty(got).unwrap() + "\n";

@@ -3,7 +3,6 @@
 //! own test).
 //! Resource versions depend on idle ticks, so the VERSION column and version lines are masked.
 
-use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -116,9 +115,7 @@ fn is_age(token: &str) -> bool {
 }
 
 fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
+    let path = crate::manifest_dir().join("tests/golden").join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, actual).unwrap();
     }

@@ -6,14 +6,14 @@
 //! `rollback` and `uninstall`, each followed on the members; Helm's release Secrets stay on
 //! fedraft.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use crate::kubectl_door::{kubectl_federation, write_kubeconfig, Kubectl};
 use crate::support::*;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    crate::manifest_dir()
         .parent()
         .expect("the crate lives in the workspace")
         .to_path_buf()

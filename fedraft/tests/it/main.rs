@@ -7,6 +7,15 @@
 mod deploy_common;
 mod support;
 
+/// The fedraft crate's directory, as cargo names it when it runs the tests: read at run time,
+/// so a test binary built from another checkout into a shared target directory still reads
+/// this checkout's files.
+pub fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 mod abuse_files;
 mod abuse_listeners;
 mod audit_cli;

@@ -6,7 +6,7 @@
 
 use fedraft_testkit::net::free_port;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_fedraft");
 const TOKEN: &str = "metrics-test-admin-token";
 
 fn repo_file(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+    crate::manifest_dir().join("..").join(rel)
 }
 
 fn read(rel: &str) -> String {

@@ -63,7 +63,7 @@ pub(crate) fn allow_cluster_scoped_kinds(fed: &Fed, dir: &Path) {
 }
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    crate::manifest_dir()
         .parent()
         .expect("the fedraft crate sits in the workspace")
         .to_path_buf()

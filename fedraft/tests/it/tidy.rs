@@ -52,8 +52,7 @@ const SOURCE_DIRS: &[&str] = &["src", "tests", "benches", "examples"];
 const MODULES_PREFIX: &str = "Modules:";
 
 fn root() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest
+    crate::manifest_dir()
         .parent()
         .expect("the fedraft crate sits one level below the workspace root")
         .to_path_buf()

@@ -168,7 +168,7 @@ async fn assert_keyboard_navigation(b: &Browser) {
 fn shots_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        .unwrap_or_else(|| crate::manifest_dir().join("../target"));
     target.join("console-screenshots")
 }
 
