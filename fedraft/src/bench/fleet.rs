@@ -343,6 +343,11 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         )
         .await?;
         rep.dark.not_ready_s = t.elapsed().as_secs_f64();
+        // Printed now: the re-placement wait below may fail, and this figure is still one.
+        println!(
+            "region {region} dark: NotReady after {:.1} s; waiting for re-placement",
+            rep.dark.not_ready_s
+        );
         let affected: Vec<&String> = before
             .iter()
             .filter(|(_, p)| p.desired.is_some() && p.placement.keys().any(|c| dark.contains(c)))
