@@ -19,6 +19,7 @@ mod fleet_args;
 mod fleet_brake;
 mod fleet_explain;
 mod fleet_report;
+mod fleet_steady;
 mod fleet_work;
 mod load;
 mod procs;

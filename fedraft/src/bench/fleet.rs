@@ -6,8 +6,8 @@
 //! 2. converge: write M objects (`fleet_work` mix) with closed-loop clients, then wait until
 //!    fedraft reports every object applied and ready everywhere it placed it; then compare each
 //!    member's managed objects with fedraft's placement (differences are an error);
-//! 3. distribution latency: ConfigMaps at a steady rate, each Duplicated to one of ten watched
-//!    clusters; latency = the member's watch event minus the API's acknowledgement;
+//! 3. distribution latency (`fleet_steady`): ConfigMaps at a steady rate, each placed on one of
+//!    ten watched clusters; latency = the member's watch event minus the API's acknowledgement;
 //! 4. a region goes dark (refused connections): time until fedraft marks all its clusters
 //!    NotReady, until every Divided workload that had replicas there has them elsewhere, and how
 //!    many replicas left a healthy cluster (should be none); members compared again.
@@ -74,9 +74,9 @@ pub async fn host(a: FleetHostArgs) -> anyhow::Result<std::process::ExitCode> {
 /// Attempts after the first for one write of the register and convergence phases.
 const WRITE_RETRIES: u32 = 10;
 
-type Shared = Arc<Mutex<Samples>>;
+pub(super) type Shared = Arc<Mutex<Samples>>;
 
-fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Samples> {
+pub(super) fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Samples> {
     s.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -313,7 +313,7 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         let reader = tokio::spawn(read_load(api.clone(), args.objects, samples.clone()));
         let last_region = members.regions.values().last().context("regions")?;
         let watched: Vec<String> = last_region.iter().take(10).cloned().collect();
-        let lat = steady(&api, &members, &watched, args, &samples).await?;
+        let lat = super::fleet_steady::steady(&api, &members, &watched, args, &samples).await?;
         reader.abort();
         rep.distribution = lat;
         rep.phase(Phase::Steady, &lock(&samples));
@@ -490,180 +490,5 @@ async fn track_convergence(
             return Ok((curve, done.into_values().flatten().collect()));
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-}
-
-/// The distribution-latency phase; returns (samples, objects never seen in their member).
-async fn steady(
-    api: &FedApi,
-    members: &Members,
-    watched: &[String],
-    args: &FleetArgs,
-    into: &Shared,
-) -> anyhow::Result<report::Distribution> {
-    let seen: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
-    let mut watches = Vec::new();
-    for c in watched {
-        let url = members.clusters[c].1.clone();
-        watches.push(tokio::spawn(watch_configmaps(url, seen.clone())));
-    }
-    // Let the watches connect before the first write.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let period = Duration::from_secs_f64(1.0 / args.steady_rate.max(0.1));
-    let total = (args.steady_secs as f64 * args.steady_rate).round() as u64;
-    // Name -> (acknowledged, the member it was placed on).
-    let acks: Arc<Mutex<BTreeMap<String, (Instant, String)>>> = Arc::default();
-    let mut tick = tokio::time::interval(period);
-    let mut inflight = tokio::task::JoinSet::new();
-    for j in 0..total {
-        tick.tick().await;
-        let name = format!("lat{j:06}");
-        let cluster = watched[j as usize % watched.len()].clone();
-        let body = json!({
-            "template": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"j": j.to_string()}},
-            "placement": {"clusters": [cluster]},
-        });
-        let (api, acks, into) = (api.clone(), acks.clone(), into.clone());
-        inflight.spawn(async move {
-            match api
-                .send(
-                    reqwest::Method::PUT,
-                    &format!("/v1/namespaces/fleet-lat/objects/{name}"),
-                    &body,
-                )
-                .await
-            {
-                Ok(took) => {
-                    acks.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .insert(name, (Instant::now(), cluster));
-                    lock(&into).writes.push(took);
-                }
-                Err(e) => {
-                    // Each one is an error of the run: say which call and why.
-                    eprintln!("steady write failed: {e:#}");
-                    lock(&into).errors += 1;
-                }
-            }
-        });
-    }
-    while inflight.join_next().await.is_some() {}
-    // Stragglers: up to 10 s more.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let missing = {
-            let acks = acks
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let seen = seen
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            acks.keys().filter(|k| !seen.contains_key(*k)).count()
-        };
-        if missing == 0 || Instant::now() > deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    for w in watches {
-        w.abort();
-    }
-    let owners = work::cluster_owners(api).await.unwrap_or_default();
-    let acks = acks
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let seen = seen
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut lat = Vec::new();
-    let mut by_owner: BTreeMap<String, Vec<Duration>> = BTreeMap::new();
-    let mut missing = 0;
-    for (name, (ack, cluster)) in acks.iter() {
-        match seen.get(name) {
-            Some(s) => {
-                let took = s.saturating_duration_since(*ack);
-                lat.push(took);
-                let owner = owners.get(cluster).map_or("unknown", String::as_str);
-                by_owner.entry(owner.to_string()).or_default().push(took);
-            }
-            None => missing += 1,
-        }
-    }
-    let d = report::Distribution {
-        rate: args.steady_rate,
-        writes: acks.len() as u64,
-        p50_ms: work::percentile(&lat, 0.50),
-        p99_ms: work::percentile(&lat, 0.99),
-        missing,
-        by_owner: by_owner
-            .into_iter()
-            .map(|(o, l)| {
-                let n = l.len() as u64;
-                (
-                    o,
-                    (n, work::percentile(&l, 0.50), work::percentile(&l, 0.99)),
-                )
-            })
-            .collect(),
-    };
-    println!(
-        "distribution at {}/s: p50 {:.0} ms, p99 {:.0} ms, {} of {} never seen",
-        d.rate, d.p50_ms, d.p99_ms, d.missing, d.writes
-    );
-    Ok(d)
-}
-
-/// Watches one member's managed ConfigMaps from now, recording when each name first appears.
-async fn watch_configmaps(url: String, seen: Arc<Mutex<BTreeMap<String, Instant>>>) {
-    let Ok(http) = reqwest::Client::builder().build() else {
-        return;
-    };
-    loop {
-        let list = async {
-            let v: Value = http
-                .get(format!(
-                    "{url}/api/v1/configmaps?labelSelector={}&limit=1",
-                    work::MANAGED
-                ))
-                .send()
-                .await?
-                .json()
-                .await?;
-            anyhow::Ok(
-                v.pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or("0")
-                    .to_string(),
-            )
-        };
-        let Ok(rv) = list.await else {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
-        };
-        let path = format!(
-            "{url}/api/v1/configmaps?watch=true&labelSelector={}&resourceVersion={rv}",
-            work::MANAGED
-        );
-        let Ok(resp) = http.get(path).send().await else {
-            continue;
-        };
-        let mut stream = resp.bytes_stream();
-        let mut buf = Vec::new();
-        while let Some(Ok(chunk)) = stream.next().await {
-            let now = Instant::now();
-            buf.extend_from_slice(&chunk);
-            while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=nl).collect();
-                let Ok(ev) = serde_json::from_slice::<Value>(&line) else {
-                    continue;
-                };
-                if let Some(name) = ev.pointer("/object/metadata/name").and_then(Value::as_str) {
-                    seen.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .entry(name.to_string())
-                        .or_insert(now);
-                }
-            }
-        }
     }
 }

@@ -496,26 +496,27 @@ pub fn moved_from_healthy(
 
 /// Cluster name -> health, from fedraft.
 pub async fn cluster_health(api: &FedApi) -> anyhow::Result<BTreeMap<String, String>> {
-    let (_, body) = api.get("/v1/clusters?stale=true").await?;
-    let mut out = BTreeMap::new();
-    for c in body["items"].as_array().context("cluster list items")? {
-        let name = c.pointer("/metadata/name").or(c.get("name"));
-        let name = name.and_then(Value::as_str).unwrap_or("").to_string();
-        let health = c.pointer("/status/health").and_then(Value::as_str);
-        out.insert(name, health.unwrap_or("").to_string());
-    }
-    Ok(out)
+    cluster_field(api, "/status/health", "").await
 }
 
 /// The node owning each cluster ("leader" where no ownership lease is in force).
 pub async fn cluster_owners(api: &FedApi) -> anyhow::Result<BTreeMap<String, String>> {
+    cluster_field(api, "/owner/node", "leader").await
+}
+
+/// Cluster name -> the string at `pointer` in its document (`absent` where it has none).
+async fn cluster_field(
+    api: &FedApi,
+    pointer: &str,
+    absent: &str,
+) -> anyhow::Result<BTreeMap<String, String>> {
     let (_, body) = api.get("/v1/clusters?stale=true").await?;
     let mut out = BTreeMap::new();
     for c in body["items"].as_array().context("cluster list items")? {
         let name = c.pointer("/metadata/name").or(c.get("name"));
         let name = name.and_then(Value::as_str).unwrap_or("").to_string();
-        let owner = c.pointer("/owner/node").and_then(Value::as_str);
-        out.insert(name, owner.unwrap_or("leader").to_string());
+        let field = c.pointer(pointer).and_then(Value::as_str);
+        out.insert(name, field.unwrap_or(absent).to_string());
     }
     Ok(out)
 }

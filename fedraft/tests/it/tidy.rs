@@ -38,11 +38,6 @@ const LONG_FILES: &[(&str, &str)] = &[
         "core/tests/it/scheduler_rules.rs",
         "one test per scheduling rule through `schedule`; the bulk is cluster and spec fixtures",
     ),
-    (
-        "fedraft/src/bench/fleet.rs",
-        "the fleet benchmark's phases in the order they run, each reading the state the one \
-         before left; the report and the member checks are already apart",
-    ),
 ];
 
 /// Where a crate keeps Rust sources that must carry a `//!` header.
