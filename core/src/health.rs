@@ -16,7 +16,12 @@
 //!   window of log time, failover pauses there until the share of NotReady clusters drops back
 //!   to the threshold or below, as Kubernetes' node lifecycle controller stops evicting in a
 //!   disrupted zone: moving everything during a partition on fedraft's side does more harm than
-//!   waiting.
+//!   waiting;
+//! - a stalled log: log time in which nothing committed (no quorum, no leader) says nothing of
+//!   the member clusters, whose heartbeats could not commit either. After a gap of more than
+//!   [`LOG_STALL_MS`] between two entries, every cluster's failure threshold counts again from
+//!   the entry that ended it, as Kubernetes' node lifecycle controller starts its grace periods
+//!   afresh after it was itself away: a fedraft-side outage must not fail the fleet over.
 //!
 //! Must not: read clocks (every time is log time), or iterate a hash map into a result.
 
@@ -31,6 +36,33 @@ pub const MAX_FAILURE_MESSAGE_BYTES: usize = 512;
 pub const VANTAGE_LEASE_MS: u64 = 30_000;
 /// Most reports in one `Reachability` entry.
 pub const MAX_REACHABILITY_REPORTS: usize = 10_000;
+/// A longer gap between two consecutive entries' log times is a stalled log. A leader with a
+/// quorum commits a tick at least every `tick_interval_ms` (at most [`MAX_TICK_INTERVAL_MS`]),
+/// and executors renew leases and report every second or so; an election takes one to two
+/// seconds. Five seconds is none of those, and well under any sane failure threshold.
+pub const LOG_STALL_MS: u64 = 5_000;
+/// Longest tick interval a node may be configured with: a live log must never look stalled.
+pub const MAX_TICK_INTERVAL_MS: u64 = LOG_STALL_MS / 2;
+
+/// The latest stretch of log time in which nothing committed: from the entry before the gap to
+/// the one after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogStall {
+    pub from_ms: u64,
+    pub to_ms: u64,
+}
+
+impl LogStall {
+    /// The stall between an entry at `prev_ms` and the next at `now_ms`, if the gap is one.
+    pub fn between(prev_ms: u64, now_ms: u64) -> Option<LogStall> {
+        // Log time 0 is the empty state: the first entry ends no stall.
+        (prev_ms > 0 && now_ms.saturating_sub(prev_ms) > LOG_STALL_MS).then_some(LogStall {
+            from_ms: prev_ms,
+            to_ms: now_ms,
+        })
+    }
+}
 
 /// Why a probe failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -263,7 +295,8 @@ pub fn review<'a>(
 }
 
 /// The replicated health facts beyond cluster status: vantage points' views, the brake and its
-/// policy. A snapshot part of its own (snapshot version 8), so older layouts stay readable.
+/// policy, the latest log stall. A snapshot part of its own (snapshot version 8; the stall since
+/// version 12), so older layouts stay readable.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HealthBook {
     pub policy: HealthPolicy,
@@ -279,9 +312,17 @@ pub struct HealthBook {
     /// broken link, held Ready.
     pub links: BTreeMap<String, u64>,
     pub brake: Brake,
+    /// The latest stall of the log (entries of envelope version [`crate::command::LOG_STALL_SINCE`]
+    /// on): failure thresholds count from its end.
+    pub stall: Option<LogStall>,
 }
 
 impl HealthBook {
+    /// Log time from which silence counts against a cluster: the end of the latest stall.
+    pub fn judged_from_ms(&self) -> u64 {
+        self.stall.map_or(0, |s| s.to_ms)
+    }
+
     /// True while the book holds nothing a version-8 log could have produced besides the
     /// owner: the state hash then leaves it out, so such logs hash as they did.
     pub fn is_trivial(&self) -> bool {
@@ -290,6 +331,30 @@ impl HealthBook {
             && self.reach.is_empty()
             && self.links.is_empty()
             && !self.brake.is_engaged()
+            && self.stall.is_none()
+    }
+
+    /// What the state hash takes of a book that is not trivial: the fields of the layout before
+    /// log stalls, then the stall when there is one, so a book without one hashes as it did.
+    pub fn hash_bytes(&self) -> Vec<u8> {
+        let cfg = bincode::config::standard();
+        let before_stalls = (
+            &self.policy,
+            &self.owner,
+            &self.vantages,
+            &self.reach,
+            &self.links,
+            &self.brake,
+        );
+        // Plain owned data into a Vec: cannot fail (see `LogEntry::encode`).
+        let mut bytes = bincode::serde::encode_to_vec(before_stalls, cfg)
+            .unwrap_or_else(|e| unreachable!("health encoding failed: {e}"));
+        if let Some(stall) = &self.stall {
+            let more = bincode::serde::encode_to_vec(stall, cfg)
+                .unwrap_or_else(|e| unreachable!("stall encoding failed: {e}"));
+            bytes.extend_from_slice(&more);
+        }
+        bytes
     }
 
     /// Fresh views of `cluster`, by vantage.

@@ -130,6 +130,16 @@ async fn run_config(f: NodeFile, limits: ListenerSettings) -> anyhow::Result<()>
     set(&mut nc.election_timeout_min_ms, t.election_timeout_min_ms);
     set(&mut nc.election_timeout_max_ms, t.election_timeout_max_ms);
     set(&mut nc.tick_interval_ms, t.tick_interval_ms);
+    if nc.tick_interval_ms > fedraft_core::health::MAX_TICK_INTERVAL_MS {
+        // Allowed (tests turn ticks off), but an idle log then looks stalled to the health rules.
+        tracing::warn!(
+            tick_interval_ms = nc.tick_interval_ms,
+            max = fedraft_core::health::MAX_TICK_INTERVAL_MS,
+            "raft.tick_interval_ms is above the maximum: a gap of more than {} ms between entries \
+             counts as a stalled log, so member clusters' failure thresholds wait for other entries",
+            fedraft_core::health::LOG_STALL_MS
+        );
+    }
     set(&mut nc.snapshot_every_entries, t.snapshot_every_entries);
     set(
         &mut nc.max_in_snapshot_log_to_keep,

@@ -1,5 +1,6 @@
-//! `/v1/admin/health-policy`: the failover brake's settings (`fedraft_core::health`), and where
-//! the brake holds failover now.
+//! `/v1/admin/health-policy`: the failover brake's settings (`fedraft_core::health`), where
+//! the brake holds failover now, and the latest stall of the log (failure thresholds count
+//! from its end).
 //!
 //! GET shows both to any principal allowed to read clusters; PUT replaces the policy, admins
 //! only, through the log (`SetHealthPolicy`), where core checks the actor and the values again
@@ -10,7 +11,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::{Extension, Json};
 use fedraft_core::command::Command;
-use fedraft_core::health::{Brake, HealthPolicy};
+use fedraft_core::health::{Brake, HealthPolicy, LogStall};
 use serde_json::{json, Value};
 
 use super::common::{allow, read, resource_version, submit, ReadParams, Q};
@@ -19,12 +20,19 @@ use crate::body::decode_body;
 use crate::error::ApiError;
 use crate::App;
 
-fn policy_json(at: u64, policy: &HealthPolicy, brake: Option<&Brake>) -> Value {
+/// What GET adds to the policy: read-only, dropped from a PUT body.
+struct Observed {
+    brake: Brake,
+    stall: Option<LogStall>,
+}
+
+fn policy_json(at: u64, policy: &HealthPolicy, observed: Option<&Observed>) -> Value {
     let mut doc = serde_json::to_value(policy).unwrap_or(Value::Null);
     doc["kind"] = json!("HealthPolicy");
     doc["resourceVersion"] = json!(at);
-    if let Some(b) = brake {
-        doc["brake"] = serde_json::to_value(b).unwrap_or(Value::Null);
+    if let Some(o) = observed {
+        doc["brake"] = serde_json::to_value(&o.brake).unwrap_or(Value::Null);
+        doc["lastLogStall"] = serde_json::to_value(o.stall).unwrap_or(Value::Null);
     }
     doc
 }
@@ -35,12 +43,16 @@ pub async fn get_policy(
     Q(q): Q<ReadParams>,
 ) -> Result<Json<Value>, ApiError> {
     allow(&app, &p, Access::ReadClusters)?;
-    let (at, policy, brake) = read(&app, q.stale, |s| {
+    let (at, policy, observed) = read(&app, q.stale, |s| {
         let h = s.health();
-        (s.applied_index(), h.policy.clone(), h.brake.clone())
+        let observed = Observed {
+            brake: h.brake.clone(),
+            stall: h.stall,
+        };
+        (s.applied_index(), h.policy.clone(), observed)
     })
     .await?;
-    Ok(Json(policy_json(at, &policy, Some(&brake))))
+    Ok(Json(policy_json(at, &policy, Some(&observed))))
 }
 
 pub async fn put_policy(
@@ -61,6 +73,7 @@ pub async fn put_policy(
         m.remove("kind");
         m.remove("resourceVersion");
         m.remove("brake");
+        m.remove("lastLogStall");
     }
     let policy: HealthPolicy = serde_json::from_value(doc)
         .map_err(|e| ApiError::invalid("body", format!("not a health policy: {e}")))?;

@@ -97,6 +97,11 @@ async fn status_names_each_nodes_view_and_the_brake_policy_is_admin_set() {
         "{}",
         r.text
     );
+    assert!(
+        r.json.get("lastLogStall").is_some(),
+        "the latest log stall (none here, or when one happened) is shown: {}",
+        r.text
+    );
     let mut policy = r.json.clone();
     policy["fleetPercent"] = json!(40);
     policy["windowSeconds"] = json!(60);

@@ -559,7 +559,7 @@ impl State {
             pres,
             taints,
         ) = snapshot::decode(bytes)?;
-        let ix = Index::rebuild(&data);
+        let ix = Index::rebuild(&data, health.judged_from_ms());
         let door_ix = handlers::door::parse_policies(&door)?;
         Ok(State {
             applied_index,
@@ -628,9 +628,7 @@ impl State {
         }
         // And for the health book while it holds nothing a version-8 log could have made.
         if !self.health.is_trivial() {
-            let health = bincode::serde::encode_to_vec(&self.health, bincode::config::standard())
-                .unwrap_or_else(|e| unreachable!("health encoding failed: {e}"));
-            h.update(&health);
+            h.update(self.health.hash_bytes());
         }
         // And for the fail-back tables while they are empty.
         if !self.failbacks.is_empty() {
@@ -789,7 +787,8 @@ impl State {
     /// Compares the incrementally maintained indexes with a rebuild from the replicated data.
     /// For tests and debug checks: O(state).
     pub fn check_consistency(&self) -> Result<(), String> {
-        self.ix.matches_rebuild(&Index::rebuild(&self.d))
+        self.ix
+            .matches_rebuild(&Index::rebuild(&self.d, self.health.judged_from_ms()))
     }
 
     /// Requests booked on a cluster by fedraft's placements (replicas x per-replica requests).

@@ -76,6 +76,10 @@ impl Run {
     }
 
     fn apply(&mut self, cmd: Command) -> fedraft_core::state::Applied {
+        for t in self.h.fill_gap() {
+            self.log.push(Command::Tick);
+            self.times.push(t);
+        }
         self.log.push(cmd.clone());
         self.times.push(self.h.now_ms);
         self.h.apply(cmd)
@@ -98,11 +102,12 @@ impl Run {
         self.ok(Command::Heartbeats(hb));
     }
 
-    /// Log time passes in heartbeat-sized steps, so the clusters stay Ready.
+    /// Log time passes in heartbeat-sized steps, so the clusters stay Ready (and no gap is
+    /// long enough for the harness to fill it with ticks).
     fn tick(&mut self, ms: u64) {
         let mut left = ms;
         while left > 0 {
-            let step = left.min(10_000);
+            let step = left.min(fedraft_core::health::LOG_STALL_MS);
             self.h.advance(step);
             self.heartbeat();
             left -= step;

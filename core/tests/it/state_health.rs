@@ -1,10 +1,11 @@
 //! Cluster health in log time: hysteresis, unreachable hints, failover after the grace period
-//! at a bounded rate, and recovery with and without rebalance.
+//! at a bounded rate, recovery with and without rebalance, and stalls of the log itself.
 
 use crate::state_support::*;
-use fedraft_core::command::{Command, LogEntry, FAILOVER_OVERDUE_SINCE};
+use fedraft_core::command::{Command, LogEntry, FAILOVER_OVERDUE_SINCE, LOG_STALL_SINCE};
+use fedraft_core::health::LOG_STALL_MS;
 use fedraft_core::model::Health;
-use fedraft_core::state::RESCHEDULE_OBJECTS_PER_ENTRY;
+use fedraft_core::state::{State, RESCHEDULE_OBJECTS_PER_ENTRY};
 
 const S: u64 = 1000;
 
@@ -278,4 +279,100 @@ fn a_grace_shorter_than_detection_fails_over_at_once() {
     // Before version 10 such an object waited for its next placement change, and replays so.
     let p = silent_with_no_grace(FAILOVER_OVERDUE_SINCE - 1);
     assert_eq!(p.get("dc1"), Some(&2), "{p:?}");
+}
+
+#[test]
+fn a_stalled_log_restarts_every_failure_threshold_at_its_end() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1"]);
+    let last = h.now_ms;
+    h.advance(10 * S);
+    h.tick(0);
+    // 25 s in which nothing committed: 35 s since the heartbeat, 30 s threshold, still Ready.
+    h.stall(25 * S);
+    h.tick(0);
+    let resumed = h.now_ms;
+    assert_eq!(h.state.cluster("dc1").unwrap().status.health, Health::Ready);
+    let stall = h.state.health().stall.expect("the stall is recorded");
+    assert_eq!((stall.from_ms, stall.to_ms), (last + 10 * S, resumed));
+    // A live log counts again from the end of the stall: the whole threshold, then NotReady,
+    // dated at that deadline.
+    h.tick(30 * S);
+    assert_eq!(h.state.cluster("dc1").unwrap().status.health, Health::Ready);
+    h.tick(1);
+    let c = h.state.cluster("dc1").unwrap();
+    assert_eq!(c.status.health, Health::NotReady);
+    assert_eq!(c.status.health_since_ms, resumed + 30 * S);
+    assert_eq!(
+        c.status.last_heartbeat_ms,
+        Some(last),
+        "the record stays true"
+    );
+    h.state.check_consistency().unwrap();
+}
+
+#[test]
+fn a_gap_of_the_stall_limit_is_a_live_log() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1"]);
+    let last = h.now_ms;
+    for _ in 0..6 {
+        h.stall(LOG_STALL_MS);
+        h.tick(0);
+    }
+    assert!(h.state.health().stall.is_none());
+    h.stall(1);
+    h.tick(0);
+    let c = h.state.cluster("dc1").unwrap();
+    assert_eq!(c.status.health, Health::NotReady);
+    assert_eq!(c.status.health_since_ms, last + 30 * S);
+}
+
+#[test]
+fn entries_older_than_the_stall_rule_count_the_stall_against_clusters() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1"]);
+    let last = h.now_ms;
+    h.stall(31 * S);
+    h.index += 1;
+    let mut tick = LogEntry::new("", "test", h.now_ms, Command::Tick);
+    tick.version = LOG_STALL_SINCE - 1;
+    h.state.apply(h.index, &tick);
+    let c = h.state.cluster("dc1").unwrap();
+    assert_eq!(c.status.health, Health::NotReady);
+    assert_eq!(c.status.health_since_ms, last + 30 * S);
+    assert!(h.state.health().stall.is_none());
+}
+
+#[test]
+fn a_snapshot_keeps_the_stall_and_its_deadlines() {
+    let mut h = Harness::new();
+    h.fleet(&["dc1", "dc2"]);
+    let before = h.state.state_hash_hex();
+    h.stall(40 * S);
+    h.tick(0);
+    assert_ne!(
+        h.state.state_hash_hex(),
+        before,
+        "the stall is replicated state"
+    );
+    let mut restored = Harness {
+        state: State::from_snapshot(&h.state.to_snapshot()).expect("the snapshot decodes"),
+        index: h.index,
+        now_ms: h.now_ms,
+        stalled: false,
+    };
+    assert_eq!(restored.state.state_hash_hex(), h.state.state_hash_hex());
+    restored.state.check_consistency().unwrap();
+    // Both expire dc1 and dc2 at the same entry, 30 s after the stall ended.
+    for _ in 0..31 {
+        let a = h.tick(S);
+        let b = restored.tick(S);
+        assert_eq!(a.changes, b.changes);
+        assert_eq!(h.state.state_hash_hex(), restored.state.state_hash_hex());
+    }
+    assert_eq!(
+        h.state.cluster("dc2").unwrap().status.health,
+        Health::NotReady
+    );
 }

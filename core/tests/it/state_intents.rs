@@ -348,6 +348,7 @@ fn request_ids_are_scoped_by_actor_and_by_command() {
         state: back,
         index: h.index,
         now_ms: h.now_ms,
+        stalled: false,
     };
     let again = as_actor(&mut h2, "alice", put("a", 3));
     assert_eq!(again.outcome, reused.outcome);

@@ -205,7 +205,9 @@ pub struct RaftTiming {
     pub election_timeout_min_ms: Option<u64>,
     /// Upper bound of the randomized election timeout. Default 700.
     pub election_timeout_max_ms: Option<u64>,
-    /// How often the leader advances log time with a tick entry. Default 1000.
+    /// How often the leader advances log time with a tick entry. Default 1000; at most 2500
+    /// (a longer gap between entries counts as a stalled log, in which member clusters'
+    /// failure thresholds do not run).
     pub tick_interval_ms: Option<u64>,
     /// Entries between state machine snapshots. Default 10000.
     pub snapshot_every_entries: Option<u64>,

@@ -270,12 +270,13 @@ impl State {
         ctx: &mut Ctx,
         f: impl FnOnce(&mut Cluster),
     ) {
+        let from = self.health.judged_from_ms();
         let Some(c) = self.d.clusters.get_mut(name) else {
             return;
         };
-        let before = health_deadline(c);
+        let before = health_deadline(c, from);
         f(c);
-        let after = health_deadline(c);
+        let after = health_deadline(c, from);
         if before != after {
             self.ix.rearm(name, after);
         }

@@ -11,7 +11,10 @@
 //! - from envelope version 6, a passed deadline is first weighed against the other vantage
 //!   points (`crate::health`): a broken link between the owner and a cluster that others reach
 //!   stays Ready (re-examined at every entry), and a change between Ready and NotReady
-//!   recounts the failover brake (`vantage.rs`).
+//!   recounts the failover brake (`vantage.rs`);
+//! - from envelope version 15, a gap of more than `LOG_STALL_MS` between two entries is a
+//!   stalled log, recorded in the health book: silence counts from the entry that ended it
+//!   (`crate::health`), so no cluster turns NotReady for heartbeats that could not commit.
 //!
 //! Cost: a heartbeat that changes no health is one cluster lookup and a few stores: the health
 //! alarm is not moved (see `Index::alarms`); an alarm that rings early is re-armed at the real
@@ -20,7 +23,8 @@
 //! event): those change every few seconds and nothing user-visible depends on them.
 
 use super::validate;
-use crate::command::Heartbeat;
+use crate::command::{Heartbeat, LOG_STALL_SINCE};
+use crate::health::LogStall;
 use crate::model::{Capacity, Health};
 use crate::state::store::index::health_deadline;
 use crate::state::{check_batch_len, ChangeKind, ChangeOp, Ctx, HandlerResult, Rejection, State};
@@ -39,7 +43,14 @@ impl State {
             ctx.now_ms >= self.d.log_time_ms,
             "log time must not go backwards"
         );
-        self.d.log_time_ms = ctx.now_ms;
+        let prev_ms = std::mem::replace(&mut self.d.log_time_ms, ctx.now_ms);
+        if ctx.version >= LOG_STALL_SINCE {
+            if let Some(stall) = LogStall::between(prev_ms, ctx.now_ms) {
+                // Alarms due meanwhile ring below, find the later deadline and re-arm there.
+                self.health.stall = Some(stall);
+            }
+        }
+        let from = self.health.judged_from_ms();
         // Owners first: a cluster whose owner's lease just ran out is weighed below with its
         // new owner (who has no view yet), not with the one that is gone.
         self.owners_advance(ctx);
@@ -53,7 +64,12 @@ impl State {
                 break;
             };
             self.ix.armed.remove(&name);
-            match self.d.clusters.get(&name).and_then(health_deadline) {
+            let deadline = self
+                .d
+                .clusters
+                .get(&name)
+                .and_then(|c| health_deadline(c, from));
+            match deadline {
                 // Heartbeats arrived since the alarm was set: ring again at the real deadline.
                 Some(d) if d >= ctx.now_ms => self.ix.rearm(&name, Some(d)),
                 Some(d) => expired.push((d, name)),
@@ -148,6 +164,7 @@ impl State {
     /// Returns whether a NotReady cluster turned Ready.
     fn heartbeat(&mut self, name: &str, capacity: Option<Capacity>, ctx: &mut Ctx) -> bool {
         let now = ctx.now_ms;
+        let from = self.health.judged_from_ms();
         // Vantage views exist only once some node reported one: the common case costs nothing.
         if !self.health.reach.is_empty() || !self.health.links.is_empty() {
             self.owner_reached(name, ctx.actor_id, now);
@@ -156,7 +173,7 @@ impl State {
             return false;
         };
         let was_not_ready = c.status.health == Health::NotReady;
-        let before = health_deadline(c);
+        let before = health_deadline(c, from);
         c.status.last_heartbeat_ms = Some(now);
         let mut grew = false;
         if let Some(cap) = capacity {
@@ -189,7 +206,7 @@ impl State {
             }
             c.resource_version = ctx.index;
         }
-        let after = health_deadline(c);
+        let after = health_deadline(c, from);
         // Still watched: the alarm stays where it is and is re-armed when it rings.
         if before.is_none() || after.is_none() {
             self.ix.rearm(name, after);
@@ -209,16 +226,17 @@ impl State {
 
     pub(crate) fn on_cluster_unreachable(&mut self, cluster: &str, ctx: &mut Ctx) -> HandlerResult {
         validate::dns_label(cluster, "cluster")?;
+        let from = self.health.judged_from_ms();
         let Some(c) = self.d.clusters.get_mut(cluster) else {
             return Err(Rejection::not_found(
                 "cluster",
                 format!("cluster {cluster:?}"),
             ));
         };
-        let before = health_deadline(c);
+        let before = health_deadline(c, from);
         c.status.last_unreachable_ms = Some(ctx.now_ms);
         c.status.recovering_since_ms = None;
-        let after = health_deadline(c);
+        let after = health_deadline(c, from);
         if before != after {
             self.ix.rearm(cluster, after);
         }

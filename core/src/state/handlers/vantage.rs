@@ -80,13 +80,14 @@ impl State {
     /// The owner could not reach `cluster`: a hint, as `ClusterUnreachable` always was (it
     /// breaks a recovery run; it does not shortcut the failure threshold).
     pub(crate) fn owner_lost(&mut self, cluster: &str, now_ms: u64) {
+        let from = self.health.judged_from_ms();
         let Some(c) = self.d.clusters.get_mut(cluster) else {
             return;
         };
-        let before = health_deadline(c);
+        let before = health_deadline(c, from);
         c.status.last_unreachable_ms = Some(now_ms);
         c.status.recovering_since_ms = None;
-        let after = health_deadline(c);
+        let after = health_deadline(c, from);
         if before != after {
             self.ix.rearm(cluster, after);
         }

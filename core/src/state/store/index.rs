@@ -49,19 +49,25 @@ pub(crate) struct NsUsage {
 }
 
 /// When a cluster's current heartbeat run breaks without another heartbeat: Ready clusters turn
-/// NotReady then, recovering clusters restart their run. None for other clusters.
-pub(crate) fn health_deadline(c: &Cluster) -> Option<u64> {
+/// NotReady then, recovering clusters restart their run. None for other clusters. Silence counts
+/// from the later of the last heartbeat and `judged_from_ms` (the end of the latest log stall,
+/// `crate::health::LogStall`).
+pub(crate) fn health_deadline(c: &Cluster, judged_from_ms: u64) -> Option<u64> {
     let last = c.status.last_heartbeat_ms?;
     let watched = c.status.health == Health::Ready || c.status.recovering_since_ms.is_some();
-    watched.then(|| last.saturating_add(c.spec.failure_threshold_seconds.saturating_mul(1000)))
+    watched.then(|| {
+        last.max(judged_from_ms)
+            .saturating_add(c.spec.failure_threshold_seconds.saturating_mul(1000))
+    })
 }
 
 impl Index {
-    pub fn rebuild(d: &Data) -> Index {
+    /// The indexes of `d`, health alarms at the deadlines judged from `judged_from_ms`.
+    pub fn rebuild(d: &Data, judged_from_ms: u64) -> Index {
         let mut ix = Index::default();
         for (name, c) in d.clusters.iter() {
             ix.booked.insert(name, Resources::ZERO);
-            ix.rearm(name, health_deadline(c));
+            ix.rearm(name, health_deadline(c, judged_from_ms));
         }
         for obj in d.objects.iter() {
             ix.add_object(obj);

@@ -1,10 +1,12 @@
-//! Test support for the state machine tests: a harness that numbers entries and keeps log time,
-//! and builders for specs and templates.
+//! Test support for the state machine tests: a harness that numbers entries and keeps log time
+//! as a live log does (a tick at least every `LOG_STALL_MS` while time passes, unless a test
+//! stalls the log on purpose), and builders for specs and templates.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 
 use fedraft_core::command::{Command, Heartbeat, LogEntry, ObjectStatusReport};
+use fedraft_core::health::LOG_STALL_MS;
 use fedraft_core::model::{Capacity, ClusterSpec, FederatedObject, ObjectSpec};
 use fedraft_core::policy::{
     ClusterPreference, Division, Placement, ReplicaMode, ReplicaPolicy, Resources,
@@ -18,6 +20,8 @@ pub struct Harness {
     pub state: State,
     pub index: u64,
     pub now_ms: u64,
+    /// The next entry follows a stalled log: no ticks fill the gap before it.
+    pub stalled: bool,
 }
 
 impl Default for Harness {
@@ -32,6 +36,7 @@ impl Harness {
             state: State::new(),
             index: 0,
             now_ms: T0,
+            stalled: false,
         }
     }
 
@@ -41,6 +46,7 @@ impl Harness {
     }
 
     pub fn apply_with_id(&mut self, request_id: &str, command: Command) -> Applied {
+        self.fill_gap();
         self.index += 1;
         let entry = LogEntry::new(request_id, "test", self.now_ms, command);
         self.state.apply(self.index, &entry)
@@ -63,8 +69,38 @@ impl Harness {
         }
     }
 
+    /// Lets `ms` of log time pass on a live log: the leader's ticks fill any gap longer than a
+    /// stall before the next entry.
     pub fn advance(&mut self, ms: u64) {
         self.now_ms += ms;
+    }
+
+    /// Lets `ms` pass in which nothing commits (no quorum): the next entry ends a stalled log.
+    pub fn stall(&mut self, ms: u64) {
+        self.now_ms += ms;
+        self.stalled = true;
+    }
+
+    /// Applies the ticks a live leader would have committed since the last entry, one per
+    /// `LOG_STALL_MS`, and returns their times (for tests that keep a log to replay).
+    pub fn fill_gap(&mut self) -> Vec<u64> {
+        let mut ticks = Vec::new();
+        if std::mem::take(&mut self.stalled) {
+            return ticks;
+        }
+        let mut at = self.state.log_time_ms();
+        // An empty state has no log time yet: the first entry ends no stall.
+        if at == 0 {
+            return ticks;
+        }
+        while self.now_ms.saturating_sub(at) > LOG_STALL_MS {
+            at += LOG_STALL_MS;
+            self.index += 1;
+            self.state
+                .apply(self.index, &LogEntry::new("", "test", at, Command::Tick));
+            ticks.push(at);
+        }
+        ticks
     }
 
     pub fn tick(&mut self, ms: u64) -> Applied {

@@ -1,10 +1,12 @@
 //! The snapshot format of the replicated state and the frozen image a checkpoint encodes.
 //!
-//! Owns: the versioned layout (`SNAPSHOT_VERSION` and the layouts of every older version it still
-//! reads), encoding, and decoding into the replicated parts. Must not: rebuild derived indexes
+//! Owns: the versioned layout (`SNAPSHOT_VERSION`; the layouts of every older version it still
+//! reads are in `layouts`), encoding, and decoding into the replicated parts. Must not: rebuild derived indexes
 //! or interpret the state (`State::from_snapshot` does, after `decode`).
 
 use serde::{Deserialize, Serialize};
+
+mod layouts;
 
 use super::handlers::deschedule::Deschedules;
 use super::handlers::extended::ExtendedTables;
@@ -23,8 +25,14 @@ use crate::error::CodecError;
 use crate::health::HealthBook;
 use crate::owners::Owners;
 use crate::users::Users;
+use layouts::{
+    SnapshotOwnedV1, SnapshotOwnedV10, SnapshotOwnedV11, SnapshotOwnedV2, SnapshotOwnedV3,
+    SnapshotOwnedV4, SnapshotOwnedV5, SnapshotOwnedV6, SnapshotOwnedV7, SnapshotOwnedV8,
+    SnapshotOwnedV9,
+};
 
-/// Snapshot format this binary writes; it reads this, 10 (before the statePreservation
+/// Snapshot format this binary writes; it reads this, 11 (before the health book recorded the
+/// latest log stall), 10 (before the statePreservation
 /// tables and the taint tables of Karmada's ClusterTaintPolicy), 9 (before the lifecycle tables of
 /// Karmada's suspension, preserveResourcesOnDeletion and application failover), 8 (before the
 /// descheduler's tables), 7
@@ -33,7 +41,7 @@ use crate::users::Users;
 /// (before the extended-resource tables), 5 (before rollouts), 4 (before the user database), 3
 /// (before the door's tables), 2 (before the admission policy) and 1 (before service
 /// discovery).
-pub const SNAPSHOT_VERSION: u16 = 11;
+pub const SNAPSHOT_VERSION: u16 = 12;
 
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
@@ -74,153 +82,6 @@ struct SnapshotOwned {
     life: Lifecycles,
     pres: Preservations,
     taints: TaintTables,
-}
-
-/// Version 10 snapshots: no statePreservation or taint tables yet.
-#[derive(Deserialize)]
-struct SnapshotOwnedV10 {
-    _version: u16,
-    applied_index: u64,
-    data: Data,
-    services: Services,
-    admission: AdmissionPolicy,
-    door: DoorTables,
-    users: Users,
-    rollouts: Rollouts,
-    ext: ExtendedTables,
-    health: HealthBook,
-    failbacks: FailBacks,
-    owners: Owners,
-    deschedules: Deschedules,
-    life: Lifecycles,
-}
-
-/// Version 9 snapshots: no lifecycle tables yet.
-#[derive(Deserialize)]
-struct SnapshotOwnedV9 {
-    _version: u16,
-    applied_index: u64,
-    data: Data,
-    services: Services,
-    admission: AdmissionPolicy,
-    door: DoorTables,
-    users: Users,
-    rollouts: Rollouts,
-    ext: ExtendedTables,
-    health: HealthBook,
-    failbacks: FailBacks,
-    owners: Owners,
-    deschedules: Deschedules,
-}
-
-/// Version 8 snapshots: no descheduler tables yet.
-#[derive(Deserialize)]
-struct SnapshotOwnedV8 {
-    _version: u16,
-    applied_index: u64,
-    data: Data,
-    services: Services,
-    admission: AdmissionPolicy,
-    door: DoorTables,
-    users: Users,
-    rollouts: Rollouts,
-    ext: ExtendedTables,
-    health: HealthBook,
-    failbacks: FailBacks,
-    owners: Owners,
-}
-
-/// Version 7 snapshots: no health book or fail-back tables, and extended-resource tables without
-/// per-cluster quotas.
-#[derive(Deserialize)]
-struct SnapshotOwnedV7 {
-    _version: u16,
-    applied_index: u64,
-    data: Data,
-    services: Services,
-    admission: AdmissionPolicy,
-    door: DoorTables,
-    users: Users,
-    rollouts: Rollouts,
-    ext: ExtendedTablesV7,
-}
-
-/// `ExtendedTables` as version 7 wrote them.
-#[derive(Deserialize)]
-struct ExtendedTablesV7 {
-    clusters: std::collections::BTreeMap<String, crate::policy::ExtendedCapacity>,
-    objects: std::collections::BTreeMap<crate::model::ObjectKey, crate::policy::Extended>,
-    tenants: std::collections::BTreeMap<String, crate::policy::Extended>,
-    waiting: std::collections::BTreeMap<crate::model::ObjectKey, u64>,
-    priorities: std::collections::BTreeMap<crate::model::ObjectKey, i64>,
-}
-
-impl From<ExtendedTablesV7> for ExtendedTables {
-    fn from(v: ExtendedTablesV7) -> Self {
-        ExtendedTables {
-            clusters: v.clusters,
-            objects: v.objects,
-            tenants: v.tenants,
-            waiting: v.waiting,
-            priorities: v.priorities,
-            per_cluster: Default::default(),
-        }
-    }
-}
-
-/// Version 6 snapshots: no extended-resource tables yet.
-#[derive(Deserialize)]
-struct SnapshotOwnedV6 {
-    _version: u16,
-    applied_index: u64,
-    data: Data,
-    services: Services,
-    admission: AdmissionPolicy,
-    door: DoorTables,
-    users: Users,
-    rollouts: Rollouts,
-}
-
-/// Version 5 snapshots: no rollout tables yet.
-#[derive(Deserialize)]
-struct SnapshotOwnedV5 {
-    _version: u16,
-    applied_index: u64,
-    data: Data,
-    services: Services,
-    admission: AdmissionPolicy,
-    door: DoorTables,
-    users: Users,
-}
-
-/// Version 4 snapshots: no user database yet.
-#[derive(Deserialize)]
-struct SnapshotOwnedV4 {
-    _version: u16,
-    applied_index: u64,
-    data: Data,
-    services: Services,
-    admission: AdmissionPolicy,
-    door: DoorTables,
-}
-
-/// Version 3 snapshots: no door tables yet.
-#[derive(Deserialize)]
-struct SnapshotOwnedV3 {
-    _version: u16,
-    applied_index: u64,
-    data: Data,
-    services: Services,
-    admission: AdmissionPolicy,
-}
-
-/// Version 2 snapshots: no admission policy yet (the default applies).
-#[derive(Deserialize)]
-struct SnapshotOwnedV2 {
-    _version: u16,
-    applied_index: u64,
-    data: Data,
-    services: Services,
 }
 
 // One argument per replicated part, in snapshot order: the layout reads off the signature.
@@ -324,7 +185,7 @@ impl StateImage {
     /// image taken without them.
     pub fn check_consistency(&self) -> Result<(), String> {
         let Some(ix) = &self.ix else { return Ok(()) };
-        ix.matches_rebuild(&Index::rebuild(&self.d).aggregates())
+        ix.matches_rebuild(&Index::rebuild(&self.d, self.health.judged_from_ms()).aggregates())
     }
 }
 
@@ -346,14 +207,6 @@ pub(super) type SnapshotParts = (
     Preservations,
     TaintTables,
 );
-
-/// Version 1 snapshots: no service discovery yet.
-#[derive(Deserialize)]
-struct SnapshotOwnedV1 {
-    _version: u16,
-    applied_index: u64,
-    data: Data,
-}
 
 /// The replicated parts of a snapshot of any version this binary reads: applied index, data,
 /// services, admission policy, door tables, user database, rollout tables, extended-resource
@@ -479,7 +332,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.users,
                 snap.rollouts,
                 snap.ext,
-                snap.health,
+                snap.health.into(),
                 snap.failbacks,
                 snap.owners,
                 Deschedules::default(),
@@ -499,7 +352,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.users,
                 snap.rollouts,
                 snap.ext,
-                snap.health,
+                snap.health.into(),
                 snap.failbacks,
                 snap.owners,
                 snap.deschedules,
@@ -519,13 +372,33 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotParts, CodecError> {
                 snap.users,
                 snap.rollouts,
                 snap.ext,
-                snap.health,
+                snap.health.into(),
                 snap.failbacks,
                 snap.owners,
                 snap.deschedules,
                 snap.life,
                 Preservations::default(),
                 TaintTables::default(),
+            ));
+        }
+        11 => {
+            let snap: SnapshotOwnedV11 = decode_exact(bytes)?;
+            return Ok((
+                snap.applied_index,
+                snap.data,
+                snap.services,
+                snap.admission,
+                snap.door,
+                snap.users,
+                snap.rollouts,
+                snap.ext,
+                snap.health.into(),
+                snap.failbacks,
+                snap.owners,
+                snap.deschedules,
+                snap.life,
+                snap.pres,
+                snap.taints,
             ));
         }
         _ => {
