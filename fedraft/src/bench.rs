@@ -17,6 +17,7 @@
 mod fleet;
 mod fleet_args;
 mod fleet_brake;
+mod fleet_dark;
 mod fleet_explain;
 mod fleet_report;
 mod fleet_steady;

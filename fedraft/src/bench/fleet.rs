@@ -8,10 +8,10 @@
 //!    member's managed objects with fedraft's placement (differences are an error);
 //! 3. distribution latency (`fleet_steady`): ConfigMaps at a steady rate, each placed on one of
 //!    ten watched clusters; latency = the member's watch event minus the API's acknowledgement;
-//! 4. a region goes dark (refused connections): time until fedraft marks all its clusters
-//!    NotReady, until every Divided workload that had replicas there has them elsewhere, and how
-//!    many replicas left a healthy cluster (should be none); members compared again.
-//!
+//! 4. a region goes dark (`fleet_dark`, refused connections): time until fedraft marks all its
+//!    clusters NotReady, until every workload that had replicas there has them elsewhere, and
+//!    how many replicas left a healthy cluster (should be none); members compared again. A
+//!    re-placement that does not come is an error of the report, and the run goes on;
 //! 5. the brake (`fleet_brake`): most of the fleet dark at once holds every replica in place.
 //!
 //! Throughout, API write latencies (every PUT) and reads (one GET of an object every 100 ms)
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::process::Command;
 
 pub use super::fleet_args::FleetArgs;
@@ -325,69 +325,38 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         let samples: Shared = Shared::default();
         let reader = tokio::spawn(read_load(api.clone(), args.objects, samples.clone()));
         let (region, names) = members.regions.iter().next().context("regions")?;
-        let dark: BTreeSet<String> = names.iter().cloned().collect();
-        let before = work::read_all(&api).await?;
-        let body =
-            json!({"select": {"regions": [region]}, "fault": {"kind": "dark", "mode": "refuse"}});
-        work::set_fault(&http, &admin, &body).await?;
-        let t = Instant::now();
-        work::wait_until(
-            Duration::from_secs(300),
-            "the dark region NotReady",
-            || async {
-                let h = work::cluster_health(&api).await.ok()?;
-                dark.iter()
-                    .all(|c| h.get(c).is_some_and(|s| s != "Ready"))
-                    .then_some(())
-            },
-        )
-        .await?;
-        rep.dark.not_ready_s = t.elapsed().as_secs_f64();
-        // Printed now: the re-placement wait below may fail, and this figure is still one.
-        println!(
-            "region {region} dark: NotReady after {:.1} s; waiting for re-placement",
-            rep.dark.not_ready_s
-        );
-        let affected: Vec<&String> = before
-            .iter()
-            .filter(|(_, p)| p.desired.is_some() && p.placement.keys().any(|c| dark.contains(c)))
-            .map(|(id, _)| id)
-            .collect();
-        rep.dark.affected = affected.len() as u64;
-        let after = work::wait_until(
-            Duration::from_secs(args.grace_secs + 600),
-            "every replica re-placed",
-            || async {
-                let now = work::read_all(&api).await.ok()?;
-                let done = affected.iter().all(|id| {
-                    now.get(*id).is_some_and(|p| {
-                        !p.placement.keys().any(|c| dark.contains(c))
-                            && p.desired == Some(p.placement.values().sum())
-                    })
-                });
-                done.then_some(now)
-            },
-        )
-        .await?;
-        rep.dark.replaced_s = t.elapsed().as_secs_f64();
-        rep.dark.moved_from_healthy = work::moved_from_healthy(&before, &after, &dark);
+        let limit = Duration::from_secs(args.grace_secs + 600);
+        let out = super::fleet_dark::run(&api, &http, &admin, region, names, limit).await?;
         reader.abort();
+        rep.dark = out.figures;
         rep.phase(Phase::Dark, &lock(&samples));
         rep.sample(Phase::Dark, &pids, &sim_pids, procs.path());
-        println!(
-            "region {region} dark: NotReady after {:.1} s, {} workloads re-placed after {:.1} s, {} replicas moved off healthy clusters",
-            rep.dark.not_ready_s, rep.dark.affected, rep.dark.replaced_s, rep.dark.moved_from_healthy
-        );
-        let settled = work::settled_comparison(&api, &member_http, &members, &dark, 3).await?;
-        if settled.differences > 0 {
-            let (placed, lines) = (&settled.placed, &settled.lines);
-            super::fleet_explain::explain(&api, &member_http, &members, placed, lines, 10).await;
+        let k = &rep.dark;
+        match out.stuck {
+            Some(why) => {
+                println!("{why}");
+                rep.errors.push(why);
+            }
+            None => {
+                println!(
+                    "region {region} dark: NotReady after {:.1} s, {} workloads re-placed after {:.1} s, {} replicas moved off healthy clusters",
+                    k.not_ready_s, k.affected, k.replaced_s, k.moved_from_healthy
+                );
+                let dark: BTreeSet<String> = names.iter().cloned().collect();
+                let settled =
+                    work::settled_comparison(&api, &member_http, &members, &dark, 3).await?;
+                if settled.differences > 0 {
+                    let (placed, lines) = (&settled.placed, &settled.lines);
+                    super::fleet_explain::explain(&api, &member_http, &members, placed, lines, 10)
+                        .await;
+                }
+                rep.check(
+                    "after the region went dark",
+                    settled.differences,
+                    settled.lines,
+                );
+            }
         }
-        rep.check(
-            "after the region went dark",
-            settled.differences,
-            settled.lines,
-        );
     }
     // 5. Most of the fleet dark at once: the brake.
     if args.brake_percent > 0 {

@@ -273,10 +273,14 @@ impl Report {
             );
         }
         let k = &self.dark;
+        let replaced = match k.replaced_s.is_nan() {
+            true => "not re-placed".to_string(),
+            false => format!("re-placed {:.1} s", k.replaced_s),
+        };
         let _ = writeln!(
             o,
-            "region dark: NotReady {:.1} s, {} workloads re-placed {:.1} s (grace {} s, failure {} s), {} replicas moved off healthy clusters",
-            k.not_ready_s, k.affected, k.replaced_s, self.grace_s, self.failure_s, k.moved_from_healthy
+            "region dark: NotReady {:.1} s, {} workloads {replaced} (grace {} s, failure {} s), {} replicas moved off healthy clusters",
+            k.not_ready_s, k.affected, self.grace_s, self.failure_s, k.moved_from_healthy
         );
         if let Some(b) = &self.brake {
             let _ = writeln!(
