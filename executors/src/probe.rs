@@ -1,5 +1,7 @@
 //! Observing one member cluster: a health probe (`GET /readyz`) every probe interval, bounded by
-//! the probe timeout, and after a successful probe a capacity report when one is due.
+//! the probe timeout, and after a successful probe a capacity report when one is due. An answer
+//! that misses the timeout is reported as a timeout and still awaited for as long as any member
+//! request is ([`probe_patiently`]): when it comes, it is a successful probe.
 //!
 //! Capacity comes from an inventory the probe keeps with two watches, nodes and pods (kube's
 //! watcher: a paged list, then a watch from its resourceVersion, relisting after a 410), each
@@ -49,26 +51,75 @@ pub async fn probe(
     timeout: Duration,
     lateness: &Lateness,
 ) -> Result<(), ExecError> {
-    let request = http::Request::get("/readyz")
-        .body(Vec::new())
-        .map_err(|e| ExecError::Manifest(format!("probe request: {e}")))?;
     let started = Instant::now();
-    let late_before = lateness.late();
-    let answer = client.request_text(request);
+    let answer = client.request_text(readyz()?);
     tokio::pin!(answer);
+    match within(answer.as_mut(), started, timeout, lateness).await {
+        Some(r) => r,
+        None => Err(timed_out(started)),
+    }
+}
+
+/// The owner's probe: as [`probe`], but an answer that misses the timeout is still awaited up
+/// to `patience` from the start. The timeout is handed to `on_timeout` when it passes (the
+/// cluster's views show it), and a late answer is an answer: a member apiserver slowed by load
+/// still serves, and failing it over for slowness piles its work onto members as loaded.
+pub async fn probe_patiently(
+    client: &kube::Client,
+    timeout: Duration,
+    patience: Duration,
+    lateness: &Lateness,
+    on_timeout: impl FnOnce(&ExecError),
+) -> Result<(), ExecError> {
+    let started = Instant::now();
+    let answer = client.request_text(readyz()?);
+    tokio::pin!(answer);
+    if let Some(r) = within(answer.as_mut(), started, timeout, lateness).await {
+        return r;
+    }
+    on_timeout(&timed_out(started));
+    match tokio::time::timeout_at(started + patience, answer).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(ExecError::kube("GET /readyz", e)),
+        Err(_) => Err(timed_out(started)),
+    }
+}
+
+fn readyz() -> Result<http::Request<Vec<u8>>, ExecError> {
+    http::Request::get("/readyz")
+        .body(Vec::new())
+        .map_err(|e| ExecError::Manifest(format!("probe request: {e}")))
+}
+
+fn timed_out(started: Instant) -> ExecError {
+    ExecError::Timeout {
+        action: "GET /readyz".into(),
+        waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    }
+}
+
+/// The answer's result if it comes within `timeout` (widened by this node's lateness), None
+/// once that passed.
+async fn within<F, T>(
+    mut answer: std::pin::Pin<&mut F>,
+    started: Instant,
+    timeout: Duration,
+    lateness: &Lateness,
+) -> Option<Result<(), ExecError>>
+where
+    F: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let late_before = lateness.late();
     let mut deadline = started + timeout;
     loop {
-        match tokio::time::timeout_at(deadline, &mut answer).await {
-            Ok(Ok(_)) => return Ok(()),
-            Ok(Err(e)) => return Err(ExecError::kube("GET /readyz", e)),
+        match tokio::time::timeout_at(deadline, answer.as_mut()).await {
+            Ok(Ok(_)) => return Some(Ok(())),
+            Ok(Err(e)) => return Some(Err(ExecError::kube("GET /readyz", e))),
             Err(_) => {
                 let late = lateness.late().saturating_sub(late_before);
                 let widened = started + crate::lateness::widened(timeout, late);
                 if widened <= deadline {
-                    return Err(ExecError::Timeout {
-                        action: "GET /readyz".into(),
-                        waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                    });
+                    return None;
                 }
                 deadline = widened;
             }
@@ -333,7 +384,21 @@ pub async fn run_probe(ctx: Arc<ClusterCtx>, obs: Arc<Observations>) {
     let mut next_scan = Instant::now();
     loop {
         let started = Instant::now();
-        match probe(&ctx.client, cfg.probe_timeout, &cfg.lateness).await {
+        // A late answer still counts, within the time any other member request is given.
+        let patience = cfg.request_timeout.max(cfg.probe_timeout);
+        let slow = |e: &ExecError| {
+            tracing::info!(cluster = %ctx.cluster, error = %e, "health probe slow; still waiting");
+            obs.probe_failed(&ctx.cluster, failure_of(e));
+        };
+        let probed = probe_patiently(
+            &ctx.client,
+            cfg.probe_timeout,
+            patience,
+            &cfg.lateness,
+            slow,
+        )
+        .await;
+        match probed {
             Ok(()) => {
                 let mut capacity = None;
                 if started >= next_scan {
@@ -414,6 +479,44 @@ mod tests {
             let r = probing.await.expect("the probe task");
             assert!(r.is_ok(), "{r:?}");
         });
+        Ok(())
+    }
+
+    /// The owner's probe: an answer after the timeout but within the patience is an answer, and
+    /// the timeout was reported when it passed; no answer at all fails after the patience.
+    #[tokio::test]
+    async fn a_late_answer_is_an_answer_and_the_timeout_is_reported() -> Result<(), std::io::Error>
+    {
+        let addr = member(Duration::from_millis(600))?;
+        let (timeout, patience) = (Duration::from_millis(200), Duration::from_secs(5));
+        let mut reported = Vec::new();
+        let r = probe_patiently(
+            &client(addr),
+            timeout,
+            patience,
+            &Lateness::default(),
+            |e| reported.push(e.to_string()),
+        )
+        .await;
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(reported.len(), 1, "{reported:?}");
+        assert!(reported[0].contains("GET /readyz"), "{reported:?}");
+
+        let silent = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let started = std::time::Instant::now();
+        let mut reported = 0;
+        let r = probe_patiently(
+            &client(silent.local_addr()?),
+            timeout,
+            Duration::from_millis(500),
+            &Lateness::default(),
+            |_| reported += 1,
+        )
+        .await;
+        assert!(matches!(r, Err(ExecError::Timeout { .. })), "{r:?}");
+        assert_eq!(reported, 1);
+        assert!(started.elapsed() >= Duration::from_millis(500));
+        drop(silent);
         Ok(())
     }
 
