@@ -88,8 +88,14 @@
 /// Also in 14, override policies may use `fieldOverrider` and image `add`, `remove` and
 /// `predicate` (`karmada::OVERRIDERS_WIDENED_SINCE`); an older entry is refused them as it was.
 /// 15: the same encoding; a gap of log time in which nothing committed no longer counts against
-/// member clusters' health ([`LOG_STALL_SINCE`]); older entries judge health as they did.
+/// member clusters' health ([`LOG_STALL_SINCE`]); older entries judge health as they did. Also in
+/// 15, a put of a template that runs no pods (no pod template, not a Pod: a ConfigMap, a
+/// Service) records no per-replica requests, so it books no pod on the clusters it goes to
+/// ([`PODLESS_SINCE`]); an older entry's booked one pod per cluster, and replays so.
 pub const LOG_ENTRY_VERSION: u16 = 15;
+
+/// The first envelope version whose puts give templates that run no pods zero requests.
+pub const PODLESS_SINCE: u16 = 15;
 
 /// The first envelope version whose time advances record a stalled log and count failure
 /// thresholds from its end (`crate::health::LogStall`).

@@ -184,3 +184,50 @@ fn explain_is_a_dry_run() {
     assert_eq!(h.state.state_hash(), hash);
     assert!(h.state.explain("ns", "nope").is_none());
 }
+
+/// Puts `n` ConfigMaps on dc1, then a Deployment of 3 replicas, every entry at `version`, on a
+/// cluster with room for 4 pods. Returns the replicas the Deployment got.
+fn deployment_after_config_maps(version: u16, n: usize) -> u32 {
+    let mut h = Harness::new();
+    h.register("dc1", &[]);
+    let mut room = capacity(1_000_000);
+    room.available.pods = 4;
+    room.allocatable.pods = 4;
+    h.heartbeat(&["dc1"], Some(room));
+    let put = |h: &mut Harness, name: &str, spec: fedraft_core::model::ObjectSpec| {
+        h.index += 1;
+        let cmd = Command::PutObject {
+            namespace: "ns".into(),
+            name: name.into(),
+            spec,
+            expected_version: None,
+        };
+        let mut e = fedraft_core::command::LogEntry::new("", "test", h.now_ms, cmd);
+        e.version = version;
+        let a = h.state.apply(h.index, &e);
+        assert!(a.outcome.is_accepted(), "{name}: {:?}", a.outcome);
+    };
+    for i in 0..n {
+        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("cm{i}")}, "data": {"k": "v"}});
+        put(
+            &mut h,
+            &format!("cm{i}"),
+            spec(cm.to_string(), duplicated()),
+        );
+    }
+    put(
+        &mut h,
+        "web",
+        spec(deployment("web", 3, 10), divided(Some(&["dc1"]))),
+    );
+    h.placement("ns", "web").get("dc1").copied().unwrap_or(0)
+}
+
+#[test]
+fn objects_that_run_no_pods_take_no_pod_room() {
+    use fedraft_core::command::PODLESS_SINCE;
+    assert_eq!(deployment_after_config_maps(PODLESS_SINCE, 3), 3);
+    // Before, each ConfigMap booked a pod, and the log replays so: one pod left for the three.
+    assert_eq!(deployment_after_config_maps(PODLESS_SINCE - 1, 3), 1);
+}

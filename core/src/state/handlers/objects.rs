@@ -12,11 +12,11 @@
 use std::borrow::Cow;
 
 use super::validate::{self, TemplateFacts};
-use crate::command::EXACT_REPORTS_SINCE;
+use crate::command::{EXACT_REPORTS_SINCE, PODLESS_SINCE};
 use crate::error::FieldError;
 use crate::model::{FederatedObject, ObjectKey, ObjectSpec, ObjectStatus};
 use crate::policy::{
-    validate_label_key, Extended, ReplicaMode, CLUSTER_NAME_KEY, CLUSTER_NAME_KEY_SINCE,
+    validate_label_key, Extended, ReplicaMode, Resources, CLUSTER_NAME_KEY, CLUSTER_NAME_KEY_SINCE,
     EXTENDED_SINCE, PER_CLUSTER_QUOTA_SINCE,
 };
 use crate::state::store::index;
@@ -100,7 +100,12 @@ impl State {
         if ctx.version < CLUSTER_NAME_KEY_SINCE {
             refuse_cluster_name_key(spec)?;
         }
-        let info = facts.info;
+        let mut info = facts.info;
+        // A ConfigMap or a Service runs nothing: it took a pod slot of every cluster it went to,
+        // and at a few hundred of them per cluster the workloads found no room.
+        if ctx.version >= PODLESS_SINCE && !facts.runs_pods {
+            info.per_replica = Resources::ZERO;
+        }
         // Extended requests count from their version on; older templates asked for none.
         let per_ext = if ctx.version >= EXTENDED_SINCE {
             super::extended::template_extended(&spec.template)?

@@ -62,6 +62,9 @@ pub fn taints(taints: &[Taint], field: &str) -> Result<(), FieldError> {
 pub struct TemplateFacts {
     pub info: TemplateInfo,
     pub carries_replicas: bool,
+    /// It runs pods: a pod template (a workload's or a CronJob's job template), or a Pod's own
+    /// spec. Kinds that run none (a ConfigMap, a Service) book no capacity from `PODLESS_SINCE` on.
+    pub runs_pods: bool,
 }
 
 /// Parses and checks a template: a JSON object of at most `MAX_TEMPLATE_BYTES` with non-empty
@@ -132,7 +135,16 @@ pub(crate) fn template_by_value(text: &str, field: &str) -> Result<TemplateFacts
             || value
                 .pointer("/spec/replicas")
                 .is_some_and(|r| !r.is_null()),
+        runs_pods: runs_pods(&value),
     })
+}
+
+/// Whether `value` has a pod spec to run, read as the fast read does: every step an object.
+fn runs_pods(value: &Value) -> bool {
+    let object_at = |p: &str| value.pointer(p).is_some_and(Value::is_object);
+    object_at("/spec/template/spec")
+        || object_at("/spec/jobTemplate/spec/template/spec")
+        || (value.get("kind").and_then(Value::as_str) == Some("Pod") && object_at("/spec"))
 }
 
 #[cfg(test)]

@@ -46,7 +46,9 @@ pub(crate) fn template_info(text: &str) -> Option<TemplateFacts> {
         Some(n) => u32::try_from(n).unwrap_or(u32::MAX),
         None => 1,
     };
-    let per_replica = requests(pod_lists(top.kind.as_deref(), spec))?;
+    let pod = pod_lists(top.kind.as_deref(), spec);
+    let runs_pods = pod.is_some();
+    let per_replica = requests(pod)?;
     let carries_replicas = spec.is_some_and(|s| s.replicas.is_some())
         || top.kind.as_deref().is_some_and(kind_carries_replicas);
     Some(TemplateFacts {
@@ -55,6 +57,7 @@ pub(crate) fn template_info(text: &str) -> Option<TemplateFacts> {
             per_replica,
         },
         carries_replicas,
+        runs_pods,
     })
 }
 
