@@ -76,8 +76,8 @@ const WRITE_RETRIES: u32 = 10;
 
 pub(super) type Shared = Arc<Mutex<Samples>>;
 
-pub(super) fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Samples> {
-    s.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Reads one object every 100 ms until dropped.

@@ -56,9 +56,7 @@ pub async fn steady(
                 .await
             {
                 Ok(took) => {
-                    acks.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .insert(name, (Instant::now(), cluster));
+                    lock(&acks).insert(name, (Instant::now(), cluster));
                     lock(&into).writes.push(took);
                 }
                 Err(e) => {
@@ -74,12 +72,8 @@ pub async fn steady(
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let missing = {
-            let acks = acks
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let seen = seen
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let acks = lock(&acks);
+            let seen = lock(&seen);
             acks.keys().filter(|k| !seen.contains_key(*k)).count()
         };
         if missing == 0 || Instant::now() > deadline {
@@ -91,12 +85,8 @@ pub async fn steady(
         w.abort();
     }
     let owners = work::cluster_owners(api).await.unwrap_or_default();
-    let acks = acks
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let seen = seen
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let acks = lock(&acks);
+    let seen = lock(&seen);
     let mut lat = Vec::new();
     let mut by_owner: BTreeMap<String, Vec<Duration>> = BTreeMap::new();
     let mut missing = 0;
@@ -180,10 +170,7 @@ async fn watch_configmaps(url: String, seen: Arc<Mutex<BTreeMap<String, Instant>
                     continue;
                 };
                 if let Some(name) = ev.pointer("/object/metadata/name").and_then(Value::as_str) {
-                    seen.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .entry(name.to_string())
-                        .or_insert(now);
+                    lock(&seen).entry(name.to_string()).or_insert(now);
                 }
             }
         }
