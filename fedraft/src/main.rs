@@ -24,6 +24,7 @@ mod demo;
 mod endpoints;
 mod executor_lane;
 mod get;
+mod heap;
 mod join;
 mod jsonpath;
 mod kubeconfig;

@@ -333,6 +333,7 @@ async fn serve(
     // One registry for everything this process measures; the API serves it on /metrics.
     let mut registry = Registry::default();
     node.register_metrics(&mut registry);
+    registry.register_collector(Box::new(crate::heap::HeapCollector));
     // Executors start and stop with this node's leadership, so every node runs the set.
     let lane = executors
         .as_ref()

@@ -38,7 +38,7 @@ pub use config::NodeConfig;
 pub use error::RaftError;
 /// The failpoints at the durability seams (the store's table of them, configured once per
 /// process from `FAILPOINTS`).
-pub use fedraft_store::failpoints;
+pub use fedraft_store::{encode_gauge, failpoints};
 pub use network::client::{install_crypto_provider, PeerClient};
 pub use network::tls::PeerTls;
 pub use node::health::{DiskFigures, HashAt, NodeHealth};

@@ -52,6 +52,11 @@ impl LogCache {
         }
     }
 
+    /// Encoded bytes of the entries held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// One past the last index held.
     fn end(&self) -> u64 {
         self.first + self.entries.len() as u64

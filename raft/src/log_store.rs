@@ -11,7 +11,7 @@
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use fedraft_store::{Done, Store, StoreError};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -51,6 +51,20 @@ fn write_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::write_logs(AnyError::new(&e)).into()
 }
 
+/// A weak handle on the log store's cache of the newest entries, for the node's metrics: it
+/// keeps no entry alive once the log store is gone.
+#[derive(Clone)]
+pub(crate) struct CachedLog(Weak<Mutex<LogCache>>);
+
+impl CachedLog {
+    /// Encoded bytes of the entries held in memory (0 once the log store is gone).
+    pub(crate) fn bytes(&self) -> u64 {
+        self.0
+            .upgrade()
+            .map_or(0, |c| lock_cache(&c).bytes() as u64)
+    }
+}
+
 #[derive(Clone)]
 pub struct LogStore {
     store: Store,
@@ -74,6 +88,11 @@ impl LogStore {
             ))),
             saved_snapshot: None,
         }
+    }
+
+    /// The cache of the newest entries, measured (not read) by the node's metrics.
+    pub(crate) fn cached(&self) -> CachedLog {
+        CachedLog(Arc::downgrade(&self.recent))
     }
 
     /// Purges only what the snapshot saved in the store covers (see [`LogStore::purge`]).

@@ -1,14 +1,14 @@
 //! What a raft node measures: proposals and the commands packed per raft entry (leader), the
 //! forwarding batches (follower), checkpoint and snapshot encoding (time and size), and at scrape
 //! time the node's raft position (term, leader, last log, committed and applied index, and the
-//! apply lag between the two).
+//! apply lag between the two) and the size of the log's in-memory cache.
 //!
 //! Every labelled series is created once, here, so recording is an atomic add or a histogram
 //! observation on a pre-built child: no allocation and no shared lock on the write path. The
 //! binary's registry receives it all through [`FedNode::register_metrics`](crate::FedNode::register_metrics).
 //!
-//! Must not: hold the node alive (the scrape-time collector reads openraft's metrics channel and
-//! the committed index, not the node), or know about HTTP.
+//! Must not: hold the node alive (the scrape-time collector reads openraft's metrics channel, the
+//! committed index and a weak handle on the log cache, not the node), or know about HTTP.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,10 +16,9 @@ use std::time::Duration;
 
 use openraft::{BasicNode, ServerState};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -230,6 +229,7 @@ pub(crate) struct PositionCollector {
     pub raft: RaftMetricsRx,
     /// The committed index as the log store last saved it.
     pub committed: Arc<AtomicU64>,
+    pub cached_log: crate::log_store::CachedLog,
 }
 
 impl std::fmt::Debug for PositionCollector {
@@ -252,7 +252,7 @@ impl Collector for PositionCollector {
             )
         };
         let committed = self.committed.load(Ordering::Relaxed);
-        let gauges: [(&str, &str, u64); 8] = [
+        let gauges: [(&str, &str, u64); 9] = [
             ("fedraft_raft_term", "Current raft term", term),
             (
                 "fedraft_raft_is_leader",
@@ -289,11 +289,14 @@ impl Collector for PositionCollector {
                 "Committed entries not yet applied (commit index - applied index)",
                 committed.saturating_sub(applied),
             ),
+            (
+                "fedraft_raft_log_cache_bytes",
+                "Encoded bytes of the newest log entries held in memory (bounded by a budget)",
+                self.cached_log.bytes(),
+            ),
         ];
         for (name, help, value) in gauges {
-            let g = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
-            let e = encoder.encode_descriptor(name, help, None, g.metric_type())?;
-            g.encode(e)?;
+            fedraft_store::encode_gauge(&mut encoder, name, help, value)?;
         }
         Ok(())
     }

@@ -47,5 +47,6 @@ pub(crate) use db::Stopped;
 pub use db::{Store, StoreOptions, FORMAT_VERSION};
 pub use disk::DiskUse;
 pub use error::StoreError;
+pub use metrics::encode_gauge;
 pub use reader::{SnapshotBytes, StoreReader};
 pub use writer::Done;

@@ -1,6 +1,6 @@
 //! What the store measures: the writer thread's WAL fsyncs (latency, and how many log entries and
 //! bytes each one made durable), failed writes, and at scrape time the data directory's disk
-//! space and RocksDB's table size.
+//! space and RocksDB's table size and memory (memtables, block caches, table readers).
 //!
 //! Every handle is an atomic or a histogram with its own small lock, touched only by the writer
 //! thread on the write path, so recording costs no allocation and no shared lock. The binary's
@@ -97,7 +97,8 @@ pub(crate) fn register(
 }
 
 /// Reads sizes when scraped: disk space of the data directory's file system, and RocksDB's
-/// table files. A scrape costs one `statvfs` and one property read.
+/// table files and memory, summed over the column families. A scrape costs one `statvfs` and a
+/// few property reads per column family.
 struct SizeCollector {
     db: Weak<DB>,
     path: PathBuf,
@@ -111,40 +112,74 @@ impl std::fmt::Debug for SizeCollector {
     }
 }
 
+/// RocksDB properties reported, each summed over every column family: the table files, and the
+/// memory RocksDB holds outside the Rust heap. Memtables and block caches are bounded by their
+/// budgets; table readers (index and filter blocks) grow with the data.
+const ROCKSDB_GAUGES: [(&str, &str, &str); 4] = [
+    (
+        "rocksdb.total-sst-files-size",
+        "fedraft_store_sst_bytes",
+        "Size of RocksDB's table files in the data directory",
+    ),
+    (
+        "rocksdb.cur-size-all-mem-tables",
+        "fedraft_store_memtable_bytes",
+        "Memory of RocksDB's memtables (active and not yet flushed)",
+    ),
+    (
+        "rocksdb.block-cache-usage",
+        "fedraft_store_block_cache_bytes",
+        "Memory of RocksDB's block caches",
+    ),
+    (
+        "rocksdb.estimate-table-readers-mem",
+        "fedraft_store_table_readers_bytes",
+        "Memory of RocksDB's table readers outside the block caches (indexes and filters)",
+    ),
+];
+
+/// `property` summed over the default and every named column family; `None` when the database
+/// answers it for none of them.
+fn property_sum(db: &DB, property: &str) -> Option<u64> {
+    let default = db.property_int_value(property).ok().flatten();
+    let named = crate::keys::ALL_CFS.iter().filter_map(|name| {
+        let cf = db.cf_handle(name)?;
+        db.property_int_value_cf(&cf, property).ok().flatten()
+    });
+    default.into_iter().chain(named).reduce(u64::saturating_add)
+}
+
 impl Collector for SizeCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         if let Some((free, total)) = disk_space(&self.path) {
-            gauge(
+            encode_gauge(
                 &mut encoder,
                 "fedraft_store_disk_free_bytes",
                 "Bytes available to fedraft on the data directory's file system",
                 free,
             )?;
-            gauge(
+            encode_gauge(
                 &mut encoder,
                 "fedraft_store_disk_capacity_bytes",
                 "Size of the data directory's file system",
                 total,
             )?;
         }
-        let sst = self.db.upgrade().and_then(|db| {
-            db.property_int_value("rocksdb.total-sst-files-size")
-                .ok()
-                .flatten()
-        });
-        if let Some(sst) = sst {
-            gauge(
-                &mut encoder,
-                "fedraft_store_sst_bytes",
-                "Size of RocksDB's table files in the data directory",
-                sst,
-            )?;
+        let Some(db) = self.db.upgrade() else {
+            return Ok(());
+        };
+        for (property, name, help) in ROCKSDB_GAUGES {
+            if let Some(value) = property_sum(&db, property) {
+                encode_gauge(&mut encoder, name, help, value)?;
+            }
         }
         Ok(())
     }
 }
 
-fn gauge(
+/// Encodes one unlabelled gauge of a scrape-time collector (saturating at `i64::MAX`). Shared by
+/// every collector of the binary so that each reads its values and nothing else.
+pub fn encode_gauge(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,

@@ -695,6 +695,14 @@ async fn every_endpoint_and_every_error_on_three_nodes() {
     );
     assert!(m.contains("fedraft_raft_commit_index"), "{m}");
     assert!(m.contains("fedraft_raft_apply_lag"), "{m}");
+    // Memory held outside the state: the log's cache of the newest entries and RocksDB's.
+    let cached = m.lines().find_map(|l| {
+        l.strip_prefix("fedraft_raft_log_cache_bytes ")?
+            .parse::<u64>()
+            .ok()
+    });
+    assert!(cached.is_some_and(|bytes| bytes > 0), "{m}");
+    assert!(m.contains("fedraft_store_memtable_bytes"), "{m}");
 
     // --- /v1/system/state: every node, once at the same state index, reports the same hash
     c.wait("equal state hashes", || async {

@@ -62,6 +62,8 @@ struct Inner {
     unreachable_leader: AtomicU64,
     stop: tokio::sync::watch::Sender<bool>,
     metrics: NodeMetrics,
+    /// The log store's cache of the newest entries, for its size gauge.
+    cached_log: crate::log_store::CachedLog,
     health: health::HealthCache,
     /// Last field, so that it drops last: raft's tasks stop after everything else is gone.
     runtime: RaftRuntime,
@@ -100,6 +102,7 @@ impl FedNode {
         let sm = StateMachine::open_measured(store.clone(), audit, metrics.images()).await?;
         let shared = sm.shared();
         let log_store = LogStore::new(store, committed.clone()).bounded_by(shared.saved_snapshot());
+        let cached_log = log_store.cached();
         let client = || -> Result<PeerClient, RaftError> {
             Ok(
                 PeerClient::with_tls(&cfg.cluster_secret, cfg.peer_tls.as_ref())?
@@ -147,6 +150,7 @@ impl FedNode {
             unreachable_leader: AtomicU64::new(0),
             stop,
             metrics,
+            cached_log,
             health: health::HealthCache::default(),
             runtime,
         });
@@ -174,6 +178,7 @@ impl FedNode {
         registry.register_collector(Box::new(PositionCollector {
             raft: self.inner.raft.metrics(),
             committed: self.inner.committed.clone(),
+            cached_log: self.inner.cached_log.clone(),
         }));
     }
 

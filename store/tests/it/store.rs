@@ -276,3 +276,34 @@ fn a_built_snapshot_replaces_the_last_and_survives_a_reopen_without_the_log() {
         Some((b"m2".to_vec(), b"d2".to_vec()))
     );
 }
+
+/// The scrape's value of gauge `name`, if it reported one.
+fn scraped(registry: &prometheus_client::registry::Registry, name: &str) -> Option<u64> {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn sizes_and_memory_are_summed_over_the_column_families() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), "c1").unwrap();
+    let mut registry = prometheus_client::registry::Registry::default();
+    s.register_metrics(&mut registry);
+    s.append_sync(entries(1, 1001)).unwrap();
+    // Log entries sit in the log column family's memtable until a flush.
+    let memtables = scraped(&registry, "fedraft_store_memtable_bytes").unwrap();
+    assert!(memtables > 10_000, "memtables: {memtables}");
+    // A snapshot the node built is flushed to a table file of the snapshot column family, which
+    // a read of the default column family alone would miss.
+    s.save_built_snapshot(b"meta", &[7; 64 << 10]).unwrap();
+    let sst = scraped(&registry, "fedraft_store_sst_bytes").unwrap();
+    assert!(sst > 0, "sst: {sst}");
+    for name in [
+        "fedraft_store_block_cache_bytes",
+        "fedraft_store_table_readers_bytes",
+    ] {
+        assert!(scraped(&registry, name).is_some(), "{name} not reported");
+    }
+}
