@@ -19,6 +19,8 @@ mod fleet_args;
 mod fleet_brake;
 mod fleet_dark;
 mod fleet_explain;
+mod fleet_gauges;
+mod fleet_plot;
 mod fleet_report;
 mod fleet_steady;
 mod fleet_work;

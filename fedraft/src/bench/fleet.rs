@@ -30,7 +30,8 @@ use tokio::process::Command;
 
 pub use super::fleet_args::FleetArgs;
 use super::fleet_args::Samples;
-use super::fleet_report::{self as report, Phase, Report};
+use super::fleet_gauges;
+use super::fleet_report::{Phase, Report};
 use super::fleet_work::{self as work, FedApi, Members, Placed};
 use super::procs::{self, Procs};
 use super::Via;
@@ -124,7 +125,7 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<std::process::ExitCode> {
                 println!("wrote {}", path.display());
             }
             if let Some(path) = &args.svg {
-                std::fs::write(path, report::svg(&report))
+                std::fs::write(path, super::fleet_plot::svg(&report))
                     .with_context(|| format!("writing {}", path.display()))?;
                 println!("wrote {}", path.display());
             }
@@ -202,7 +203,8 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
     let api = FedApi::new(&leader, &fed.token)?;
     let pids = procs.pids("fedraft");
     let sim_pids = procs.pids("kubesim");
-    rep.sample(Phase::Start, &pids, &sim_pids, procs.path());
+    let gauges = fleet_gauges::scrape(&http, &fed).await;
+    rep.sample(Phase::Start, &pids, &sim_pids, procs.path(), gauges);
 
     // 1. Register.
     let samples: Shared = Shared::default();
@@ -228,7 +230,8 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
     .await?;
     rep.registered_s = t.elapsed().as_secs_f64();
     rep.phase(Phase::Register, &lock(&samples));
-    rep.sample(Phase::Register, &pids, &sim_pids, procs.path());
+    let gauges = fleet_gauges::scrape(&http, &fed).await;
+    rep.sample(Phase::Register, &pids, &sim_pids, procs.path(), gauges);
     println!(
         "registered {} clusters, all Ready, in {:.1} s",
         members.clusters.len(),
@@ -285,7 +288,8 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
     rep.converged_s = t.elapsed().as_secs_f64();
     rep.curve = curve;
     rep.phase(Phase::Converge, &lock(&samples));
-    rep.sample(Phase::Converge, &pids, &sim_pids, procs.path());
+    let gauges = fleet_gauges::scrape(&http, &fed).await;
+    rep.sample(Phase::Converge, &pids, &sim_pids, procs.path(), gauges);
     println!(
         "converged {} objects in {:.1} s",
         placed.len(),
@@ -317,7 +321,8 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         reader.abort();
         rep.distribution = lat;
         rep.phase(Phase::Steady, &lock(&samples));
-        rep.sample(Phase::Steady, &pids, &sim_pids, procs.path());
+        let gauges = fleet_gauges::scrape(&http, &fed).await;
+        rep.sample(Phase::Steady, &pids, &sim_pids, procs.path(), gauges);
     }
 
     // 4. A region goes dark.
@@ -330,7 +335,8 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         reader.abort();
         rep.dark = out.figures;
         rep.phase(Phase::Dark, &lock(&samples));
-        rep.sample(Phase::Dark, &pids, &sim_pids, procs.path());
+        let gauges = fleet_gauges::scrape(&http, &fed).await;
+        rep.sample(Phase::Dark, &pids, &sim_pids, procs.path(), gauges);
         let k = &rep.dark;
         match out.stuck {
             Some(why) => {
@@ -368,7 +374,8 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
             fig.dark, fig.total, fig.engaged_s, fig.moved, fig.held_s, fig.released_s
         );
         rep.brake = Some(fig);
-        rep.sample(Phase::Brake, &pids, &sim_pids, procs.path());
+        let gauges = fleet_gauges::scrape(&http, &fed).await;
+        rep.sample(Phase::Brake, &pids, &sim_pids, procs.path(), gauges);
     }
     println!("{}", rep.render());
     Ok(rep)

@@ -1,8 +1,8 @@
 //! The figures of `fedraft bench fleet`: what each phase measured, the processes' CPU and
-//! memory at phase ends, the correctness checks, printed as text, written as JSON and drawn as
-//! an SVG of the convergence curve (written by hand: the repository has no plotting library).
+//! memory at phase ends (and each node's memory breakdown, disk growth and checkpoints), the
+//! correctness checks, printed as text and written as JSON (`fleet_plot` draws the curve).
 //!
-//! Must not: drop an error or a failed check from any of the three renderings.
+//! Must not: drop an error or a failed check from either rendering.
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -10,8 +10,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::fleet_args::{FleetArgs, Samples};
+use super::fleet_gauges::{Disk, NodeGauges, PerObject};
 use super::fleet_work::percentile;
 use super::load::cpu_time;
+
+const MIB: f64 = (1 << 20) as f64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
@@ -56,6 +59,8 @@ pub struct Resources {
     pub nodes: Vec<(f64, f64)>,
     /// The fleet host: (RSS MiB, CPU seconds so far).
     pub fleet: (f64, f64),
+    /// Per fedraft node, in the order of `nodes`: its own figures, where it gave them.
+    pub gauges: Vec<NodeGauges>,
     /// Bytes of the bench directory (the three data directories and logs).
     pub data_bytes: u64,
     pub at_s: f64,
@@ -175,8 +180,16 @@ impl Report {
         self.api.push((p, api));
     }
 
-    pub fn sample(&mut self, p: Phase, nodes: &[u32], fleet: &[u32], dir: &Path) {
+    pub fn sample(
+        &mut self,
+        p: Phase,
+        nodes: &[u32],
+        fleet: &[u32],
+        dir: &Path,
+        gauges: Vec<NodeGauges>,
+    ) {
         let r = Resources {
+            gauges,
             nodes: nodes
                 .iter()
                 .map(|&pid| (rss_mib(pid), cpu_s(pid)))
@@ -238,6 +251,74 @@ impl Report {
         Some((per_cluster, per_object))
     }
 
+    /// Bytes on disk gained per hour in each phase (from the previous sample), by kind, the
+    /// most any node gained.
+    fn disk_growth(&self) -> Vec<(Phase, Disk)> {
+        self.resources
+            .windows(2)
+            .filter_map(|w| {
+                let ((_, before), (p, after)) = (&w[0], &w[1]);
+                let hours = (after.at_s - before.at_s) / 3600.0;
+                if hours <= 0.0 {
+                    return None;
+                }
+                let mut most = Disk::default();
+                for (b, a) in before.gauges.iter().zip(&after.gauges) {
+                    let (Some(b), Some(a)) = (b.disk, a.disk) else {
+                        continue;
+                    };
+                    most.log = most.log.max((a.log - b.log) / hours);
+                    most.archive = most.archive.max((a.archive - b.archive) / hours);
+                    most.wal = most.wal.max((a.wal - b.wal) / hours);
+                    most.total = most.total.max((a.total - b.total) / hours);
+                }
+                Some((*p, most))
+            })
+            .collect()
+    }
+
+    /// Each node's checkpoints over the whole run: how many, their mean size and time.
+    fn checkpoints(&self) -> Vec<String> {
+        let Some((_, last)) = self.resources.last() else {
+            return Vec::new();
+        };
+        last.gauges
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| {
+                let c = g.checkpoints?;
+                let n = c.count.max(1.0);
+                Some(format!(
+                    "node {}: {} (mean {:.1} MiB, {:.2} s)",
+                    i + 1,
+                    c.count,
+                    c.bytes / n / MIB,
+                    c.seconds / n
+                ))
+            })
+            .collect()
+    }
+
+    /// Where the heaviest node's growth per object went while converging (see `fleet_memory`).
+    fn memory_per_object(&self) -> Option<PerObject> {
+        let at = |phase: Phase| {
+            self.resources
+                .iter()
+                .find(|(p, _)| *p == phase)
+                .map(|(_, r)| r)
+        };
+        let (registered, converged) = (at(Phase::Register)?, at(Phase::Converge)?);
+        let heaviest = (0..converged.nodes.len())
+            .max_by(|&a, &b| converged.nodes[a].0.total_cmp(&converged.nodes[b].0))?;
+        let node =
+            |r: &Resources| Some((r.nodes.get(heaviest)?.0, r.gauges.get(heaviest)?.memory?));
+        Some(PerObject::between(
+            node(registered)?,
+            node(converged)?,
+            self.objects,
+        ))
+    }
+
     pub fn render(&self) -> String {
         let mut o = String::new();
         let _ = writeln!(
@@ -272,16 +353,19 @@ impl Report {
                 "  owned by {owner}: p50 {p50:.0} ms, p99 {p99:.0} ms ({n} writes)"
             );
         }
-        let k = &self.dark;
-        let replaced = match k.replaced_s.is_nan() {
-            true => "not re-placed".to_string(),
-            false => format!("re-placed {:.1} s", k.replaced_s),
-        };
-        let _ = writeln!(
-            o,
-            "region dark: NotReady {:.1} s, {} workloads {replaced} (grace {} s, failure {} s), {} replicas moved off healthy clusters",
-            k.not_ready_s, k.affected, self.grace_s, self.failure_s, k.moved_from_healthy
-        );
+        // Only a run that took the region dark has figures of it.
+        if self.api.iter().any(|(p, _)| *p == Phase::Dark) {
+            let k = &self.dark;
+            let replaced = match k.replaced_s.is_nan() {
+                true => "not re-placed".to_string(),
+                false => format!("re-placed {:.1} s", k.replaced_s),
+            };
+            let _ = writeln!(
+                o,
+                "region dark: NotReady {:.1} s, {} workloads {replaced} (grace {} s, failure {} s), {} replicas moved off healthy clusters",
+                k.not_ready_s, k.affected, self.grace_s, self.failure_s, k.moved_from_healthy
+            );
+        }
         if let Some(b) = &self.brake {
             let _ = writeln!(
                 o,
@@ -341,6 +425,29 @@ impl Report {
                 "heaviest node's memory growth: {cluster:.0} KiB per cluster, {object:.1} KiB per object (manifest included)"
             );
         }
+        if let Some(g) = self.memory_per_object() {
+            let _ = writeln!(o, "heaviest node while converging: {}", g.render());
+        }
+        for (p, d) in self.disk_growth() {
+            let _ = writeln!(
+                o,
+                "disk growth per hour during {}, most on any node: raft log tables {:.0} MiB, \
+                 archive tables {:.0} MiB, WAL {:.0} MiB, data directory {:.0} MiB",
+                p.name(),
+                d.log / MIB,
+                d.archive / MIB,
+                d.wal / MIB,
+                d.total / MIB
+            );
+        }
+        let checkpoints = self.checkpoints();
+        if !checkpoints.is_empty() {
+            let _ = writeln!(
+                o,
+                "checkpoints written per node: {}",
+                checkpoints.join(", ")
+            );
+        }
         for e in &self.errors {
             let _ = writeln!(o, "ERROR: {e}");
         }
@@ -384,69 +491,15 @@ impl Report {
                 "engagedS": b.engaged_s, "notReady": b.not_ready, "heldS": b.held_s,
                 "moved": b.moved, "releasedS": b.released_s})),
             "api": api, "resources": resources,
-            "memoryKiB": self.memory_slopes().map(|(c, o)| json!({"perCluster": c, "perObject": o})),
+            "diskGrowthPerHour": self.disk_growth().iter().map(|(p, d)| json!({"phase": p.name(),
+                "logBytes": d.log, "archiveBytes": d.archive, "walBytes": d.wal, "totalBytes": d.total})).collect::<Vec<_>>(),
+            "checkpoints": self.checkpoints(),
+            "memoryKiB": self.memory_slopes().map(|(c, o)| json!({"perCluster": c, "perObject": o,
+                "perObjectBreakdown": self.memory_per_object().map(|g| g.to_json())})),
             "curve": self.curve.iter().map(|(t, n)| json!([t, n])).collect::<Vec<_>>(),
             "notes": self.notes, "errors": self.errors,
         })
     }
-}
-
-/// The convergence curve: objects converged over seconds since the first write.
-pub fn svg(r: &Report) -> String {
-    let (w, h, m) = (640.0, 360.0, 50.0);
-    let t_max = r.curve.last().map_or(1.0, |c| c.0).max(1.0);
-    let n_max = (r.objects as f64).max(1.0);
-    let x = |t: f64| m + (w - 2.0 * m) * t / t_max;
-    let y = |n: f64| h - m - (h - 2.0 * m) * n / n_max;
-    let points: Vec<String> = r
-        .curve
-        .iter()
-        .map(|(t, n)| format!("{:.1},{:.1}", x(*t), y(*n as f64)))
-        .collect();
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"##
-    );
-    let _ = writeln!(o, r##"<rect width="100%" height="100%" fill="white"/>"##);
-    let _ = writeln!(
-        o,
-        r##"<text x="{m}" y="20">fedraft bench fleet: {} clusters, {} objects converged in {:.0} s</text>"##,
-        r.clusters, r.objects, r.converged_s
-    );
-    let _ = writeln!(
-        o,
-        r##"<line x1="{m}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{m}" y1="{m}" x2="{m}" y2="{}" stroke="black"/>"##,
-        h - m,
-        w - m,
-        h - m,
-        h - m
-    );
-    for i in 0..=4 {
-        let f = f64::from(i) / 4.0;
-        let _ = writeln!(
-            o,
-            r##"<text x="{:.1}" y="{}" text-anchor="middle">{:.0} s</text><text x="{}" y="{:.1}" text-anchor="end">{:.0}</text>"##,
-            x(f * t_max),
-            h - m + 16.0,
-            f * t_max,
-            m - 4.0,
-            y(f * n_max) + 4.0,
-            f * n_max
-        );
-    }
-    let _ = writeln!(
-        o,
-        r##"<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{}"/>"##,
-        points.join(" ")
-    );
-    let _ = writeln!(
-        o,
-        r##"<text x="{}" y="{}" text-anchor="middle">seconds since the first write (objects converged)</text></svg>"##,
-        w / 2.0,
-        h - 10.0
-    );
-    o
 }
 
 #[cfg(test)]
@@ -482,7 +535,7 @@ mod tests {
         let j = r.to_json();
         assert_eq!(j["errors"].as_array().unwrap().len(), 2);
         assert_eq!(j["api"][0]["writeP99Ms"], 9.0);
-        let pic = svg(&r);
+        let pic = super::super::fleet_plot::svg(&r);
         assert!(
             pic.contains("<polyline") && pic.contains("50.0,310.0"),
             "{pic}"
