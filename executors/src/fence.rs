@@ -70,6 +70,14 @@ impl Fence {
         self.token.is_none() || self.lease.as_ref().is_some_and(|l| l.is_fresh())
     }
 
+    /// Resolves when this node's lease turns fresh again after a pause; never without a lease.
+    pub async fn lease_freshened(&self) {
+        match (&self.token, &self.lease) {
+            (Some(_), Some(l)) => l.freshened().await,
+            _ => std::future::pending().await,
+        }
+    }
+
     /// Whether a newer owner was seen: the runner must stop.
     pub fn tripped(&self) -> bool {
         self.tripped.load(Ordering::Relaxed)

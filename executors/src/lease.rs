@@ -25,6 +25,9 @@ use crate::node::ControlPlane;
 #[derive(Debug, Default)]
 pub struct LeaseClock {
     fresh_until: Mutex<Option<Instant>>,
+    /// Told when a renewal makes a stale clock fresh: the runners it paused resume at once
+    /// rather than at their next look, and no other entry has to wake them.
+    freshened: tokio::sync::Notify,
 }
 
 impl LeaseClock {
@@ -34,10 +37,22 @@ impl LeaseClock {
     }
 
     pub(crate) fn renewed(&self, until: Instant) {
+        let now = Instant::now();
         let mut t = self.lock();
+        let was_fresh = t.is_some_and(|old| now < old);
         if t.is_none_or(|old| old < until) {
             *t = Some(until);
         }
+        let fresh = t.is_some_and(|new| now < new);
+        drop(t);
+        if fresh && !was_fresh {
+            self.freshened.notify_waiters();
+        }
+    }
+
+    /// Resolves at the next renewal that makes a stale clock fresh.
+    pub async fn freshened(&self) {
+        self.freshened.notified().await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
@@ -123,5 +138,31 @@ mod tests {
         tokio::time::sleep_until(now + Duration::from_millis(350)).await;
         assert!(!c.is_fresh());
         assert_eq!(clamp(Duration::from_millis(10)), Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_ends_a_pause_wakes_the_waiting_runners_and_no_other_does() {
+        let c = Arc::new(LeaseClock::default());
+        let waiter = tokio::spawn({
+            let c = c.clone();
+            async move { c.freshened().await }
+        });
+        tokio::task::yield_now().await;
+        let now = Instant::now();
+        c.renewed(now + Duration::from_secs(5));
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("the stale clock turned fresh: the waiter wakes")
+            .unwrap();
+        // Already fresh: a further renewal is no news to a paused runner.
+        let waiter = tokio::spawn({
+            let c = c.clone();
+            async move { c.freshened().await }
+        });
+        tokio::task::yield_now().await;
+        c.renewed(now + Duration::from_secs(6));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished());
+        waiter.abort();
     }
 }

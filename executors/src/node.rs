@@ -40,7 +40,7 @@ pub trait ControlPlane: Clone + Send + Sync + 'static {
     /// Which clusters' reconcilers `applied` concerns. The default wakes them all, which is
     /// always correct; a node that knows the entry's changes narrows it (`crate::wake`).
     fn wake_scope(_applied: &Self::Applied) -> WakeScope {
-        WakeScope::All
+        WakeScope::everything()
     }
 
     /// Commits `command` through the log. `request_id` lets the state machine recognise a retry.

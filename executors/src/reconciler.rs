@@ -123,7 +123,7 @@ pub(crate) fn api_for(ctx: &ClusterCtx, r: &Resolved, namespace: &str) -> Api<Dy
     }
 }
 
-/// How soon a runner whose lease is not fresh looks again, should no renewal's entry wake it.
+/// How soon a runner whose lease is not fresh looks again, should it miss the lease clock's wake.
 const LEASE_RECHECK: Duration = Duration::from_millis(500);
 
 /// Converges one object: applies it unless the live object already matches.
@@ -292,12 +292,15 @@ impl<C: ControlPlane> Reconciler<C> {
             if self.ctx.fence.tripped() {
                 return tracing::error!(cluster = %self.ctx.cluster, "newer owner seen: stopping");
             }
+            let ctx = self.ctx.clone();
             tokio::select! {
                 _ = self.wake.notified() => {
                     // Let a burst of wake-ups (an applied batch, our own writes echoing back
                     // through the watch) collapse into one pass.
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
+                // Paused for a stale lease: no entry wakes a runner for a renewal.
+                _ = ctx.fence.lease_freshened() => {}
                 _ = tokio::time::sleep_until(next) => {}
             }
         }

@@ -291,22 +291,23 @@ impl Running {
         self.clusters.remove(name);
     }
 
-    /// Wakes the reconcilers `scope` concerns: for object changes, those of the clusters the
-    /// objects are placed on now and of those that held them at their last scan.
+    /// Wakes the reconcilers `scope` concerns: those of the clusters it names, and for object
+    /// changes those of the clusters the objects are placed on now and of those that held them
+    /// at their last scan.
     fn wake<C: ControlPlane>(&self, ctrl: &C, scope: &WakeScope) {
-        let objects = match scope {
-            WakeScope::Nothing => return,
-            WakeScope::Objects(objects) => objects,
-            WakeScope::All => {
-                for r in self.clusters.values() {
-                    r.wake.notify_one();
-                }
-                return;
+        if scope.all {
+            for r in self.clusters.values() {
+                r.wake.notify_one();
             }
-        };
-        let placed = ctrl.read_state(|s| clusters_of(s, objects));
+            return;
+        }
+        if scope.objects.is_empty() && scope.clusters.is_empty() {
+            return;
+        }
+        let mut placed = ctrl.read_state(|s| clusters_of(s, &scope.objects));
+        placed.extend(scope.clusters.iter().cloned());
         for (name, r) in &self.clusters {
-            if placed.contains(name) || r.interest.any(objects) {
+            if placed.contains(name) || r.interest.any(&scope.objects) {
                 r.wake.notify_one();
             }
         }
@@ -466,7 +467,7 @@ impl Drop for ExecutorSet {
 
 /// Folds one applied entry (None: some were lost, so anything may have changed) into the round.
 fn fold<C: ControlPlane>(round: &mut Option<WakeScope>, applied: Option<&C::Applied>) {
-    let scope = applied.map_or(WakeScope::All, C::wake_scope);
+    let scope = applied.map_or_else(WakeScope::everything, C::wake_scope);
     round.get_or_insert_default().merge(scope);
 }
 
@@ -538,9 +539,10 @@ async fn supervise<C: ControlPlane>(
                 active = None;
             }
             (Some(l), true) => {
-                // An entry whose scope is Nothing recorded an observation that changed
-                // nothing, so neither registrations nor owners.
-                let news = round.as_ref().is_some_and(|r| *r != WakeScope::Nothing);
+                // Any entry but an observation that changed nothing may have moved ownership
+                // (it moves as log time passes, on whichever entry crosses a lease), and a runner
+                // the book took away must stop before this round wakes it for an object.
+                let news = round.as_ref().is_some_and(|r| !r.is_nothing());
                 if news || last_sync.elapsed() >= MEMBERSHIP_RESYNC {
                     l.sync(&ctrl, &cfg);
                     last_sync = tokio::time::Instant::now();
