@@ -18,12 +18,18 @@ use crate::types::Proposal;
 /// most) take a bounded share of the apply thread.
 const BACKLOG_TICK: Duration = Duration::from_millis(50);
 
+/// Ticks proposed and not yet applied, at most. A backlog tick re-places what is queued when it
+/// applies, so with several in flight the queue drains at the pace entries apply rather than one
+/// commit round trip (hundreds of milliseconds on a loaded leader) per bounded batch. Regular
+/// ticks count too: a leader whose commits stall does not pile them up.
+const TICKS_IN_FLIGHT: usize = 4;
+
 /// While this node leads, proposes `Command::Tick` every `tick_interval_ms` so log time (and
 /// with it health deadlines and failover timers) advances even when no one writes; and, while
-/// re-placements are queued, every [`BACKLOG_TICK`], so the queue drains at the rate its
-/// per-entry bound allows. A queue that a tick did not shorten (re-placements that queue others
-/// as fast) waits for the regular ticks until one shortens it: an idle fleet never writes
-/// twenty entries a second.
+/// re-placements are queued, every [`BACKLOG_TICK`] (up to [`TICKS_IN_FLIGHT`] at once), so the
+/// queue drains at the rate its per-entry bound allows. A queue that a tick did not shorten
+/// (re-placements that queue others as fast) waits for the regular ticks until one shortens it:
+/// an idle fleet never writes twenty entries a second.
 pub(super) async fn run_ticker(node: Weak<Inner>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let period = match node.upgrade() {
         Some(n) => Duration::from_millis(n.cfg.tick_interval_ms.max(1)),
@@ -32,10 +38,21 @@ pub(super) async fn run_ticker(node: Weak<Inner>, mut stop: tokio::sync::watch::
     let mut interval = tokio::time::interval(period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut stalled = false;
+    // Each answers (queued when it was sent, queued once it applied), or None if not committed.
+    let mut in_flight: tokio::task::JoinSet<Option<(usize, usize)>> = tokio::task::JoinSet::new();
     loop {
         let regular = tokio::select! {
             _ = interval.tick() => true,
             _ = tokio::time::sleep(BACKLOG_TICK.min(period)) => false,
+            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                // Judged after every tick, regular ones too: a queue that grows while it drains
+                // (a region's clusters turning NotReady one by one) resumes as soon as a tick
+                // shortens it.
+                if let Ok(Some((before, after))) = done {
+                    stalled = after >= before;
+                }
+                continue;
+            }
             _ = stop.changed() => return,
         };
         let Some(inner) = node.upgrade() else { return };
@@ -47,20 +64,22 @@ pub(super) async fn run_ticker(node: Weak<Inner>, mut stop: tokio::sync::watch::
         if queued == 0 {
             stalled = false;
         }
-        if !regular && (queued == 0 || stalled) {
+        if in_flight.len() >= TICKS_IN_FLIGHT || (!regular && (queued == 0 || stalled)) {
             continue;
         }
-        let tick = Proposal {
-            request_id: String::new(),
-            actor: TICK_ACTOR.into(),
-            command: Command::Tick,
-        };
-        if let Err(e) = n.propose_here(tick, period).await {
-            tracing::debug!(error = %e, "tick not committed");
-            continue;
-        }
-        // Judged after every tick, regular ones too: a queue that grows while it drains (a
-        // region's clusters turning NotReady one by one) resumes as soon as a tick shortens it.
-        stalled = n.read_stale(|s| s.pending_reschedules()) >= queued;
+        in_flight.spawn(async move {
+            let tick = Proposal {
+                request_id: String::new(),
+                actor: TICK_ACTOR.into(),
+                command: Command::Tick,
+            };
+            match n.propose_here(tick, period).await {
+                Ok(_) => Some((queued, n.read_stale(|s| s.pending_reschedules()))),
+                Err(e) => {
+                    tracing::debug!(error = %e, "tick not committed");
+                    None
+                }
+            }
+        });
     }
 }
