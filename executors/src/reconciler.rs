@@ -292,7 +292,6 @@ impl<C: ControlPlane> Reconciler<C> {
             if self.ctx.fence.tripped() {
                 return tracing::error!(cluster = %self.ctx.cluster, "newer owner seen: stopping");
             }
-            let ctx = self.ctx.clone();
             tokio::select! {
                 _ = self.wake.notified() => {
                     // Let a burst of wake-ups (an applied batch, our own writes echoing back
@@ -300,7 +299,7 @@ impl<C: ControlPlane> Reconciler<C> {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
                 // Paused for a stale lease: no entry wakes a runner for a renewal.
-                _ = ctx.fence.lease_freshened() => {}
+                _ = self.ctx.fence.lease_freshened() => {}
                 _ = tokio::time::sleep_until(next) => {}
             }
         }

@@ -34,7 +34,9 @@ pub struct WakeScope {
     pub objects: BTreeSet<String>,
     /// Clusters whose own record changed.
     pub clusters: BTreeSet<String>,
-    /// Ownership may have moved: the set re-reads which runners it should have.
+    /// Ownership may have moved (log time passed, a lease was renewed, a cluster changed). The
+    /// set re-reads which runners it should have on any scope but nothing; this marks the
+    /// scopes that wake no one and still ask for that.
     pub owners: bool,
 }
 
@@ -65,10 +67,7 @@ impl WakeScope {
                 _ => WakeScope::everything(),
             };
         }
-        let mut scope = WakeScope {
-            owners: matches!(command, Command::Tick | Command::ExecutorLease(_)),
-            ..WakeScope::default()
-        };
+        let mut scope = WakeScope::default();
         for c in &applied.changes {
             match c.kind {
                 ChangeKind::Object => scope.objects.insert(c.key.clone()),

@@ -238,8 +238,11 @@ impl Report {
     /// cost stays out; meaningful only for large runs, where the allocator's noise is small.
     fn memory_slopes(&self) -> Option<(f64, f64)> {
         let peak = |phase: Phase| {
-            let (_, r) = self.resources.iter().find(|(p, _)| *p == phase)?;
-            r.nodes.iter().map(|n| n.0).reduce(f64::max)
+            self.resources_at(phase)?
+                .nodes
+                .iter()
+                .map(|n| n.0)
+                .reduce(f64::max)
         };
         let (start, registered, converged) = (
             peak(Phase::Start)?,
@@ -299,15 +302,20 @@ impl Report {
             .collect()
     }
 
-    /// Where the heaviest node's growth per object went while converging (see `fleet_memory`).
+    /// The resources sampled at the end of `phase`, if it ran.
+    fn resources_at(&self, phase: Phase) -> Option<&Resources> {
+        self.resources
+            .iter()
+            .find(|(p, _)| *p == phase)
+            .map(|(_, r)| r)
+    }
+
+    /// Where the heaviest node's growth per object went while converging (see `fleet_gauges`).
     fn memory_per_object(&self) -> Option<PerObject> {
-        let at = |phase: Phase| {
-            self.resources
-                .iter()
-                .find(|(p, _)| *p == phase)
-                .map(|(_, r)| r)
-        };
-        let (registered, converged) = (at(Phase::Register)?, at(Phase::Converge)?);
+        let (registered, converged) = (
+            self.resources_at(Phase::Register)?,
+            self.resources_at(Phase::Converge)?,
+        );
         let heaviest = (0..converged.nodes.len())
             .max_by(|&a, &b| converged.nodes[a].0.total_cmp(&converged.nodes[b].0))?;
         let node =
