@@ -234,7 +234,7 @@ impl std::fmt::Debug for ClusterHealth {
 
 impl Collector for ClusterHealth {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let (clusters, cordoned, brake, links) = self.node.read_stale(|s| {
+        let (clusters, cordoned, brake, links, queued, timers) = self.node.read_stale(|s| {
             let all: Vec<(String, Health)> = s
                 .clusters()
                 .map(|c| (c.spec.name.clone(), c.status.health))
@@ -250,6 +250,8 @@ impl Collector for ClusterHealth {
                 s.clusters().filter(|c| c.cordoned).count(),
                 scopes,
                 links,
+                s.pending_reschedules(),
+                s.failover_timers_pending(),
             )
         });
         let count = |h| clusters.iter().filter(|(_, x)| *x == h).count();
@@ -287,22 +289,34 @@ impl Collector for ClusterHealth {
             let labels = [("scope", scope.as_str())];
             ConstGauge::new(1i64).encode(e.encode_family(&labels)?)?;
         }
-        let g = ConstGauge::new(links as i64);
-        let e = encoder.encode_descriptor(
-            "fedraft_member_clusters_link_held",
-            "Clusters held Ready because only the owner cannot reach them (a broken link)",
-            None,
-            g.metric_type(),
-        )?;
-        g.encode(e)?;
-        let g = ConstGauge::new(cordoned as i64);
-        let e = encoder.encode_descriptor(
-            "fedraft_member_clusters_cordoned",
-            "Registered member clusters that are cordoned (or drained)",
-            None,
-            g.metric_type(),
-        )?;
-        g.encode(e)
+        let gauges = [
+            (
+                "fedraft_member_clusters_link_held",
+                "Clusters held Ready because only the owner cannot reach them (a broken link)",
+                links,
+            ),
+            // How far failover is behind: objects whose grace period is running, and objects
+            // waiting in the bounded-rate re-placement queue.
+            (
+                "fedraft_failover_timers_pending",
+                "Failover timers armed (an object's grace period on a NotReady cluster), not yet fired",
+                timers,
+            ),
+            (
+                "fedraft_reschedules_queued",
+                "Objects queued for re-placement (failover, drain, new capacity), drained per entry",
+                queued,
+            ),
+            (
+                "fedraft_member_clusters_cordoned",
+                "Registered member clusters that are cordoned (or drained)",
+                cordoned,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            fedraft_raft::encode_gauge(&mut encoder, name, help, value as u64)?;
+        }
+        Ok(())
     }
 }
 

@@ -107,6 +107,12 @@ fn allowed_for(
 }
 
 impl State {
+    /// Failover timers armed and not yet fired: one per object and NotReady cluster it has
+    /// replicas on, until the object's grace period there is over.
+    pub fn failover_timers_pending(&self) -> usize {
+        self.d.failover_timers.len()
+    }
+
     /// Runs the scheduler for `obj` against the current fleet without changing anything.
     /// `fresh` ignores the current placement (revoke).
     pub(crate) fn decide(&self, obj: &FederatedObject, fresh: bool, now_ms: u64) -> Decision {
