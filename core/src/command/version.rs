@@ -92,7 +92,14 @@
 /// 15, a put of a template that runs no pods (no pod template, not a Pod: a ConfigMap, a
 /// Service) records no per-replica requests, so it books no pod on the clusters it goes to
 /// ([`PODLESS_SINCE`]); an older entry's booked one pod per cluster, and replays so.
-pub const LOG_ENTRY_VERSION: u16 = 15;
+/// 16: the same encoding and commands; each entry re-places up to 1,024 objects of the
+/// reschedule queue instead of 256 ([`WIDER_DRAIN_SINCE`]), so a region's failover drains in a
+/// quarter of the entries; an older entry re-placed 256, and replays so.
+pub const LOG_ENTRY_VERSION: u16 = 16;
+
+/// The first envelope version whose entries re-place up to 1,024 queued objects each
+/// (`state::reschedule_objects_per_entry`).
+pub const WIDER_DRAIN_SINCE: u16 = 16;
 
 /// The first envelope version whose puts give templates that run no pods zero requests.
 pub const PODLESS_SINCE: u16 = 15;

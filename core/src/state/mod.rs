@@ -45,7 +45,7 @@ pub use handlers::member_quota::{is_derived_key, TENANT_QUOTA_KEY, TENANT_QUOTA_
 pub use handlers::outcome::{
     Applied, Change, ChangeKind, ChangeOp, Outcome, RejectCode, Rejection,
 };
-pub use handlers::placement::RESCHEDULE_OBJECTS_PER_ENTRY;
+pub use handlers::placement::{reschedule_objects_per_entry, RESCHEDULE_OBJECTS_PER_ENTRY};
 pub use handlers::services::ObservedEndpoints;
 pub use handlers::validate;
 use snapshot::encode_snapshot;

@@ -2,10 +2,12 @@
 //! at a bounded rate, recovery with and without rebalance, and stalls of the log itself.
 
 use crate::state_support::*;
-use fedraft_core::command::{Command, LogEntry, FAILOVER_OVERDUE_SINCE, LOG_STALL_SINCE};
+use fedraft_core::command::{
+    Command, Heartbeat, LogEntry, FAILOVER_OVERDUE_SINCE, LOG_STALL_SINCE, WIDER_DRAIN_SINCE,
+};
 use fedraft_core::health::LOG_STALL_MS;
 use fedraft_core::model::Health;
-use fedraft_core::state::{State, RESCHEDULE_OBJECTS_PER_ENTRY};
+use fedraft_core::state::{reschedule_objects_per_entry, State, RESCHEDULE_OBJECTS_PER_ENTRY};
 
 const S: u64 = 1000;
 
@@ -225,6 +227,50 @@ fn failover_is_rate_limited_per_entry() {
             .count(),
         0
     );
+}
+
+/// An entry written before the wider drain re-places as many queued objects as it did when
+/// it was written, so an old log replays to the same state; the next entry drains at the
+/// current bound.
+#[test]
+fn older_entries_drain_the_queue_at_their_own_bound() {
+    let old = WIDER_DRAIN_SINCE - 1;
+    let (old_bound, bound) = (
+        reschedule_objects_per_entry(old),
+        RESCHEDULE_OBJECTS_PER_ENTRY,
+    );
+    assert!(old_bound < bound);
+    let mut h = Harness::new();
+    h.fleet(&["dc1", "dc2"]);
+    let n = old_bound + bound + 10;
+    for i in 0..n {
+        h.put(
+            "ns",
+            &format!("o{i}"),
+            spec(deployment("o", 1, 10), divided(Some(&["dc1"]))),
+        );
+    }
+    // dc1 silent for 30 s threshold + 60 s grace; the entry that fires the timers is an old one.
+    for _ in 0..3 {
+        h.advance(30 * S);
+        h.heartbeat(&["dc2"], None);
+    }
+    h.advance(2 * S);
+    h.fill_gap();
+    h.index += 1;
+    let beat = Heartbeat {
+        cluster: "dc2".into(),
+        capacity: None,
+    };
+    let mut entry = LogEntry::new("", "test", h.now_ms, Command::Heartbeats(vec![beat]));
+    entry.version = old;
+    let a = h.state.apply(h.index, &entry);
+    assert_eq!(a.decisions.len(), old_bound);
+    assert_eq!(h.state.pending_reschedules(), n - old_bound);
+    let a = h.tick(S);
+    assert_eq!(a.decisions.len(), bound);
+    assert_eq!(h.tick(S).decisions.len(), 10);
+    assert_eq!(h.state.pending_reschedules(), 0);
 }
 
 #[test]

@@ -14,15 +14,16 @@ use crate::types::Proposal;
 /// How often the leader looks at the state's reschedule queue between regular ticks. Each entry
 /// re-places a bounded number of queued objects (`RESCHEDULE_OBJECTS_PER_ENTRY`); at one tick a
 /// second, a region of a thousand-cluster fleet going dark left thousands of workloads queued for
-/// seconds after their grace period ended. At this pace an entry's re-placements (~15 ms at
-/// most) take a bounded share of the apply thread.
-const BACKLOG_TICK: Duration = Duration::from_millis(50);
+/// seconds after their grace period ended. An entry's re-placements take a few milliseconds of
+/// the apply thread, so the pace is set by commits, not by apply.
+const BACKLOG_TICK: Duration = Duration::from_millis(20);
 
 /// Ticks proposed and not yet applied, at most. A backlog tick re-places what is queued when it
-/// applies, so with several in flight the queue drains at the pace entries apply rather than one
-/// commit round trip (hundreds of milliseconds on a loaded leader) per bounded batch. Regular
-/// ticks count too: a leader whose commits stall does not pile them up.
-const TICKS_IN_FLIGHT: usize = 4;
+/// applies, so with several in flight the queue drains at the pace entries commit (the log
+/// batches them) rather than one commit round trip (a few hundred milliseconds on a loaded
+/// leader) per bounded batch. Regular ticks count too: a leader whose commits stall does not
+/// pile them up.
+const TICKS_IN_FLIGHT: usize = 16;
 
 /// While this node leads, proposes `Command::Tick` every `tick_interval_ms` so log time (and
 /// with it health deadlines and failover timers) advances even when no one writes; and, while
@@ -48,8 +49,10 @@ pub(super) async fn run_ticker(node: Weak<Inner>, mut stop: tokio::sync::watch::
                 // Judged after every tick, regular ones too: a queue that grows while it drains
                 // (a region's clusters turning NotReady one by one) resumes as soon as a tick
                 // shortens it.
+                // A tick sent to an empty queue that found one (timers fired in its entry)
+                // shortened nothing it could have: only a queue it failed to shorten stalls.
                 if let Ok(Some((before, after))) = done {
-                    stalled = after >= before;
+                    stalled = before > 0 && after >= before;
                 }
                 continue;
             }

@@ -28,6 +28,24 @@ async fn propose(node: &FedNode, command: Command) {
     assert!(a.outcome.is_accepted(), "{:?}", a.outcome);
 }
 
+fn config_map(i: usize) -> Command {
+    let template = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("o{i}")},
+    })
+    .to_string();
+    let spec = ObjectSpec {
+        template,
+        placement: Default::default(),
+        overrides: Vec::new(),
+    };
+    Command::PutObject {
+        namespace: "default".into(),
+        name: format!("o{i}"),
+        spec,
+        expected_version: None,
+    }
+}
+
 fn placed_on(node: &FedNode, cluster: &str) -> usize {
     node.read_stale(|s| {
         s.objects()
@@ -66,24 +84,12 @@ async fn a_queue_of_reschedules_drains_between_regular_ticks() {
     })
     .await;
 
+    // Proposed a chunk at a time: the batcher packs each chunk into a few entries, where one
+    // proposal after the other would take an fsync each.
     let objects = 3 * RESCHEDULE_OBJECTS_PER_ENTRY;
-    for i in 0..objects {
-        let template = serde_json::json!({
-            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("o{i}")},
-        })
-        .to_string();
-        let spec = ObjectSpec {
-            template,
-            placement: Default::default(),
-            overrides: Vec::new(),
-        };
-        let put = Command::PutObject {
-            namespace: "default".into(),
-            name: format!("o{i}"),
-            spec,
-            expected_version: None,
-        };
-        propose(&node, put).await;
+    let puts: Vec<Command> = (0..objects).map(config_map).collect();
+    for chunk in puts.chunks(256) {
+        futures::future::join_all(chunk.iter().map(|put| propose(&node, put.clone()))).await;
     }
     let on_dc1 = placed_on(&node, "dc1");
     assert_eq!(on_dc1, objects, "every object is placed on dc1");

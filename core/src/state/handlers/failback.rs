@@ -30,7 +30,7 @@ use crate::state::{Ctx, HandlerResult, State};
 
 /// Most objects failed back in one entry: each is one scheduler decision (see
 /// `placement::RESCHEDULE_OBJECTS_PER_ENTRY` for the cost of one), and fail-back is never
-/// urgent, so a quarter of the reschedule budget keeps an entry's cost bounded.
+/// urgent, so a small share of the reschedule budget keeps an entry's cost bounded.
 pub const FAILBACKS_PER_ENTRY: usize = 64;
 
 /// The last fail-back of an object, for `explain`.

@@ -12,12 +12,13 @@
 //! - new capacity reported: objects short of replicas.
 //!
 //! Cluster-driven work goes through `Data::pending` and at most
-//! `RESCHEDULE_OBJECTS_PER_ENTRY` objects are re-placed per entry, so one entry's cost stays
-//! bounded however many objects a cluster held; ticks drain the rest in order.
+//! `RESCHEDULE_OBJECTS_PER_ENTRY` objects are re-placed per entry (256 in entries older than
+//! `WIDER_DRAIN_SINCE`), so one entry's cost stays bounded however many objects a cluster held;
+//! ticks drain the rest in order.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::command::{EXACT_REPORTS_SINCE, FAILOVER_OVERDUE_SINCE};
+use crate::command::{EXACT_REPORTS_SINCE, FAILOVER_OVERDUE_SINCE, WIDER_DRAIN_SINCE};
 use crate::model::{
     Cluster, FederatedObject, Health, ObjectKey, PlacedCluster, ShortfallStatus, Tenant,
 };
@@ -27,9 +28,22 @@ use crate::state::store::index;
 use crate::state::store::table::Keyed;
 use crate::state::{ChangeKind, ChangeOp, Ctx, Data, State};
 
-/// Most objects re-placed from the queue per entry. At ~50 µs per decision over 1,000 clusters,
-/// 256 decisions keep one entry under ~15 ms; a tick every second drains 256 objects per second.
-pub const RESCHEDULE_OBJECTS_PER_ENTRY: usize = 256;
+/// Most objects re-placed from the queue per entry. A decision over 1,000 clusters costs tens
+/// of microseconds, so an entry stays within tens of milliseconds of apply, while a failover of
+/// ten thousand workloads takes ten entries rather than forty: a loaded leader commits a handful
+/// of entries a second, and the drain waits on commits, not on apply.
+pub const RESCHEDULE_OBJECTS_PER_ENTRY: usize = 1024;
+
+/// The bound of entries older than `WIDER_DRAIN_SINCE`, which replay with it.
+const RESCHEDULE_OBJECTS_PER_ENTRY_BEFORE_16: usize = 256;
+
+/// Most objects an entry of envelope `version` re-places from the queue.
+pub fn reschedule_objects_per_entry(version: u16) -> usize {
+    match version >= WIDER_DRAIN_SINCE {
+        true => RESCHEDULE_OBJECTS_PER_ENTRY,
+        false => RESCHEDULE_OBJECTS_PER_ENTRY_BEFORE_16,
+    }
+}
 
 /// `held`: the failover brake holds this cluster's replicas where they are.
 pub(crate) fn health_view(c: &Cluster, held: bool) -> HealthView {
@@ -366,9 +380,9 @@ impl State {
         }
     }
 
-    /// Re-places up to `RESCHEDULE_OBJECTS_PER_ENTRY` queued objects, oldest first.
+    /// Re-places up to [`reschedule_objects_per_entry`] queued objects, oldest first.
     pub(crate) fn drain_pending(&mut self, ctx: &mut Ctx) {
-        for _ in 0..RESCHEDULE_OBJECTS_PER_ENTRY {
+        for _ in 0..reschedule_objects_per_entry(ctx.version) {
             let Some(key) = self.d.pending.pop_front() else {
                 break;
             };
