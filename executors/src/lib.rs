@@ -4,7 +4,8 @@
 //!
 //! Start reading at [`set`] (who runs executors: the leader only, one task pair per cluster),
 //! then [`reconciler`] (one converge pass), [`plan`] and [`compare`] (the pure decisions: what to
-//! write, what to delete, when a write is unnecessary), [`live`] and [`live_object`] (what the
+//! write, what to delete, when a write is unnecessary), [`retry`] (when a failed write is tried
+//! again, per object and per cluster), [`live`] and [`live_object`] (what the
 //! member holds, kept small), [`probe`] and [`capacity`] (observing a cluster), [`prober`] (every
 //! node's own view of every cluster, leader or not), [`report`] (batching observations into log
 //! entries), [`wake`] (which reconcilers an applied entry concerns) and [`services`] (Service
@@ -41,6 +42,7 @@ pub mod reconciler;
 pub mod report;
 pub mod reporter;
 pub mod resolve;
+pub mod retry;
 pub mod services;
 pub mod set;
 pub mod sweep;

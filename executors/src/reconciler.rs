@@ -1,8 +1,9 @@
 //! One member cluster's reconciler: converges the cluster to the state's desired objects.
 //!
 //! Shape (as kube-runtime controllers): [`reconcile`] handles one desired object and is
-//! idempotent; [`error_policy`] picks when a failed object is retried (exponential backoff with
-//! jitter, per object, so one broken manifest never slows the rest); the loop always requeues
+//! idempotent; [`crate::retry`] picks when a failed object is retried (exponential backoff with
+//! jitter, per object, so one broken manifest never slows the rest, and per cluster while the
+//! cluster refuses connections); the loop always requeues
 //! (a full pass at least every resync period, and whenever the log applies an entry or a watch
 //! sees a managed object change).
 //!
@@ -21,11 +22,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fedraft_core::command::{ObjectStatusReport, StatusValuesReport, WorkloadReport};
-use fedraft_core::karmada::jsonpath::JsonPath;
 use fedraft_core::model::ObjectKey;
 use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
-use fedraft_core::rollout::HealthRule;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -34,7 +32,6 @@ use serde_json::{json, Value};
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
-use crate::backoff::Backoff;
 use crate::config::ExecutorConfig;
 use crate::desired::{DesiredCache, Entry, Prepared};
 use crate::error::ExecError;
@@ -43,10 +40,10 @@ use crate::live_object::LiveObject;
 use crate::metrics::{ClusterMetrics, Reconciled};
 use crate::node::ControlPlane;
 use crate::plan::{self, ApplyReason, LiveId, Memo, Verdict};
-use crate::preserve::status_values;
 use crate::report::{object_report as report, Observations};
 use crate::resolve::{Resolved, Resolver};
-use crate::workload::{report_of, workload_report};
+use crate::retry::{self, Refusal, Retries};
+use crate::workload::reports_in_place;
 
 /// Field manager of every fedraft write.
 pub const FIELD_MANAGER: &str = "fedraft";
@@ -172,50 +169,6 @@ pub async fn reconcile(
     Ok(Action::Applied { reason, object })
 }
 
-/// What a pass reports of one object in place on `cluster` (`live` as the member holds it):
-/// its status, its rollout, and the status values it preserves. A health rule or preserved
-/// paths may read any field, so only then is the whole object parsed; every other report reads
-/// what was summed up when the watch delivered the object.
-fn reports_in_place(
-    p: &Prepared,
-    cluster: &str,
-    live: Option<&LiveObject>,
-    (rule, paths): (Option<&HealthRule>, Option<&Vec<JsonPath>>),
-    unschedulable: u32,
-) -> (
-    ObjectStatusReport,
-    Option<WorkloadReport>,
-    Option<StatusValuesReport>,
-) {
-    if rule.is_none() && paths.is_none() {
-        let ready = live.map_or(0, |l| l.ready_replicas(p.replicas));
-        let workload = live
-            .and_then(LiveObject::workload)
-            .map(|o| report_of(&p.key, cluster, o.clone(), unschedulable));
-        return (report(&p.key, cluster, true, ready, None), workload, None);
-    }
-    let whole = live.map(LiveObject::full);
-    let object = whole.as_ref();
-    let ready = plan::ready_replicas(&p.id.kind, object, p.replicas);
-    (
-        report(&p.key, cluster, true, ready, None),
-        workload_report(&p.key, &p.id.kind, cluster, object, rule, unschedulable),
-        status_values(&p.key, cluster, object, paths),
-    )
-}
-
-/// The delay before the next attempt of an object that failed `attempt` times in a row.
-pub fn error_policy(err: &ExecError, attempt: u32, cfg: &ExecutorConfig) -> Duration {
-    let backoff = Backoff::new(cfg.backoff_min, cfg.backoff_max);
-    // Errors the manifest causes will not heal by hammering: start them further up the curve.
-    let attempt = if err.is_transient() {
-        attempt
-    } else {
-        attempt.saturating_add(3)
-    };
-    backoff.delay_random(attempt)
-}
-
 /// Creates `namespace`, labelled as fedraft's, unless it exists. Existing namespaces are left
 /// exactly as they are.
 async fn ensure_namespace(ctx: &ClusterCtx, namespace: &str) -> Result<(), ExecError> {
@@ -249,14 +202,6 @@ async fn ensure_namespace(ctx: &ClusterCtx, namespace: &str) -> Result<(), ExecE
     Ok(())
 }
 
-struct Retry {
-    attempt: u32,
-    next_at: Instant,
-    /// The manifest hash that failed; a changed manifest is tried at once.
-    hash: String,
-    message: String,
-}
-
 /// The per-cluster reconcile loop's memory. Lost on restart (and on a leadership change) by
 /// design: the skip rule works without it, it only saves comparisons.
 pub struct Reconciler<C: ControlPlane> {
@@ -265,7 +210,8 @@ pub struct Reconciler<C: ControlPlane> {
     obs: Arc<Observations>,
     wake: Arc<Notify>,
     memo: HashMap<LiveId, Memo>,
-    retries: HashMap<LiveId, Retry>,
+    retries: Retries,
+    refusal: Refusal,
     sweep: crate::sweep::Sweep,
     desired: DesiredCache,
 }
@@ -278,7 +224,8 @@ impl<C: ControlPlane> Reconciler<C> {
             obs,
             wake,
             memo: HashMap::new(),
-            retries: HashMap::new(),
+            retries: Retries::default(),
+            refusal: Refusal::default(),
             sweep: Default::default(),
             desired: DesiredCache::default(),
         }
@@ -432,26 +379,54 @@ impl<C: ControlPlane> Reconciler<C> {
                     workloads.extend(workload);
                     values.extend(value);
                 }
-                Verdict::Apply(_) => work.push((p.clone(), live.cloned(), memo.cloned())),
+                Verdict::Apply(_) => match self.refusal.holding(now) {
+                    Some((until, message)) => {
+                        statuses.push(report(&p.key, &cluster, false, 0, Some(message.into())));
+                        next = next.min(until);
+                    }
+                    None => work.push((p.clone(), live.cloned(), memo.cloned())),
+                },
             }
         }
         // Owned inputs: the futures run concurrently and must not borrow the pass's locals.
+        // A write skipped because the cluster refused another in this pass has no result.
         type Done = (
             Arc<Prepared>,
             Option<Arc<LiveObject>>,
-            Result<Action, ExecError>,
+            Option<Result<Action, ExecError>>,
         );
+        let (flag, concurrency) = (self.refusal.flag(), self.refusal.concurrency(&ctx.cfg));
+        let (mut refused, mut through) = (None, false);
         let results: Vec<Done> = futures::stream::iter(work.into_iter().map(|(p, live, memo)| {
-            let ctx = ctx.clone();
+            let (ctx, flag) = (ctx.clone(), flag.clone());
             async move {
+                if flag.skip() {
+                    return (p, live, None);
+                }
                 let r = reconcile(&p, live.as_deref(), memo.as_ref(), &ctx).await;
-                (p, live, r)
+                flag.note(&r);
+                (p, live, Some(r))
             }
         }))
-        .buffer_unordered(ctx.cfg.apply_concurrency.max(1))
+        .buffer_unordered(concurrency)
         .collect()
         .await;
         for (p, live, result) in results {
+            let result = match result {
+                Some(Err(e)) if retry::refused_connection(&e) => {
+                    ctx.metrics.reconciled(Reconciled::ApplyFailed);
+                    statuses.push(report(&p.key, &cluster, false, 0, Some(e.to_string())));
+                    refused.get_or_insert(e);
+                    continue;
+                }
+                Some(r) => r,
+                None => {
+                    let message = "not tried: the cluster refused a connection".to_string();
+                    statuses.push(report(&p.key, &cluster, false, 0, Some(message)));
+                    continue;
+                }
+            };
+            through |= result.is_ok();
             match result {
                 Ok(action) => {
                     self.retries.remove(&p.id);
@@ -489,7 +464,7 @@ impl<C: ControlPlane> Reconciler<C> {
                 Err(ExecError::LeaseLapsed { .. }) => lapsed = true,
                 Err(e) => {
                     ctx.metrics.reconciled(Reconciled::ApplyFailed);
-                    let at = self.fail(&p.id, &p.hash, &e, now);
+                    let at = self.retries.fail(&p.id, &p.hash, &e, now, &ctx.cfg);
                     next = next.min(at);
                     tracing::warn!(%cluster, id = %p.id, error = %e, "apply failed");
                     statuses.push(report(&p.key, &cluster, false, 0, Some(e.to_string())));
@@ -508,24 +483,39 @@ impl<C: ControlPlane> Reconciler<C> {
         for held in snapshot.values() {
             let objects = held.iter().map(|(id, o)| (id, &**o));
             for id in plan::prunable(objects, &desired_ids, &unresolved, &in_use) {
-                match self.retries.get(&id) {
-                    Some(r) if r.next_at > now => next = next.min(r.next_at),
+                match (self.retries.get(&id), self.refusal.holding(now)) {
+                    (_, Some((until, _))) => next = next.min(until),
+                    (Some(r), None) if r.next_at > now => next = next.min(r.next_at),
                     _ => doomed.push((held.get(&id).cloned(), id)),
                 }
             }
         }
-        let deleted: Vec<(LiveId, Result<(), ExecError>)> =
+        let deleted: Vec<(LiveId, Option<Result<(), ExecError>>)> =
             futures::stream::iter(doomed.into_iter().map(|(live, id)| {
-                let ctx = ctx.clone();
+                let (ctx, flag) = (ctx.clone(), flag.clone());
                 async move {
+                    if flag.skip() {
+                        return (id, None);
+                    }
                     let r = crate::fence::remove(&ctx, &id, live.as_deref(), released).await;
-                    (id, r)
+                    flag.note(&r);
+                    (id, Some(r))
                 }
             }))
-            .buffer_unordered(ctx.cfg.apply_concurrency.max(1))
+            .buffer_unordered(concurrency)
             .collect()
             .await;
         for (id, r) in deleted {
+            let r = match r {
+                Some(Err(e)) if retry::refused_connection(&e) => {
+                    ctx.metrics.reconciled(Reconciled::DeleteFailed);
+                    refused.get_or_insert(e);
+                    continue;
+                }
+                Some(r) => r,
+                None => continue,
+            };
+            through |= r.is_ok();
             match r {
                 Ok(()) => {
                     ctx.metrics.reconciled(Reconciled::Deleted);
@@ -537,11 +527,15 @@ impl<C: ControlPlane> Reconciler<C> {
                 Err(e) => {
                     ctx.metrics.reconciled(Reconciled::DeleteFailed);
                     tracing::warn!(%cluster, %id, error = %e, "delete failed");
-                    let at = self.fail(&id, "", &e, now);
+                    let at = self.retries.fail(&id, "", &e, now, &ctx.cfg);
                     next = next.min(at);
                 }
             }
         }
+        let held = self
+            .refusal
+            .settle(&cluster, refused.as_ref(), through, now, &ctx.cfg);
+        next = held.map_or(next, |at| next.min(at));
         self.memo.retain(|id, _| desired_ids.contains(id));
         // Derived tenant quotas have no federated object to take a status.
         statuses.retain(|r| r.name != fedraft_core::state::TENANT_QUOTA_KEY);
@@ -573,24 +567,5 @@ impl<C: ControlPlane> Reconciler<C> {
                 _ = tokio::time::sleep(self.ctx.cfg.backoff_min) => {}
             }
         }
-    }
-
-    fn fail(&mut self, id: &LiveId, hash: &str, e: &ExecError, now: Instant) -> Instant {
-        let attempt = self
-            .retries
-            .get(id)
-            .filter(|r| r.hash == hash)
-            .map_or(1, |r| r.attempt.saturating_add(1));
-        let at = now + error_policy(e, attempt, &self.ctx.cfg);
-        self.retries.insert(
-            id.clone(),
-            Retry {
-                attempt,
-                next_at: at,
-                hash: hash.to_string(),
-                message: e.to_string(),
-            },
-        );
-        at
     }
 }

@@ -3,7 +3,8 @@
 //! ReplicaSet, DaemonSet, Job), and for other kinds the result of the rollout's health rule;
 //! with it, how many of the workload's pods the member left Pending unschedulable (counted by
 //! the probe's pod inventory, `crate::probe`), as core's descheduler reads it.
-//! The reporter (`crate::report`) sends these as `WorkloadReports` when they change.
+//! The reporter (`crate::report`) sends these as `WorkloadReports` when they change; a pass
+//! gathers them, with the object's status and preserved values, in [`reports_in_place`].
 //!
 //! Must not: judge health (core's `rollout::verdict` does, from what this reports) or talk to
 //! member clusters (it reads objects the watches already hold).
@@ -16,7 +17,46 @@ use fedraft_core::rollout::{
 };
 use serde_json::Value;
 
-use crate::plan::at;
+use fedraft_core::command::{ObjectStatusReport, StatusValuesReport};
+use fedraft_core::karmada::jsonpath::JsonPath;
+
+use crate::desired::Prepared;
+use crate::live_object::LiveObject;
+use crate::plan::{self, at};
+use crate::preserve::status_values;
+use crate::report::object_report as report;
+
+/// What a pass reports of one object in place on `cluster` (`live` as the member holds it):
+/// its status, its rollout, and the status values it preserves. A health rule or preserved
+/// paths may read any field, so only then is the whole object parsed; every other report reads
+/// what was summed up when the watch delivered the object.
+pub(crate) fn reports_in_place(
+    p: &Prepared,
+    cluster: &str,
+    live: Option<&LiveObject>,
+    (rule, paths): (Option<&HealthRule>, Option<&Vec<JsonPath>>),
+    unschedulable: u32,
+) -> (
+    ObjectStatusReport,
+    Option<WorkloadReport>,
+    Option<StatusValuesReport>,
+) {
+    if rule.is_none() && paths.is_none() {
+        let ready = live.map_or(0, |l| l.ready_replicas(p.replicas));
+        let workload = live
+            .and_then(LiveObject::workload)
+            .map(|o| report_of(&p.key, cluster, o.clone(), unschedulable));
+        return (report(&p.key, cluster, true, ready, None), workload, None);
+    }
+    let whole = live.map(LiveObject::full);
+    let object = whole.as_ref();
+    let ready = plan::ready_replicas(&p.id.kind, object, p.replicas);
+    (
+        report(&p.key, cluster, true, ready, None),
+        workload_report(&p.key, &p.id.kind, cluster, object, rule, unschedulable),
+        status_values(&p.key, cluster, object, paths),
+    )
+}
 
 /// The workload report of an applied object (`live` as the member holds it), when it has one.
 pub fn workload_report(

@@ -1,6 +1,7 @@
 //! Observing member clusters: heartbeats with capacity, batching (nothing but heartbeats when
 //! nothing changes), a dark cluster turning NotReady through the state machine, and member-API
-//! errors shown in the object's per-cluster status and healed by retries.
+//! errors shown in the object's per-cluster status and healed by retries, and a cluster that
+//! refuses connections held as a whole rather than retried object by object.
 
 use std::time::Duration;
 
@@ -180,5 +181,91 @@ async fn member_api_errors_are_reported_and_retried() {
         replicas_of(&get_deployment(&dc1, "default", "web").await.unwrap()),
         3
     );
+    set.shutdown().await;
+}
+
+/// Deletes the reconciler of `cluster` tried and failed, from the executors' metrics.
+fn delete_errors(registry: &prometheus_client::registry::Registry, cluster: &str) -> u64 {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    let series = format!(
+        "fedraft_executor_reconciles_total{{cluster=\"{cluster}\",result=\"delete_error\"}} "
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_refusing_connections_is_tried_once_per_backoff_not_once_per_object() {
+    init_tracing();
+    let dc1 = start_sim("dc1").await;
+    let dc2 = start_sim("dc2").await;
+    let node = LocalNode::new();
+    // Ready throughout: the objects leave dc1 because their placement says so, not by failover.
+    for (name, sim) in [("dc1", &dc1), ("dc2", &dc2)] {
+        let mut spec = cluster_spec(name, sim, "east");
+        spec.failure_threshold_seconds = 600;
+        node.must(register(spec));
+    }
+    let mut registry = prometheus_client::registry::Registry::default();
+    let cfg = executor_config();
+    cfg.metrics.register(&mut registry);
+    let set = ExecutorSet::start(node.clone(), cfg.clone());
+    const N: usize = 48;
+    let on = |cluster: &'static str| {
+        move |i: usize| {
+            let d = deployment(&format!("web{i}"), 1, "nginx:1");
+            put(
+                "default",
+                &format!("web{i}"),
+                weighted_spec(&d, &[(cluster, 1)], None),
+            )
+        }
+    };
+    for i in 0..N {
+        node.must(on("dc1")(i));
+    }
+    eventually(LIMIT, "every object on dc1", || async {
+        let mut held = 0;
+        for i in 0..N {
+            held += usize::from(
+                get_deployment(&dc1, "default", &format!("web{i}"))
+                    .await
+                    .is_some(),
+            );
+        }
+        (held == N).then_some(())
+    })
+    .await;
+
+    dc1.admin().go_dark(DarkMode::Refuse);
+    for i in 0..N {
+        node.must(on("dc2")(i));
+    }
+    // Each object's own backoff (100 to 800 ms here) would try every delete several times a
+    // second; held per cluster, a pass tries one write per backoff step after the first burst.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let tried = delete_errors(&registry, "dc1");
+    assert!(tried > 0, "the deletes were tried");
+    assert!(
+        tried < N as u64,
+        "{tried} failed deletes of {N} objects in 4 s: not held per cluster"
+    );
+
+    // Back: the hold ends within one backoff and every delete goes through.
+    dc1.admin().come_back();
+    eventually(LIMIT, "dc1 cleaned once it accepts connections", || async {
+        for i in 0..N {
+            if get_deployment(&dc1, "default", &format!("web{i}"))
+                .await
+                .is_some()
+            {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
     set.shutdown().await;
 }
