@@ -335,6 +335,11 @@ impl<C: ControlPlane> Reconciler<C> {
 
         // Decide per object; collect the writes.
         let mut work = Vec::new();
+        // Read once: the hold only changes when this pass's writes settle, after both loops.
+        let hold = self
+            .refusal
+            .holding(now)
+            .map(|(until, m)| (until, m.to_string()));
         for p in &prepared {
             let type_key = (p.id.api_version.clone(), p.id.kind.clone());
             let Some(objects) = snapshot.get(&type_key) else {
@@ -379,10 +384,10 @@ impl<C: ControlPlane> Reconciler<C> {
                     workloads.extend(workload);
                     values.extend(value);
                 }
-                Verdict::Apply(_) => match self.refusal.holding(now) {
+                Verdict::Apply(_) => match &hold {
                     Some((until, message)) => {
-                        statuses.push(report(&p.key, &cluster, false, 0, Some(message.into())));
-                        next = next.min(until);
+                        statuses.push(report(&p.key, &cluster, false, 0, Some(message.clone())));
+                        next = next.min(*until);
                     }
                     None => work.push((p.clone(), live.cloned(), memo.cloned())),
                 },
@@ -483,8 +488,8 @@ impl<C: ControlPlane> Reconciler<C> {
         for held in snapshot.values() {
             let objects = held.iter().map(|(id, o)| (id, &**o));
             for id in plan::prunable(objects, &desired_ids, &unresolved, &in_use) {
-                match (self.retries.get(&id), self.refusal.holding(now)) {
-                    (_, Some((until, _))) => next = next.min(until),
+                match (self.retries.get(&id), &hold) {
+                    (_, Some((until, _))) => next = next.min(*until),
                     (Some(r), None) if r.next_at > now => next = next.min(r.next_at),
                     _ => doomed.push((held.get(&id).cloned(), id)),
                 }

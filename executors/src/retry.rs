@@ -124,16 +124,14 @@ struct Held {
     message: String,
 }
 
-/// The cluster-wide hold of one reconciler, and the flag its concurrent writes share within a
-/// pass.
+/// The cluster-wide hold of one reconciler.
 #[derive(Debug, Default)]
 pub struct Refusal {
     held: Option<Held>,
-    refused: Arc<AtomicBool>,
 }
 
 /// What a pass's writes see: whether an earlier write of the same pass was refused.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RefusalFlag(Arc<AtomicBool>);
 
 impl RefusalFlag {
@@ -173,8 +171,7 @@ impl Refusal {
 
     /// Starts a pass's writes: none refused yet.
     pub fn flag(&self) -> RefusalFlag {
-        self.refused.store(false, Ordering::Relaxed);
-        RefusalFlag(self.refused.clone())
+        RefusalFlag::default()
     }
 
     /// Ends a pass's writes. A refused one (its error in `refused`) holds the cluster for the
