@@ -10,15 +10,13 @@
 //! (or rolls back with `autoRollback`). Clusters no longer placed are left out of the gate.
 //! Must not: read anything but its arguments.
 
-use std::collections::BTreeMap;
-
-use super::{Phase, RolloutRecord, Verdict, WorkloadStatus};
+use super::{Phase, RolloutRecord, Verdict, WorkloadStatuses};
 
 /// What the gate sees of one object: where it is placed, and what its clusters reported.
 pub struct Observed<'a> {
     /// Placed clusters, sorted.
     pub placed: &'a [&'a str],
-    pub status: Option<&'a BTreeMap<String, WorkloadStatus>>,
+    pub status: Option<&'a WorkloadStatuses>,
 }
 
 impl Observed<'_> {

@@ -437,6 +437,11 @@ pub struct WorkloadObservation {
     pub job: JobState,
 }
 
+/// One object's [`WorkloadStatus`] per placed cluster, by cluster name. A sorted vector, not a
+/// `BTreeMap`: there is one per workload object and it holds a few clusters, where a B-tree's
+/// smallest node has room for eleven statuses (about 1.5 KiB each time). Encodes as the map did.
+pub type WorkloadStatuses = litemap::LiteMap<String, WorkloadStatus>;
+
 /// The status core keeps per object and cluster: the observation, its verdict, and since when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -207,7 +207,7 @@ fn degraded_past_the_budget_rolls_back_at_once() {
         1000,
     );
     let placed = ["a", "b"];
-    let degraded = BTreeMap::from([("a".to_string(), status(2, Verdict::Degraded))]);
+    let degraded = WorkloadStatuses::from_iter([("a".to_string(), status(2, Verdict::Degraded))]);
     let observed = Observed {
         placed: &placed,
         status: Some(&degraded),
@@ -219,7 +219,7 @@ fn degraded_past_the_budget_rolls_back_at_once() {
     let mut rec = RolloutRecord::new(RolloutStrategy::default(), "t1", 1);
     rec.push_revision("t2", 2);
     gate::start(&mut rec, 2, vec![vec!["a".into()]], 2, 1000);
-    let old = BTreeMap::from([("a".to_string(), status(1, Verdict::Healthy))]);
+    let old = WorkloadStatuses::from_iter([("a".to_string(), status(1, Verdict::Healthy))]);
     let observed = Observed {
         placed: &placed,
         status: Some(&old),
@@ -238,4 +238,24 @@ fn revision_history_is_bounded_and_keeps_stable_and_target() {
     assert!(rec.revision(1).is_some(), "stable kept");
     assert_eq!(rec.latest().number, 25);
     assert_eq!(rec.previous(25).map(|r| r.number), Some(24));
+}
+
+#[test]
+fn workload_statuses_encode_as_the_ordered_map_they_replaced() {
+    let statuses = [
+        ("b".to_string(), status(2, Verdict::Degraded)),
+        ("a".to_string(), status(1, Verdict::Healthy)),
+    ];
+    let old: BTreeMap<String, WorkloadStatus> = statuses.clone().into_iter().collect();
+    let new: WorkloadStatuses = statuses.into_iter().collect();
+    let cfg = bincode::config::standard();
+    let (old_bytes, new_bytes) = (
+        bincode::serde::encode_to_vec(&old, cfg).unwrap(),
+        bincode::serde::encode_to_vec(&new, cfg).unwrap(),
+    );
+    assert_eq!(old_bytes, new_bytes, "snapshots and state hashes unchanged");
+    let (decoded, _): (WorkloadStatuses, usize) =
+        bincode::serde::decode_from_slice(&old_bytes, cfg).unwrap();
+    assert_eq!(decoded, new);
+    assert_eq!(decoded.keys().collect::<Vec<_>>(), ["a", "b"]);
 }

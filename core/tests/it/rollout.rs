@@ -240,7 +240,13 @@ fn three_waves_pause_on_the_bad_wave_then_undo_and_promote() {
 
     // us1 never gets ready: past the progress deadline the rollout pauses and zz1 stays old.
     run.report("us1", 2, false);
-    let status = &run.h.state.workload_status("ns", "web").expect("status")["us1"];
+    let status = &run
+        .h
+        .state
+        .workload_status("ns", "web")
+        .expect("status")
+        .get("us1")
+        .expect("us1");
     assert_eq!(status.verdict, Verdict::Progressing);
     run.tick(30_000);
     assert_eq!(run.phase(), Phase::Progressing);

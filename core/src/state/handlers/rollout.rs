@@ -21,7 +21,7 @@ use crate::error::FieldError;
 use crate::model::{ObjectKey, ObjectSpec};
 use crate::rollout::{
     gate, verdict, waves, Phase, RolloutRecord, RolloutStrategy, RolloutType, WorkloadStatus,
-    MAX_CONDITIONS,
+    WorkloadStatuses, MAX_CONDITIONS,
 };
 use crate::state::{
     check_batch_len, ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State,
@@ -33,7 +33,7 @@ pub struct Rollouts {
     /// Objects put with a rollout strategy.
     pub records: BTreeMap<ObjectKey, RolloutRecord>,
     /// Per object and placed cluster, the latest workload status reported.
-    pub workloads: BTreeMap<ObjectKey, BTreeMap<String, WorkloadStatus>>,
+    pub workloads: BTreeMap<ObjectKey, WorkloadStatuses>,
     /// Replicas kept on clusters an object is leaving until its new placement is ready
     /// (make-before-break, `super::handover`).
     pub handovers: super::Handovers,
@@ -43,6 +43,15 @@ impl Rollouts {
     pub fn is_empty(&self) -> bool {
         self.records.is_empty() && self.workloads.is_empty() && self.handovers.is_empty()
     }
+}
+
+/// Adds a cluster's status to `per`, whose vector is then no larger than its statuses: a vector
+/// grows to room for four, and most objects run on one or two clusters.
+fn insert_status(per: &mut WorkloadStatuses, cluster: String, status: WorkloadStatus) {
+    per.insert(cluster, status);
+    let mut sorted = std::mem::take(per).into_tuple_vec();
+    sorted.shrink_to_fit();
+    *per = WorkloadStatuses::from_sorted_store_unchecked(sorted);
 }
 
 /// A put of an object without a strategy: `State::on_put_object` or the door's `put_object`.
@@ -410,14 +419,12 @@ impl State {
                     s.observed = observed;
                 }
                 None => {
-                    per.insert(
-                        r.cluster.clone(),
-                        WorkloadStatus {
-                            observed,
-                            verdict: v,
-                            verdict_since_ms: ctx.now_ms,
-                        },
-                    );
+                    let status = WorkloadStatus {
+                        observed,
+                        verdict: v,
+                        verdict_since_ms: ctx.now_ms,
+                    };
+                    insert_status(per, r.cluster.clone(), status);
                 }
             }
             if ctx.version >= DESCHEDULE_SINCE {
@@ -460,11 +467,7 @@ impl State {
     }
 
     /// The latest workload status per placed cluster of an object.
-    pub fn workload_status(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Option<&BTreeMap<String, WorkloadStatus>> {
+    pub fn workload_status(&self, namespace: &str, name: &str) -> Option<&WorkloadStatuses> {
         self.rollouts
             .workloads
             .get(&ObjectKey::new(namespace, name))
@@ -496,5 +499,42 @@ impl State {
             // own template is the safe answer.
             None => (&obj.spec.template, None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rollout::{JobState, Verdict, WorkloadObservation};
+
+    fn status(ready: u32) -> WorkloadStatus {
+        WorkloadStatus {
+            observed: WorkloadObservation {
+                kind: "Deployment".into(),
+                revision: None,
+                generation: 1,
+                observed_generation: 1,
+                replicas: 2,
+                updated: 2,
+                ready,
+                available: ready,
+                conditions: Vec::new(),
+                job: JobState::None,
+            },
+            verdict: Verdict::Healthy,
+            verdict_since_ms: 0,
+        }
+    }
+
+    #[test]
+    fn statuses_take_no_more_room_than_they_need_and_stay_sorted() {
+        let mut per = WorkloadStatuses::new();
+        for (cluster, ready) in [("b", 1), ("a", 2)] {
+            insert_status(&mut per, cluster.into(), status(ready));
+        }
+        assert_eq!(per.get("a").map(|s| s.observed.ready), Some(2));
+        let sorted = per.into_tuple_vec();
+        assert_eq!(sorted.capacity(), 2);
+        assert_eq!(sorted[0].0, "a");
     }
 }
