@@ -406,6 +406,22 @@ fn fill_missing_server(kc: &mut Kubeconfig, endpoint: &str) {
     }
 }
 
+/// `fut`, a member call, given at most `limit`: a member that does not answer is an error that
+/// names `action`, like one that answers with an error.
+pub(crate) async fn bounded<T>(
+    limit: Duration,
+    action: impl Fn() -> String,
+    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, ExecError> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r.map_err(|e| ExecError::kube(action(), e)),
+        Err(_) => Err(ExecError::Timeout {
+            action: action(),
+            waited_ms: limit.as_millis() as u64,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,11 +33,12 @@ use serde_json::Value;
 use fedraft_core::render::{MANAGED_BY_LABEL, OBJECT_ANNOTATION, OBJECT_LABEL};
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 
+use crate::client::bounded;
 use crate::error::ExecError;
 use crate::lease::LeaseClock;
 use crate::live_object::LiveObject;
 use crate::plan::LiveId;
-use crate::reconciler::{api_for, bounded, ClusterCtx};
+use crate::reconciler::{api_for, ClusterCtx};
 
 /// One runner's token, and whether a newer owner was seen.
 #[derive(Debug, Default)]

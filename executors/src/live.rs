@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use futures::StreamExt;
@@ -34,6 +35,10 @@ type Objects = Arc<Mutex<BTreeMap<LiveId, Arc<LiveObject>>>>;
 pub type Snapshot = BTreeMap<(String, String), BTreeMap<LiveId, Arc<LiveObject>>>;
 
 type Failure = Arc<Mutex<Option<String>>>;
+
+/// Settled copies read again at once by one pass ([`LiveCache::reread`]): rare (a rule or a
+/// preserved path new to objects already in place), so kept well below the writes' bound.
+const REREAD_CONCURRENCY: usize = 4;
 
 struct Watched {
     objects: Objects,
@@ -153,6 +158,86 @@ impl LiveCache {
             .filter(|(_, w)| *w.ready.borrow())
             .map(|(k, w)| (k.clone(), lock(&w.objects).clone()))
             .collect()
+    }
+
+    /// Keeps the settled form ([`LiveObject::settled`]) of each copy a pass verified, unless the
+    /// watch delivered a newer copy meanwhile (`seen` is the copy the pass looked at).
+    pub fn settle(&self, verified: &[(LiveId, Arc<LiveObject>)]) {
+        if verified.is_empty() {
+            return;
+        }
+        let types = lock(&self.types);
+        for ((api_version, kind), w) in types.iter() {
+            let mut objects = None;
+            let of_type = verified
+                .iter()
+                .filter(|(id, _)| id.api_version == *api_version && id.kind == *kind);
+            for (id, seen) in of_type {
+                let objects = objects.get_or_insert_with(|| lock(&w.objects));
+                if let Some(held) = objects.get_mut(id) {
+                    if Arc::ptr_eq(held, seen) && !held.is_settled() {
+                        *held = Arc::new(seen.settled());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Of `wanted`, the objects whose copy in `snapshot` is settled are read again, for a pass
+    /// that must read their whole object (a health rule or preserved status paths appeared
+    /// since they were settled): each is fetched, kept in the cache while the watch has not
+    /// replaced it, and put in `snapshot`. Returns why a copy could not be read, per object;
+    /// those stay settled.
+    pub async fn reread(
+        &self,
+        snapshot: &mut Snapshot,
+        wanted: Vec<(Arc<Resolved>, LiveId)>,
+        timeout: Duration,
+    ) -> HashMap<LiveId, String> {
+        let settled = |id: &LiveId| {
+            let held = snapshot.get(&(id.api_version.clone(), id.kind.clone()));
+            held.and_then(|o| o.get(id)).is_some_and(|l| l.is_settled())
+        };
+        let wanted: Vec<_> = wanted.into_iter().filter(|(_, id)| settled(id)).collect();
+        let fetched: Vec<_> = futures::stream::iter(wanted.into_iter().map(|(r, id)| async move {
+            let api: Api<DynamicObject> = if r.namespaced {
+                Api::namespaced_with(self.client.clone(), &id.namespace, &r.resource)
+            } else {
+                Api::all_with(self.client.clone(), &r.resource)
+            };
+            let got = crate::client::bounded(timeout, || format!("reading {id}"), async {
+                api.get_opt(&id.name).await
+            })
+            .await;
+            (r, id, got)
+        }))
+        .buffer_unordered(REREAD_CONCURRENCY)
+        .collect()
+        .await;
+        let mut failed = HashMap::new();
+        for (r, id, got) in fetched {
+            let fresh = match got {
+                Ok(Some(o)) => to_live(&r, o).filter(|(found, l)| *found == id && l.is_managed()),
+                // Gone: the watch says so too, and the next pass sees it missing.
+                Ok(None) => None,
+                Err(e) => {
+                    failed.insert(id, e.to_string());
+                    continue;
+                }
+            };
+            let Some((_, fresh)) = fresh else { continue };
+            let type_key = (id.api_version.clone(), id.kind.clone());
+            if let Some(w) = lock(&self.types).get(&type_key) {
+                let mut objects = lock(&w.objects);
+                if let Some(held) = objects.get_mut(&id).filter(|h| h.is_settled()) {
+                    *held = fresh.clone();
+                }
+            }
+            if let Some(held) = snapshot.get_mut(&type_key).and_then(|o| o.get_mut(&id)) {
+                *held = fresh;
+            }
+        }
+        failed
     }
 
     /// Whether every watched type has been listed and holds no managed object (objects already

@@ -11,8 +11,14 @@
 //! read a path only a rule knows ([`LiveObject::full`]), which the skip rule and the rarity of
 //! rules keep off the every-pass path. `metadata.managedFields` is dropped: nothing reads it.
 //!
-//! Must not: lose a field a manifest can set (`full` gives back everything but managedFields),
-//! or parse the compact object on the every-pass path.
+//! Once a pass has shown that a copy holds the manifest its applied-hash annotation names, the
+//! body has served its purpose: [`LiveObject::settled`] is the same copy without it, and the
+//! next delivery (a new resourceVersion) brings a body again. So the bodies held are those of
+//! objects changed since the last pass, and of the few a health rule or preserved path reads.
+//!
+//! Must not: lose a field a manifest can set (`full` gives back everything but managedFields
+//! while the body is kept), parse the compact object on the every-pass path, or claim a copy
+//! settled that no pass verified.
 
 use serde_json::{Map, Value};
 
@@ -29,8 +35,8 @@ pub struct LiveObject {
     pub resource_version: Option<String>,
     marks: Marks,
     summary: Summary,
-    /// The whole object but managedFields, as compact JSON.
-    body: Box<str>,
+    /// The whole object but managedFields, as compact JSON; `None` once settled.
+    body: Option<Box<str>>,
 }
 
 /// What the plan and the fence read of every object on every pass.
@@ -89,19 +95,40 @@ impl LiveObject {
             resource_version,
             marks,
             summary,
-            body: body.into_boxed_str(),
+            body: Some(body.into_boxed_str()),
         }
     }
 
-    /// The whole object (without managedFields), parsed again.
-    pub fn full(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|_| Value::Object(Map::new()))
+    /// The whole object (without managedFields), parsed again; `None` once settled.
+    pub fn full(&self) -> Option<Value> {
+        let body = self.body.as_deref()?;
+        Some(serde_json::from_str(body).unwrap_or_else(|_| Value::Object(Map::new())))
     }
 
     /// Whether the object holds every field of `desired` with an equal value
-    /// ([`crate::compare::covers`]).
+    /// ([`crate::compare::covers`]). A settled copy was shown to hold the manifest its
+    /// applied-hash names, and only that: the caller checks the hash first.
     pub fn holds(&self, desired: &Value) -> bool {
-        crate::compare::covers(desired, &self.full())
+        match self.full() {
+            Some(whole) => crate::compare::covers(desired, &whole),
+            None => true,
+        }
+    }
+
+    /// Whether the body was dropped after a pass verified this copy ([`LiveObject::settled`]).
+    pub fn is_settled(&self) -> bool {
+        self.body.is_none()
+    }
+
+    /// This copy without its body, for the cache to keep once a pass found that it holds the
+    /// manifest its applied-hash annotation names (`plan::Verdict::UpToDate { verified }`).
+    pub fn settled(&self) -> LiveObject {
+        LiveObject {
+            resource_version: self.resource_version.clone(),
+            marks: self.marks.clone(),
+            summary: self.summary.clone(),
+            body: None,
+        }
     }
 
     /// The ready count a status report gives for `placed` replicas: the kind's ready field,
@@ -160,8 +187,9 @@ mod tests {
         want["metadata"]
             .as_object_mut()
             .map(|m| m.remove("managedFields"));
-        assert_eq!(live.full(), want);
-        assert!(!live.body.contains("managedFields"), "{}", live.body);
+        assert_eq!(live.full(), Some(want));
+        let body = live.body.as_deref().unwrap_or_default();
+        assert!(!body.contains("managedFields"), "{body}");
         assert_eq!(live.resource_version.as_deref(), Some("42"));
         assert!(live.is_managed() && !live.is_deleting());
     }
@@ -253,7 +281,20 @@ mod tests {
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "c", "namespace": "shop"}, "data": {"k": "v"}});
         let live = LiveObject::from_value(cm.clone());
-        assert_eq!(live.full(), cm);
+        assert_eq!(live.full(), Some(cm));
         assert_eq!(live.workload(), None);
+    }
+
+    #[test]
+    fn a_settled_copy_keeps_what_passes_read_and_drops_the_body() {
+        let live = LiveObject::from_value(deployment());
+        let settled = live.settled();
+        assert!(settled.is_settled() && !live.is_settled());
+        assert_eq!(settled.full(), None);
+        assert_eq!(settled.resource_version, live.resource_version);
+        assert_eq!(settled.annotation("fedraft.io/owner"), Some("n1@7"));
+        assert_eq!(settled.ready_replicas(5), live.ready_replicas(5));
+        assert_eq!(settled.workload(), live.workload());
+        assert!(settled.is_managed() && !settled.is_deleting());
     }
 }

@@ -66,7 +66,12 @@ pub enum ApplyReason {
 /// The decision for one desired object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    UpToDate,
+    /// Nothing to write. `verified`: this copy of the live object, at its resourceVersion, is
+    /// known to hold the manifest its applied-hash annotation names (compared, or answered to
+    /// this executor's own write), so the cache need not keep its body ([`LiveObject::settled`]).
+    UpToDate {
+        verified: bool,
+    },
     Apply(ApplyReason),
 }
 
@@ -78,7 +83,8 @@ pub enum Verdict {
 ///   older one the watch has not caught up from: nothing can have changed, skip without
 ///   comparing;
 /// - otherwise the live object must carry `hash` in its annotation (it came from this manifest)
-///   and still hold every field the manifest sets (no drift).
+///   and still hold every field the manifest sets (no drift): compared, unless a pass already
+///   verified this very copy (it is settled).
 pub fn verdict(
     desired: &str,
     hash: &str,
@@ -88,21 +94,28 @@ pub fn verdict(
     let Some(live) = live else {
         return Verdict::Apply(ApplyReason::Missing);
     };
+    let own_hash = live.annotation(APPLIED_HASH_ANNOTATION) == Some(hash);
     if let Some(m) = memo.filter(|m| m.hash == hash) {
         if let (Some(ours), Some(seen)) = (&m.resource_version, &live.resource_version) {
-            if ours == seen || version_older(seen, ours) {
-                return Verdict::UpToDate;
+            if ours == seen {
+                return Verdict::UpToDate { verified: own_hash };
+            }
+            if version_older(seen, ours) {
+                return Verdict::UpToDate { verified: false };
             }
         }
     }
-    if live.annotation(APPLIED_HASH_ANNOTATION) != Some(hash) {
+    if !own_hash {
         return Verdict::Apply(ApplyReason::Changed);
+    }
+    if live.is_settled() {
+        return Verdict::UpToDate { verified: true };
     }
     // The only comparison that needs both whole objects, so the only place they are parsed. A
     // manifest that does not parse (never: it was serialized here) is applied again.
     let desired: Option<Value> = serde_json::from_str(desired).ok();
     if desired.is_some_and(|d| live.holds(&d)) {
-        Verdict::UpToDate
+        Verdict::UpToDate { verified: true }
     } else {
         Verdict::Apply(ApplyReason::Drifted)
     }
@@ -342,8 +355,13 @@ mod tests {
         );
         assert_eq!(
             verdict(&m.to_string(), &h, Some(&live), None),
-            Verdict::UpToDate,
+            Verdict::UpToDate { verified: true },
             "fresh executor, same manifest"
+        );
+        assert_eq!(
+            verdict(&m.to_string(), &h, Some(&live.settled()), None),
+            Verdict::UpToDate { verified: true },
+            "a settled copy is not compared again"
         );
         let (m4, h4) = desired(4);
         assert_eq!(
@@ -357,6 +375,15 @@ mod tests {
         assert_eq!(
             verdict(&m.to_string(), &h, Some(&drifted), None),
             Verdict::Apply(ApplyReason::Drifted)
+        );
+        let ours = Memo {
+            hash: h.clone(),
+            resource_version: Some("11".into()),
+        };
+        assert_eq!(
+            verdict(&m.to_string(), &h, Some(&drifted), Some(&ours)),
+            Verdict::UpToDate { verified: true },
+            "the copy our own write was answered with holds what we wrote"
         );
         let memo = Memo {
             hash: h.clone(),
@@ -376,7 +403,8 @@ mod tests {
         let stale = live_from(&desired(1).0, "9", json!({}));
         assert_eq!(
             verdict(&m.to_string(), &h, Some(&stale), Some(&memo)),
-            Verdict::UpToDate
+            Verdict::UpToDate { verified: false },
+            "an older copy is skipped, never taken as verified"
         );
         // A memo for another manifest does not count.
         assert_eq!(

@@ -32,6 +32,7 @@ use serde_json::{json, Value};
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
+use crate::client::bounded;
 use crate::config::ExecutorConfig;
 use crate::desired::{DesiredCache, Entry, Prepared};
 use crate::error::ExecError;
@@ -98,20 +99,6 @@ pub enum Action {
     Applied { reason: ApplyReason, object: Value },
 }
 
-pub(crate) async fn bounded<T>(
-    limit: Duration,
-    action: impl Fn() -> String,
-    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<T, ExecError> {
-    match tokio::time::timeout(limit, fut).await {
-        Ok(r) => r.map_err(|e| ExecError::kube(action(), e)),
-        Err(_) => Err(ExecError::Timeout {
-            action: action(),
-            waited_ms: limit.as_millis() as u64,
-        }),
-    }
-}
-
 pub(crate) fn api_for(ctx: &ClusterCtx, r: &Resolved, namespace: &str) -> Api<DynamicObject> {
     if r.namespaced {
         Api::namespaced_with(ctx.client.clone(), namespace, &r.resource)
@@ -131,7 +118,7 @@ pub async fn reconcile(
     ctx: &ClusterCtx,
 ) -> Result<Action, ExecError> {
     let reason = match plan::verdict(&p.body, &p.hash, live, memo) {
-        Verdict::UpToDate => return Ok(Action::UpToDate),
+        Verdict::UpToDate { .. } => return Ok(Action::UpToDate),
         Verdict::Apply(reason) => reason,
     };
     // Fenced before anything is written, the namespace included.
@@ -203,7 +190,9 @@ async fn ensure_namespace(ctx: &ClusterCtx, namespace: &str) -> Result<(), ExecE
 }
 
 /// The per-cluster reconcile loop's memory. Lost on restart (and on a leadership change) by
-/// design: the skip rule works without it, it only saves comparisons.
+/// design: the skip rule works without it, it only saves comparisons. A memo lives from a write
+/// until the copy answered to it is settled (`LiveObject::settled`), or on while a rule keeps
+/// the copy whole.
 pub struct Reconciler<C: ControlPlane> {
     ctrl: C,
     ctx: Arc<ClusterCtx>,
@@ -331,7 +320,19 @@ impl<C: ControlPlane> Reconciler<C> {
         self.sweep.run(&ctx, &mut types).await;
         let types: Vec<(String, String)> = types.into_iter().collect();
         ctx.live.wait_ready(&types, ctx.cfg.request_timeout).await;
-        let snapshot = ctx.live.snapshot();
+        let mut snapshot = ctx.live.snapshot();
+        // A health rule or preserved path reads the whole object, which settled copies lack.
+        let whole = |p: &Prepared| rules.contains_key(&p.key) || preserve.contains_key(&p.key);
+        let reread: Vec<_> = prepared
+            .iter()
+            .filter(|p| whole(p))
+            .map(|p| (p.resolved.clone(), p.id.clone()))
+            .collect();
+        let unread = ctx
+            .live
+            .reread(&mut snapshot, reread, ctx.cfg.request_timeout)
+            .await;
+        let mut verified = Vec::new();
 
         // Decide per object; collect the writes.
         let mut work = Vec::new();
@@ -364,13 +365,25 @@ impl<C: ControlPlane> Reconciler<C> {
                 next = next.min(r.next_at);
                 continue;
             }
+            if let Some(e) = unread.get(&p.id) {
+                statuses.push(report(&p.key, &cluster, false, 0, Some(e.clone())));
+                next = next.min(now + ctx.cfg.backoff_min);
+                continue;
+            }
             let live = objects.get(&p.id);
             let memo = self.memo.get(&p.id);
             match plan::verdict(&p.body, &p.hash, live.map(|l| &**l), memo) {
-                Verdict::UpToDate => {
+                Verdict::UpToDate { verified: v } => {
                     ctx.metrics.reconciled(Reconciled::Unchanged);
                     self.retries.remove(&p.id);
-                    if let Some(m) = plan::verified_memo(&p.hash, live.map(|l| &**l), memo) {
+                    if v && !whole(p) {
+                        // Settled, the copy is never compared again: the memo has done its job.
+                        verified.extend(
+                            live.filter(|l| !l.is_settled())
+                                .map(|l| (p.id.clone(), l.clone())),
+                        );
+                        self.memo.remove(&p.id);
+                    } else if let Some(m) = plan::verified_memo(&p.hash, live.map(|l| &**l), memo) {
                         self.memo.insert(p.id.clone(), m);
                     }
                     let (status, workload, value) = reports_in_place(
@@ -393,6 +406,7 @@ impl<C: ControlPlane> Reconciler<C> {
                 },
             }
         }
+        ctx.live.settle(&verified);
         // Owned inputs: the futures run concurrently and must not borrow the pass's locals.
         // A write skipped because the cluster refused another in this pass has no result.
         type Done = (

@@ -48,7 +48,7 @@ pub(crate) fn reports_in_place(
             .map(|o| report_of(&p.key, cluster, o.clone(), unschedulable));
         return (report(&p.key, cluster, true, ready, None), workload, None);
     }
-    let whole = live.map(LiveObject::full);
+    let whole = live.and_then(LiveObject::full);
     let object = whole.as_ref();
     let ready = plan::ready_replicas(&p.id.kind, object, p.replicas);
     (
