@@ -199,7 +199,18 @@ impl LiveCache {
             held.and_then(|o| o.get(id)).is_some_and(|l| l.is_settled())
         };
         let wanted: Vec<_> = wanted.into_iter().filter(|(_, id)| settled(id)).collect();
+        // After one read fails the rest are not tried: a member that does not answer would
+        // otherwise cost this pass a timeout per object.
+        let first_failure: Mutex<Option<String>> = Mutex::new(None);
+        let first_failure = &first_failure;
         let fetched: Vec<_> = futures::stream::iter(wanted.into_iter().map(|(r, id)| async move {
+            if let Some(e) = lock(first_failure).clone() {
+                return (
+                    r,
+                    id,
+                    Err(format!("not read after another read failed: {e}")),
+                );
+            }
             let api: Api<DynamicObject> = if r.namespaced {
                 Api::namespaced_with(self.client.clone(), &id.namespace, &r.resource)
             } else {
@@ -208,7 +219,11 @@ impl LiveCache {
             let got = crate::client::bounded(timeout, || format!("reading {id}"), async {
                 api.get_opt(&id.name).await
             })
-            .await;
+            .await
+            .map_err(|e| e.to_string());
+            if let Err(e) = &got {
+                lock(first_failure).get_or_insert_with(|| e.clone());
+            }
             (r, id, got)
         }))
         .buffer_unordered(REREAD_CONCURRENCY)
@@ -221,7 +236,7 @@ impl LiveCache {
                 // Gone: the watch says so too, and the next pass sees it missing.
                 Ok(None) => None,
                 Err(e) => {
-                    failed.insert(id, e.to_string());
+                    failed.insert(id, e);
                     continue;
                 }
             };
@@ -337,5 +352,59 @@ async fn run_watch(
                 *lock(&failure) = Some(e.to_string());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::discovery::ApiResource;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn a_member_that_refuses_one_reread_is_not_asked_for_the_others() {
+        // Nothing listens on a port just released.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let url = format!("http://127.0.0.1:{port}").parse().expect("a url");
+        let client = Client::try_from(kube::Config::new(url)).expect("a plain-HTTP client");
+        let cache = LiveCache::new(client, "m1".into(), Arc::default());
+        let r = Arc::new(Resolved {
+            resource: ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+            namespaced: true,
+        });
+        let mut snapshot = Snapshot::new();
+        let mut wanted = Vec::new();
+        for i in 0..40 {
+            let id = LiveId {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: "shop".into(),
+                name: format!("c{i}"),
+            };
+            let live = LiveObject::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": id.name, "namespace": "shop"}}));
+            snapshot
+                .entry(("v1".into(), "ConfigMap".into()))
+                .or_default()
+                .insert(id.clone(), Arc::new(live.settled()));
+            wanted.push((r.clone(), id));
+        }
+        let failed = cache
+            .reread(&mut snapshot, wanted, Duration::from_secs(5))
+            .await;
+        assert_eq!(failed.len(), 40, "every copy stays unread: {failed:?}");
+        let tried = failed
+            .values()
+            .filter(|e| !e.starts_with("not read after another read failed"))
+            .count();
+        assert!(
+            (1..=REREAD_CONCURRENCY).contains(&tried),
+            "{tried} reads tried against a member refusing connections"
+        );
+        let held = &snapshot[&("v1".to_string(), "ConfigMap".to_string())];
+        assert!(held.values().all(|l| l.is_settled()));
     }
 }
