@@ -9,7 +9,7 @@
 use super::validate;
 use crate::model::{Cluster, ClusterSpec, ClusterStatus, Health, ObjectKey};
 use crate::policy::{Resources, Taint, TaintEffect};
-use crate::state::store::index::health_deadline;
+use crate::state::store::index::{health_deadline, SharedKey};
 use crate::state::{ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State};
 
 /// The taint a drained cluster carries: NoExecute, so every replica leaves.
@@ -175,7 +175,7 @@ impl State {
         check_version(expected, Some(c.resource_version))?;
         self.ix.rearm(name, None);
         self.d.clusters.remove(name);
-        let placed: Vec<ObjectKey> = self
+        let placed: Vec<SharedKey> = self
             .ix
             .placed_on
             .get(name)

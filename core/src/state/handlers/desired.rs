@@ -60,6 +60,7 @@ impl State {
     /// own objects, not the whole federation's.
     pub fn objects_on(&self, cluster: &str) -> Vec<&FederatedObject> {
         let placed = self.ix.placed_on.get(cluster).into_iter().flatten();
+        let placed = placed.map(|k| &**k);
         let mut keys: Vec<&ObjectKey> = placed.chain(self.held_keys_on(cluster)).collect();
         keys.sort();
         keys.dedup();

@@ -431,7 +431,7 @@ impl State {
 
     /// A cluster may evict what runs there: every object placed there is re-placed.
     pub(crate) fn cluster_evicts(&mut self, name: &str, ctx: &mut Ctx) {
-        let keys: Vec<ObjectKey> = self
+        let keys: Vec<index::SharedKey> = self
             .ix
             .placed_on
             .get(name)
@@ -447,7 +447,7 @@ impl State {
     /// end of its grace period (the scheduler keeps replicas on it until then). Slices stay
     /// too: they move when those timers fire, so a short outage moves nothing.
     pub(crate) fn cluster_unhealthy(&mut self, name: &str, ctx: &mut Ctx) {
-        let keys: Vec<ObjectKey> = self
+        let keys: Vec<index::SharedKey> = self
             .ix
             .placed_on
             .get(name)
@@ -460,7 +460,7 @@ impl State {
             let overdue = ctx.version >= FAILOVER_OVERDUE_SINCE
                 && failover_due(obj, &self.d.clusters).any(|t| t <= ctx.now_ms);
             for t in failover_timers(obj, &self.d.clusters, ctx.now_ms) {
-                self.d.failover_timers.insert((t, k.clone()));
+                self.d.failover_timers.insert((t, ObjectKey::clone(&k)));
             }
             // A grace shorter than the time it took to notice the cluster has already run out:
             // no timer is left to fire, so the object is queued now.

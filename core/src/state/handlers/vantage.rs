@@ -13,8 +13,8 @@ use crate::admission::{Actor, Refusal};
 use crate::command::{ReachabilityReport, HEALTH_VANTAGE_SINCE};
 use crate::error::FieldError;
 use crate::health::{self, HealthPolicy, Member, Reach, MAX_REACHABILITY_REPORTS};
-use crate::model::{Health, ObjectKey};
-use crate::state::store::index::health_deadline;
+use crate::model::Health;
+use crate::state::store::index::{health_deadline, SharedKey};
 use crate::state::{Ctx, HandlerResult, Rejection, State};
 
 impl State {
@@ -224,7 +224,7 @@ impl State {
             .collect();
         let any = !released.is_empty();
         for name in released {
-            let keys: Vec<ObjectKey> = self
+            let keys: Vec<SharedKey> = self
                 .ix
                 .placed_on
                 .get(&name)

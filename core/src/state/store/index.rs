@@ -6,6 +6,7 @@
 //! restored state's behaviour with the original's to catch that.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::table::Keyed;
 use crate::model::{Cluster, FederatedObject, Health, ObjectKey};
@@ -21,13 +22,13 @@ pub(crate) struct Index {
     /// cluster -> its alarm time in `alarms`.
     pub armed: BTreeMap<String, u64>,
     /// cluster -> objects with replicas there.
-    pub placed_on: Keyed<BTreeSet<ObjectKey>>,
+    pub placed_on: Keyed<BTreeSet<SharedKey>>,
     /// cluster -> requests booked there (one entry per registered cluster).
     pub booked: Keyed<Resources>,
     /// Objects without an explicit cluster list: any new cluster may concern them.
     pub wide: BTreeSet<ObjectKey>,
     /// cluster name -> objects whose explicit cluster list names it.
-    pub named: Keyed<BTreeSet<ObjectKey>>,
+    pub named: Keyed<BTreeSet<SharedKey>>,
     /// Objects that may want a cluster that becomes usable: Duplicated, rebalancing, or short of
     /// replicas. Others are stable by design and ignore new clusters.
     pub hungry: BTreeSet<ObjectKey>,
@@ -40,6 +41,11 @@ pub(crate) struct Index {
     /// namespace -> objects and template bytes stored there (tenant limits).
     pub ns_usage: BTreeMap<String, NsUsage>,
 }
+
+/// An object's key as the per-cluster sets hold it: one allocation shared by the object's
+/// entries in `placed_on` and `named` (four or so per object), where each entry held its own
+/// copy of both names. Ordered, compared and looked up as the key itself.
+pub(crate) type SharedKey = Arc<ObjectKey>;
 
 /// What one namespace stores.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -136,10 +142,11 @@ impl Index {
     /// Records an object's spec and placement in every index.
     pub fn add_object(&mut self, obj: &FederatedObject) {
         let key = obj.key();
+        let shared = SharedKey::new(key.clone());
         let u = self.ns_usage.entry(obj.namespace.clone()).or_default();
         u.objects += 1;
         u.template_bytes += obj.spec.template.len() as u64;
-        self.add_placement(obj, &key);
+        self.add_placement(obj, &shared);
         match &obj.spec.placement.clusters {
             None => {
                 self.wide.insert(key.clone());
@@ -148,7 +155,7 @@ impl Index {
                 for n in names {
                     self.named
                         .get_or_insert_with(n, BTreeSet::new)
-                        .insert(key.clone());
+                        .insert(shared.clone());
                 }
             }
         }
@@ -202,7 +209,7 @@ impl Index {
     }
 
     /// Books the object's replicas and indexes where they run.
-    pub fn add_placement(&mut self, obj: &FederatedObject, key: &ObjectKey) {
+    fn add_placement(&mut self, obj: &FederatedObject, key: &SharedKey) {
         for pc in &obj.status.clusters {
             let need = obj
                 .template_info
@@ -218,7 +225,7 @@ impl Index {
         }
     }
 
-    pub fn remove_placement(&mut self, obj: &FederatedObject, key: &ObjectKey) {
+    fn remove_placement(&mut self, obj: &FederatedObject, key: &ObjectKey) {
         for pc in &obj.status.clusters {
             let need = obj
                 .template_info
@@ -263,6 +270,10 @@ impl Index {
                 }
             }
         }
+        // The object's shared key, from a set it leaves or stays in; a new one if it had none.
+        let mut shared = old
+            .clone()
+            .find_map(|(c, _)| self.placed_on.get(c)?.get(key).cloned());
         let mut a = old.map(|(c, _)| c).peekable();
         let mut b = new.map(|(c, _)| c).peekable();
         loop {
@@ -283,12 +294,15 @@ impl Index {
                 }
                 (_, Some(y)) => {
                     b.next();
+                    let k = shared
+                        .get_or_insert_with(|| SharedKey::new(key.clone()))
+                        .clone();
                     match self.placed_on.get_mut(y) {
                         Some(set) => {
-                            set.insert(key.clone());
+                            set.insert(k);
                         }
                         None => {
-                            self.placed_on.insert(y, BTreeSet::from([key.clone()]));
+                            self.placed_on.insert(y, BTreeSet::from([k]));
                         }
                     }
                 }
@@ -307,6 +321,11 @@ impl Index {
         if old == new {
             return;
         }
+        let shared = old
+            .iter()
+            .flatten()
+            .find_map(|n| self.named.get(n)?.get(key).cloned())
+            .unwrap_or_else(|| SharedKey::new(key.clone()));
         match old {
             None => {
                 self.wide.remove(key);
@@ -330,7 +349,7 @@ impl Index {
                 for n in names {
                     self.named
                         .get_or_insert_with(n, BTreeSet::new)
-                        .insert(key.clone());
+                        .insert(shared.clone());
                 }
             }
         }
@@ -370,13 +389,16 @@ impl Index {
 }
 
 /// Appends `a ∩ b`, probing the larger set with the smaller one's keys.
-fn intersect<'a>(
-    a: &'a BTreeSet<ObjectKey>,
+fn intersect<'a, A: std::borrow::Borrow<ObjectKey> + Ord>(
+    a: &'a BTreeSet<A>,
     b: &'a BTreeSet<ObjectKey>,
     out: &mut Vec<&'a ObjectKey>,
 ) {
-    let (small, big) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    out.extend(small.iter().filter(|k| big.contains(*k)));
+    if a.len() <= b.len() {
+        out.extend(a.iter().map(|k| k.borrow()).filter(|k| b.contains(*k)));
+    } else {
+        out.extend(b.iter().filter(|k| a.contains(*k)));
+    }
 }
 
 fn set_member(set: &mut BTreeSet<ObjectKey>, key: &ObjectKey, member: bool) {
@@ -427,7 +449,7 @@ mod tests {
             };
             for (cluster, names) in [("a", &named_a), ("b", &named_b)] {
                 for &n in names.iter() {
-                    ix.named.get_or_insert_with(cluster, BTreeSet::new).insert(key(n));
+                    ix.named.get_or_insert_with(cluster, BTreeSet::new).insert(SharedKey::new(key(n)));
                 }
             }
             let set: BTreeSet<ObjectKey> = set.into_iter().map(key).collect();
