@@ -106,13 +106,11 @@ impl LiveObject {
     }
 
     /// Whether the object holds every field of `desired` with an equal value
-    /// ([`crate::compare::covers`]). A settled copy was shown to hold the manifest its
-    /// applied-hash names, and only that: the caller checks the hash first.
+    /// ([`crate::compare::covers`]). A settled copy has nothing to compare and says no (a write
+    /// is the safe answer); `plan::verdict` takes settled copies before it compares.
     pub fn holds(&self, desired: &Value) -> bool {
-        match self.full() {
-            Some(whole) => crate::compare::covers(desired, &whole),
-            None => true,
-        }
+        self.full()
+            .is_some_and(|whole| crate::compare::covers(desired, &whole))
     }
 
     /// Whether the body was dropped after a pass verified this copy ([`LiveObject::settled`]).

@@ -442,6 +442,15 @@ pub struct WorkloadObservation {
 /// smallest node has room for eleven statuses (about 1.5 KiB each time). Encodes as the map did.
 pub type WorkloadStatuses = litemap::LiteMap<String, WorkloadStatus>;
 
+/// Adds a cluster's status to `per`, whose vector is then no larger than its statuses: a vector
+/// grows to room for four, and most objects run on one or two clusters.
+pub fn insert_status(per: &mut WorkloadStatuses, cluster: String, status: WorkloadStatus) {
+    per.insert(cluster, status);
+    let mut sorted = std::mem::take(per).into_tuple_vec();
+    sorted.shrink_to_fit();
+    *per = WorkloadStatuses::from_sorted_store_unchecked(sorted);
+}
+
 /// The status core keeps per object and cluster: the observation, its verdict, and since when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

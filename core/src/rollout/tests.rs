@@ -259,3 +259,15 @@ fn workload_statuses_encode_as_the_ordered_map_they_replaced() {
     assert_eq!(decoded, new);
     assert_eq!(decoded.keys().collect::<Vec<_>>(), ["a", "b"]);
 }
+
+#[test]
+fn statuses_take_no_more_room_than_they_need_and_stay_sorted() {
+    let mut per = WorkloadStatuses::new();
+    for (cluster, revision) in [("b", 1), ("a", 2)] {
+        insert_status(&mut per, cluster.into(), status(revision, Verdict::Healthy));
+    }
+    assert_eq!(per.get("a").map(|s| s.observed.revision), Some(Some(2)));
+    let sorted = per.into_tuple_vec();
+    assert_eq!(sorted.capacity(), 2);
+    assert_eq!(sorted[0].0, "a");
+}

@@ -39,9 +39,10 @@ const RESCHEDULE_OBJECTS_PER_ENTRY_BEFORE_16: usize = 256;
 
 /// Most objects an entry of envelope `version` re-places from the queue.
 pub fn reschedule_objects_per_entry(version: u16) -> usize {
-    match version >= WIDER_DRAIN_SINCE {
-        true => RESCHEDULE_OBJECTS_PER_ENTRY,
-        false => RESCHEDULE_OBJECTS_PER_ENTRY_BEFORE_16,
+    if version >= WIDER_DRAIN_SINCE {
+        RESCHEDULE_OBJECTS_PER_ENTRY
+    } else {
+        RESCHEDULE_OBJECTS_PER_ENTRY_BEFORE_16
     }
 }
 

@@ -45,15 +45,6 @@ impl Rollouts {
     }
 }
 
-/// Adds a cluster's status to `per`, whose vector is then no larger than its statuses: a vector
-/// grows to room for four, and most objects run on one or two clusters.
-fn insert_status(per: &mut WorkloadStatuses, cluster: String, status: WorkloadStatus) {
-    per.insert(cluster, status);
-    let mut sorted = std::mem::take(per).into_tuple_vec();
-    sorted.shrink_to_fit();
-    *per = WorkloadStatuses::from_sorted_store_unchecked(sorted);
-}
-
 /// A put of an object without a strategy: `State::on_put_object` or the door's `put_object`.
 pub(crate) type PlainPut =
     fn(&mut State, &str, &str, &ObjectSpec, Option<u64>, &mut Ctx) -> HandlerResult;
@@ -424,7 +415,7 @@ impl State {
                         verdict: v,
                         verdict_since_ms: ctx.now_ms,
                     };
-                    insert_status(per, r.cluster.clone(), status);
+                    crate::rollout::insert_status(per, r.cluster.clone(), status);
                 }
             }
             if ctx.version >= DESCHEDULE_SINCE {
@@ -499,42 +490,5 @@ impl State {
             // own template is the safe answer.
             None => (&obj.spec.template, None),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::rollout::{JobState, Verdict, WorkloadObservation};
-
-    fn status(ready: u32) -> WorkloadStatus {
-        WorkloadStatus {
-            observed: WorkloadObservation {
-                kind: "Deployment".into(),
-                revision: None,
-                generation: 1,
-                observed_generation: 1,
-                replicas: 2,
-                updated: 2,
-                ready,
-                available: ready,
-                conditions: Vec::new(),
-                job: JobState::None,
-            },
-            verdict: Verdict::Healthy,
-            verdict_since_ms: 0,
-        }
-    }
-
-    #[test]
-    fn statuses_take_no_more_room_than_they_need_and_stay_sorted() {
-        let mut per = WorkloadStatuses::new();
-        for (cluster, ready) in [("b", 1), ("a", 2)] {
-            insert_status(&mut per, cluster.into(), status(ready));
-        }
-        assert_eq!(per.get("a").map(|s| s.observed.ready), Some(2));
-        let sorted = per.into_tuple_vec();
-        assert_eq!(sorted.capacity(), 2);
-        assert_eq!(sorted[0].0, "a");
     }
 }
