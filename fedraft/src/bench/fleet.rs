@@ -258,6 +258,13 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
     }
 
     // 2. Converge from empty.
+    rep.manifest_bytes = (0..args.objects)
+        .map(|i| {
+            work::object_body(&members, args.seed, i, args.grace_secs)["template"]
+                .to_string()
+                .len() as u64
+        })
+        .sum();
     let samples: Shared = Shared::default();
     let reader = tokio::spawn(read_load(api.clone(), args.objects, samples.clone()));
     let t = Instant::now();

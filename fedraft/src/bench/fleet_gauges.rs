@@ -152,6 +152,9 @@ pub struct PerObject {
     pub log_cache: f64,
     pub rocksdb_caches: f64,
     pub table_readers: f64,
+    /// The mean manifest (template text) written per object, the part of `held` the goal
+    /// leaves out.
+    pub manifest: f64,
 }
 
 impl PerObject {
@@ -165,7 +168,21 @@ impl PerObject {
             log_cache: per(b.log_cache, a.log_cache),
             rocksdb_caches: per(b.rocksdb_caches, a.rocksdb_caches),
             table_readers: per(b.table_readers, a.table_readers),
+            manifest: 0.0,
         }
+    }
+
+    /// The same growth, with the mean manifest size written per object (bytes).
+    pub fn with_manifest(self, bytes: f64) -> PerObject {
+        PerObject {
+            manifest: bytes / 1024.0,
+            ..self
+        }
+    }
+
+    /// What the goal measures: held memory beyond one copy of the object's manifest.
+    pub fn beyond_manifest(&self) -> f64 {
+        self.held() - self.manifest
     }
 
     /// What grows with the objects: the heap without the log cache, and RocksDB's table
@@ -176,9 +193,12 @@ impl PerObject {
 
     pub fn render(&self) -> String {
         format!(
-            "{:.1} KiB per object held (Rust heap {:.1} less the raft log cache {:.1}, plus RocksDB \
-             table readers {:.1}); bounded RocksDB memtables and block caches {:.1}; RSS {:.1}",
+            "{:.1} KiB per object held, {:.1} beyond its manifest of {:.0} bytes (Rust heap {:.1} \
+             less the raft log cache {:.1}, plus RocksDB table readers {:.1}); bounded RocksDB \
+             memtables and block caches {:.1}; RSS {:.1}",
             self.held(),
+            self.beyond_manifest(),
+            self.manifest * 1024.0,
             self.heap,
             self.log_cache,
             self.table_readers,
@@ -188,7 +208,8 @@ impl PerObject {
     }
 
     pub fn to_json(self) -> Value {
-        json!({"held": self.held(), "rss": self.rss, "heap": self.heap, "logCache": self.log_cache,
+        json!({"held": self.held(), "beyondManifest": self.beyond_manifest(),
+            "manifestBytes": self.manifest * 1024.0, "rss": self.rss, "heap": self.heap, "logCache": self.log_cache,
             "rocksdbCaches": self.rocksdb_caches, "tableReaders": self.table_readers})
     }
 }
@@ -213,7 +234,14 @@ mod tests {
         assert_eq!(g.rss, 1024.0);
         assert_eq!(g.log_cache, 64.0);
         assert!((g.held() - (1023.0 - 64.0)).abs() < 1e-9, "{g:?}");
-        assert!(g.render().starts_with("959.0 KiB per object held"));
+        let g = g.with_manifest(512.0);
+        assert!((g.beyond_manifest() - (959.0 - 0.5)).abs() < 1e-9, "{g:?}");
+        assert!(
+            g.render()
+                .starts_with("959.0 KiB per object held, 958.5 beyond its manifest of 512 bytes"),
+            "{}",
+            g.render()
+        );
         // A node without the heap gauge gives no breakdown rather than a wrong one.
         assert_eq!(NodeMemory::parse("fedraft_raft_log_cache_bytes 5\n"), None);
     }

@@ -90,6 +90,8 @@ pub struct Dark {
 pub struct Report {
     pub clusters: u32,
     pub objects: u64,
+    /// Bytes of manifest (template text) written over all objects.
+    pub manifest_bytes: u64,
     pub grace_s: u64,
     pub failure_s: u64,
     pub registered_s: f64,
@@ -139,6 +141,7 @@ impl Report {
         Report {
             clusters: a.clusters,
             objects: a.objects,
+            manifest_bytes: 0,
             grace_s: a.grace_secs,
             failure_s: a.failure_secs,
             registered_s: 0.0,
@@ -320,11 +323,11 @@ impl Report {
             .max_by(|&a, &b| converged.nodes[a].0.total_cmp(&converged.nodes[b].0))?;
         let node =
             |r: &Resources| Some((r.nodes.get(heaviest)?.0, r.gauges.get(heaviest)?.memory?));
-        Some(PerObject::between(
-            node(registered)?,
-            node(converged)?,
-            self.objects,
-        ))
+        let manifest = self.manifest_bytes as f64 / self.objects.max(1) as f64;
+        Some(
+            PerObject::between(node(registered)?, node(converged)?, self.objects)
+                .with_manifest(manifest),
+        )
     }
 
     pub fn render(&self) -> String {
