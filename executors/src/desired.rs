@@ -7,12 +7,14 @@
 //! all of them holding the lock the apply path needs: on a busy machine a single-node group
 //! could not commit its own proposals in time. Here a pass only walks the objects and renders
 //! those whose resource version (spec and placement) or the cluster's labels changed since the
-//! pass before; the rest reuse the previous, already prepared result.
+//! pass before; the rest reuse the previous, already prepared result. A prepared body is let go
+//! once its live copy settled, and rendered again only for a pass that must compare or write
+//! it ([`restore_bodies`]).
 //!
 //! Must not: diverge from `desired_for_cluster` (a test compares the two on the same state), or
 //! hold the state longer than one walk over the objects.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use fedraft_core::model::ObjectKey;
@@ -21,7 +23,9 @@ use serde_json::{json, Value};
 
 use crate::compare::{manifest_hash, APPLIED_HASH_ANNOTATION};
 use crate::error::ExecError;
-use crate::plan::{self, LiveId};
+use crate::live::Snapshot;
+use crate::node::ControlPlane;
+use crate::plan::{self, LiveId, Memo};
 use crate::reconciler::ClusterCtx;
 use crate::resolve::Resolved;
 
@@ -36,16 +40,20 @@ pub struct Scan {
 }
 
 /// A desired object ready to be applied: resolved kind, body with its hash annotation. The
-/// reconciler prepares it ([`prepare`]); this cache keeps it until the object changes. The body
-/// is kept as compact JSON: one is held per object per cluster, and a pass that finds the
-/// object up to date never looks inside it (`plan::verdict`).
+/// reconciler prepares it ([`prepare`]); this cache keeps it until the object changes.
+///
+/// One is held per object per cluster, and a pass that finds the object up to date never
+/// looks inside the body (`plan::verdict`). So the body is kept as compact JSON, and only until
+/// the live copy settles ([`DesiredCache::settle`]): a later pass that must compare or write
+/// renders it again ([`DesiredCache::restore`]), which a changed object or a drifted, deleted
+/// or foreign copy calls for, never a quiet one.
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pub key: ObjectKey,
     pub id: LiveId,
     pub resolved: Arc<Resolved>,
-    /// The manifest to apply, as compact JSON.
-    pub body: Box<str>,
+    /// The manifest to apply, as compact JSON; `None` once the live copy settled.
+    pub body: Option<Box<str>>,
     pub hash: String,
     pub replicas: u32,
 }
@@ -91,19 +99,8 @@ impl DesiredCache {
                 .get(&key)
                 .is_some_and(|i| i.version == obj.resource_version);
             if !cached {
-                let replicas = s.replicas_running(obj, cluster);
-                // The same rendering as `desired_for_cluster`: the cluster's rollout revision,
-                // checked against the identity the object was admitted with.
-                let (manifest, admitted) = s.render_for(obj, cluster, &c.spec.labels);
-                out.rendered.push((
-                    obj.resource_version,
-                    DesiredObject {
-                        key: key.clone(),
-                        replicas,
-                        manifest,
-                        admitted,
-                    },
-                ));
+                let d = render(s, obj, cluster, &c.spec.labels, key.clone());
+                out.rendered.push((obj.resource_version, d));
             }
             out.keys.push(key);
         }
@@ -129,6 +126,73 @@ impl DesiredCache {
         self.items.get(key).map(|i| &i.entry)
     }
 
+    /// Lets go of the body of `key`'s prepared manifest: its live copy settled, so passes find
+    /// it up to date without reading the body.
+    pub fn settle(&mut self, key: &ObjectKey) {
+        let Some(item) = self.items.get_mut(key) else {
+            return;
+        };
+        if let Entry::Ready(p) = &mut item.entry {
+            if p.body.is_some() {
+                let mut bare = Prepared::clone(p);
+                bare.body = None;
+                *p = Arc::new(bare);
+            }
+        }
+    }
+
+    /// `p` with its body rendered again from the state, for a pass that must compare or write
+    /// it; `None` if the object changed since it was prepared (the version it was rendered at
+    /// is gone, or the render hashes otherwise): the change wakes a pass that prepares it anew.
+    /// Rendered with the labels the cache was filled with, as the first time. Taking a render
+    /// of a newer version whose hash matches was measured slower and larger in a fleet run
+    /// (docs/performance.md), so a moved object waits for that pass.
+    pub fn restore(&mut self, s: &State, cluster: &str, p: &Prepared) -> Option<Arc<Prepared>> {
+        let labels = self.labels.as_ref()?;
+        let item = self.items.get_mut(&p.key)?;
+        let d = match s.object(&p.key.namespace, &p.key.name) {
+            Some(obj) if obj.resource_version == item.version => {
+                render(s, obj, cluster, labels, p.key.clone())
+            }
+            Some(_) => return None,
+            None => {
+                s.derived_for_cluster(cluster)
+                    .into_iter()
+                    .find(|(v, d)| *v == item.version && d.key == p.key)?
+                    .1
+            }
+        };
+        let whole = Arc::new(prepared_as(&d, p.resolved.clone()).ok()?);
+        if whole.hash != p.hash || whole.id != p.id {
+            return None;
+        }
+        item.entry = Entry::Ready(whole.clone());
+        Some(whole)
+    }
+
+    /// Prepares what a scan rendered and keeps the outcomes; returns why the others could not
+    /// be prepared (unknown kinds, unreachable discovery: tried again next pass).
+    pub async fn prepare_rendered(
+        &mut self,
+        ctx: &ClusterCtx,
+        rendered: Vec<(u64, DesiredObject)>,
+    ) -> HashMap<ObjectKey, String> {
+        let mut not_prepared = HashMap::new();
+        for (version, d) in rendered {
+            match prepare(ctx, &d).await {
+                Ok(p) => self.insert(d.key, version, Entry::Ready(Arc::new(p))),
+                // The manifest itself is unusable: nothing changes until the object does.
+                Err(e @ ExecError::Manifest(_)) => {
+                    self.insert(d.key, version, Entry::Unusable(e.to_string()))
+                }
+                Err(e) => {
+                    not_prepared.insert(d.key, e.to_string());
+                }
+            }
+        }
+        not_prepared
+    }
+
     /// Drops everything not placed on the cluster any more.
     pub fn retain(&mut self, keys: &[ObjectKey]) {
         let keep: BTreeSet<&ObjectKey> = keys.iter().collect();
@@ -137,29 +201,85 @@ impl DesiredCache {
 }
 
 impl Prepared {
-    /// The body parsed, for a write.
+    /// The body parsed, for a write. A pass restores the body of a settled object before it
+    /// writes ([`DesiredCache::restore`]), so a missing one is a bug, reported as such.
     pub fn body_value(&self) -> Result<Value, ExecError> {
-        serde_json::from_str(&self.body).map_err(|e| ExecError::Manifest(e.to_string()))
+        let body = self.body.as_deref().ok_or_else(|| {
+            ExecError::Manifest(format!("{}: the manifest was not rendered again", self.id))
+        })?;
+        serde_json::from_str(body).map_err(|e| ExecError::Manifest(e.to_string()))
     }
 }
 
-/// Resolves and stamps one rendered desired object.
-pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, ExecError> {
-    let manifest = d
-        .manifest
-        .as_ref()
-        .map_err(|e| ExecError::Manifest(e.to_string()))?;
-    let (api_version, kind, namespace, name) =
-        plan::manifest_identity(manifest).map_err(ExecError::Manifest)?;
-    let resolved = ctx.resolver.resolve(&api_version, &kind).await?;
-    plan::check_admitted(
-        d.admitted.as_ref(),
-        (&api_version, &kind, &namespace, &name),
-        resolved.namespaced,
-    )
-    .map_err(ExecError::Manifest)?;
+/// Renders again the bodies of `prepared` dropped when their copies settled, for those a pass
+/// must compare or write (`plan::needs_manifest` against the live `snapshot` and the write
+/// memos), under one read of the state. Returns the objects that changed since the scan,
+/// whose bodies were not restored.
+pub fn restore_bodies(
+    ctrl: &impl ControlPlane,
+    (cache, cluster): (&mut DesiredCache, &str),
+    prepared: &mut [Arc<Prepared>],
+    (snapshot, memo): (&Snapshot, &HashMap<LiveId, Memo>),
+) -> HashSet<ObjectKey> {
+    let wanted: Vec<usize> = (0..prepared.len())
+        .filter(|&i| {
+            let p = &prepared[i];
+            if p.body.is_some() {
+                return false;
+            }
+            // A handful of types: found without building an owned key per object.
+            let live = snapshot
+                .iter()
+                .find(|((a, k), _)| *a == p.id.api_version && *k == p.id.kind)
+                .and_then(|(_, objects)| objects.get(&p.id));
+            plan::needs_manifest(&p.hash, live.map(|l| &**l), memo.get(&p.id))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return HashSet::new();
+    }
+    let restored: Vec<Option<Arc<Prepared>>> = ctrl.read_state(|s| {
+        wanted
+            .iter()
+            .map(|&i| cache.restore(s, cluster, &prepared[i]))
+            .collect()
+    });
+    let mut unrestored = HashSet::new();
+    for (i, whole) in wanted.into_iter().zip(restored) {
+        match whole {
+            Some(p) => prepared[i] = p,
+            None => {
+                unrestored.insert(prepared[i].key.clone());
+            }
+        }
+    }
+    unrestored
+}
+
+/// `obj` as `cluster` runs it: the same rendering as `desired_for_cluster` (the cluster's
+/// rollout revision, checked against the identity the object was admitted with).
+fn render(
+    s: &State,
+    obj: &fedraft_core::model::FederatedObject,
+    cluster: &str,
+    labels: &BTreeMap<String, String>,
+    key: ObjectKey,
+) -> DesiredObject {
+    let replicas = s.replicas_running(obj, cluster);
+    let (manifest, admitted) = s.render_for(obj, cluster, labels);
+    DesiredObject {
+        key,
+        replicas,
+        manifest,
+        admitted,
+    }
+}
+
+/// The body to apply and its hash: `manifest` without a namespace for cluster-scoped kinds,
+/// stamped with the hash of what it holds (`APPLIED_HASH_ANNOTATION`).
+fn stamp(manifest: &Value, namespaced: bool) -> Result<(Box<str>, String), ExecError> {
     let mut body = manifest.clone();
-    if !resolved.namespaced {
+    if !namespaced {
         if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("namespace");
         }
@@ -174,6 +294,38 @@ pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, Ex
             );
         }
     }
+    let body = serde_json::to_string(&body)
+        .map_err(|e| ExecError::Manifest(e.to_string()))?
+        .into_boxed_str();
+    Ok((body, hash))
+}
+
+/// Resolves and stamps one rendered desired object.
+pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, ExecError> {
+    let (api_version, kind, _, _) =
+        plan::manifest_identity(manifest_of(d)?).map_err(ExecError::Manifest)?;
+    let resolved = ctx.resolver.resolve(&api_version, &kind).await?;
+    prepared_as(d, resolved)
+}
+
+fn manifest_of(d: &DesiredObject) -> Result<&Value, ExecError> {
+    d.manifest
+        .as_ref()
+        .map_err(|e| ExecError::Manifest(e.to_string()))
+}
+
+/// Stamps `d` as the member's discovery (`resolved`) has its kind.
+fn prepared_as(d: &DesiredObject, resolved: Arc<Resolved>) -> Result<Prepared, ExecError> {
+    let manifest = manifest_of(d)?;
+    let (api_version, kind, namespace, name) =
+        plan::manifest_identity(manifest).map_err(ExecError::Manifest)?;
+    plan::check_admitted(
+        d.admitted.as_ref(),
+        (&api_version, &kind, &namespace, &name),
+        resolved.namespaced,
+    )
+    .map_err(ExecError::Manifest)?;
+    let (body, hash) = stamp(manifest, resolved.namespaced)?;
     let id = LiveId {
         api_version,
         kind,
@@ -184,14 +336,11 @@ pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, Ex
         },
         name,
     };
-    let body = serde_json::to_string(&body)
-        .map_err(|e| ExecError::Manifest(e.to_string()))?
-        .into_boxed_str();
     Ok(Prepared {
         key: d.key.clone(),
         id,
         resolved,
-        body,
+        body: Some(body),
         hash,
         replicas: d.replicas,
     })
@@ -225,6 +374,29 @@ mod tests {
         .unwrap()
     }
 
+    /// A state with clusters `a` and `b` registered and Ready (nothing is placed on a cluster
+    /// that never answered), and its last index.
+    fn two_ready_clusters() -> (State, u64) {
+        let (mut s, mut i) = (State::new(), 0);
+        for c in ["a", "b"] {
+            apply(
+                &mut s,
+                &mut i,
+                Command::RegisterCluster(ClusterSpec::new(c, format!("http://{c}:1"))),
+            );
+        }
+        let beat = |c: &str| fedraft_core::command::Heartbeat {
+            cluster: c.into(),
+            capacity: None,
+        };
+        apply(
+            &mut s,
+            &mut i,
+            Command::Heartbeats(vec![beat("a"), beat("b")]),
+        );
+        (s, i)
+    }
+
     fn manifests(v: &[DesiredObject]) -> Vec<(ObjectKey, u32, String)> {
         v.iter()
             .map(|d| (d.key.clone(), d.replicas, format!("{:?}", d.manifest)))
@@ -235,15 +407,7 @@ mod tests {
     /// kind of change: new objects, new weights, new overrides, new cluster labels, removal.
     #[test]
     fn matches_desired_for_cluster() {
-        let mut s = State::new();
-        let mut i = 0;
-        for c in ["a", "b"] {
-            apply(
-                &mut s,
-                &mut i,
-                Command::RegisterCluster(ClusterSpec::new(c, format!("http://{c}:1"))),
-            );
-        }
+        let (mut s, mut i) = two_ready_clusters();
         let mut caches: BTreeMap<&str, (DesiredCache, BTreeMap<ObjectKey, DesiredObject>)> =
             BTreeMap::new();
         let steps: Vec<Command> = vec![
@@ -279,6 +443,7 @@ mod tests {
                 expected_version: None,
             },
         ];
+        let mut placed = 0;
         for cmd in steps {
             apply(&mut s, &mut i, cmd);
             for c in ["a", "b"] {
@@ -292,7 +457,90 @@ mod tests {
                 seen.retain(|k, _| scan.keys.contains(k));
                 let got: Vec<DesiredObject> = seen.values().cloned().collect();
                 assert_eq!(manifests(&got), manifests(&s.desired_for_cluster(c)));
+                placed += got.len();
             }
         }
+        assert!(placed >= 8, "compared {placed} placements");
+    }
+
+    /// A settled object's body is dropped, and rendered again byte for byte while the object
+    /// stays at the version it was prepared at; once it moved on (a status report too),
+    /// restoring declines and the next scan prepares it again.
+    #[test]
+    fn a_settled_body_is_restored_only_for_the_version_it_was_prepared_at() {
+        let (mut s, mut i) = two_ready_clusters();
+        let put = |tag: &str| Command::PutObject {
+            namespace: "ns".into(),
+            name: "web".into(),
+            spec: spec(json!({"a": {"weight": 1}, "b": {"weight": 1}}), tag),
+            expected_version: None,
+        };
+        apply(&mut s, &mut i, put("2"));
+        let resolved = Arc::new(Resolved {
+            resource: kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
+            namespaced: true,
+        });
+        let mut cache = DesiredCache::default();
+        let scan = cache.scan(&s, "b");
+        let (version, d) = scan
+            .rendered
+            .into_iter()
+            .next()
+            .expect("web is placed on b");
+        let first = Arc::new(prepared_as(&d, resolved).expect("prepared"));
+        cache.insert(d.key.clone(), version, Entry::Ready(first.clone()));
+
+        cache.settle(&d.key);
+        let Some(Entry::Ready(bare)) = cache.get(&d.key).cloned() else {
+            panic!("still prepared")
+        };
+        assert_eq!(bare.body, None);
+        assert_eq!((&bare.hash, &bare.id), (&first.hash, &first.id));
+        let whole = cache.restore(&s, "b", &bare).expect("same version");
+        assert_eq!(whole.body, first.body);
+        assert!(
+            matches!(cache.get(&d.key), Some(Entry::Ready(p)) if p.body == first.body),
+            "the cache keeps the restored body"
+        );
+
+        // A status report moves the object on: its next scan prepares it again.
+        cache.settle(&d.key);
+        let report = fedraft_core::command::ObjectStatusReport {
+            namespace: "ns".into(),
+            name: "web".into(),
+            cluster: "a".into(),
+            applied: true,
+            ready_replicas: 3,
+            message: None,
+        };
+        let as_of = s.applied_index();
+        apply(
+            &mut s,
+            &mut i,
+            Command::StatusReportsAt(vec![fedraft_core::command::StatusReportAt {
+                report,
+                as_of,
+            }]),
+        );
+        let moved = s.object("ns", "web").map(|o| o.resource_version);
+        assert_ne!(moved, Some(version), "the report changed the object");
+        assert!(cache.restore(&s, "b", &bare).is_none(), "moved on since");
+        let scan = cache.scan(&s, "b");
+        let (version, d) = scan.rendered.into_iter().next().expect("rendered again");
+        cache.insert(d.key.clone(), version, Entry::Ready(first.clone()));
+        cache.settle(&d.key);
+        let again = cache
+            .restore(&s, "b", &bare)
+            .expect("at the version it was prepared at");
+        assert_eq!(again.body, first.body);
+
+        cache.settle(&d.key);
+        apply(&mut s, &mut i, put("3"));
+        assert!(cache.restore(&s, "b", &bare).is_none(), "changed since");
+        assert!(whole.body_value().is_ok());
+        assert!(
+            bare.body_value().is_err(),
+            "a body never restored is an error, not a guess"
+        );
     }
 }

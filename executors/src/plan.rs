@@ -86,39 +86,61 @@ pub enum Verdict {
 ///   and still hold every field the manifest sets (no drift): compared, unless a pass already
 ///   verified this very copy (it is settled).
 pub fn verdict(
-    desired: &str,
+    desired: Option<&str>,
     hash: &str,
     live: Option<&LiveObject>,
     memo: Option<&Memo>,
 ) -> Verdict {
+    if let Some(v) = verdict_without_manifest(hash, live, memo) {
+        return v;
+    }
+    // The only comparison that needs both whole objects, so the only place they are parsed. A
+    // manifest that is not held or does not parse (never: a pass restores it, and it was
+    // serialized here) is applied again.
+    let desired: Option<Value> = desired.and_then(|d| serde_json::from_str(d).ok());
+    match (desired, live) {
+        (Some(d), Some(live)) if live.holds(&d) => Verdict::UpToDate { verified: true },
+        _ => Verdict::Apply(ApplyReason::Drifted),
+    }
+}
+
+/// What [`verdict`] decides from the hash alone; `None` when it must compare the manifest
+/// with the live copy.
+fn verdict_without_manifest(
+    hash: &str,
+    live: Option<&LiveObject>,
+    memo: Option<&Memo>,
+) -> Option<Verdict> {
     let Some(live) = live else {
-        return Verdict::Apply(ApplyReason::Missing);
+        return Some(Verdict::Apply(ApplyReason::Missing));
     };
     let own_hash = live.annotation(APPLIED_HASH_ANNOTATION) == Some(hash);
     if let Some(m) = memo.filter(|m| m.hash == hash) {
         if let (Some(ours), Some(seen)) = (&m.resource_version, &live.resource_version) {
             if ours == seen {
-                return Verdict::UpToDate { verified: own_hash };
+                return Some(Verdict::UpToDate { verified: own_hash });
             }
             if version_older(seen, ours) {
-                return Verdict::UpToDate { verified: false };
+                return Some(Verdict::UpToDate { verified: false });
             }
         }
     }
     if !own_hash {
-        return Verdict::Apply(ApplyReason::Changed);
+        return Some(Verdict::Apply(ApplyReason::Changed));
     }
     if live.is_settled() {
-        return Verdict::UpToDate { verified: true };
+        return Some(Verdict::UpToDate { verified: true });
     }
-    // The only comparison that needs both whole objects, so the only place they are parsed. A
-    // manifest that does not parse (never: it was serialized here) is applied again.
-    let desired: Option<Value> = serde_json::from_str(desired).ok();
-    if desired.is_some_and(|d| live.holds(&d)) {
-        Verdict::UpToDate { verified: true }
-    } else {
-        Verdict::Apply(ApplyReason::Drifted)
-    }
+    None
+}
+
+/// Whether [`verdict`], or the write it may call for, reads the manifest's body: a pass
+/// restores the bodies its settled objects dropped (`DesiredCache::restore`) for these only.
+pub fn needs_manifest(hash: &str, live: Option<&LiveObject>, memo: Option<&Memo>) -> bool {
+    !matches!(
+        verdict_without_manifest(hash, live, memo),
+        Some(Verdict::UpToDate { .. })
+    )
 }
 
 /// After [`verdict`] found `live` up to date: the memo to keep so that the next pass skips the
@@ -350,22 +372,22 @@ mod tests {
         let (m, h) = desired(3);
         let live = live_from(&m, "10", json!({"readyReplicas": 3}));
         assert_eq!(
-            verdict(&m.to_string(), &h, None, None),
+            verdict(Some(&m.to_string()), &h, None, None),
             Verdict::Apply(ApplyReason::Missing)
         );
         assert_eq!(
-            verdict(&m.to_string(), &h, Some(&live), None),
+            verdict(Some(&m.to_string()), &h, Some(&live), None),
             Verdict::UpToDate { verified: true },
             "fresh executor, same manifest"
         );
         assert_eq!(
-            verdict(&m.to_string(), &h, Some(&live.settled()), None),
+            verdict(Some(&m.to_string()), &h, Some(&live.settled()), None),
             Verdict::UpToDate { verified: true },
             "a settled copy is not compared again"
         );
         let (m4, h4) = desired(4);
         assert_eq!(
-            verdict(&m4.to_string(), &h4, Some(&live), None),
+            verdict(Some(&m4.to_string()), &h4, Some(&live), None),
             Verdict::Apply(ApplyReason::Changed)
         );
 
@@ -373,7 +395,7 @@ mod tests {
         drifted["spec"]["replicas"] = json!(7);
         let drifted = live_from(&drifted, "11", json!({"readyReplicas": 3}));
         assert_eq!(
-            verdict(&m.to_string(), &h, Some(&drifted), None),
+            verdict(Some(&m.to_string()), &h, Some(&drifted), None),
             Verdict::Apply(ApplyReason::Drifted)
         );
         let ours = Memo {
@@ -381,7 +403,7 @@ mod tests {
             resource_version: Some("11".into()),
         };
         assert_eq!(
-            verdict(&m.to_string(), &h, Some(&drifted), Some(&ours)),
+            verdict(Some(&m.to_string()), &h, Some(&drifted), Some(&ours)),
             Verdict::UpToDate { verified: true },
             "the copy our own write was answered with holds what we wrote"
         );
@@ -390,7 +412,7 @@ mod tests {
             resource_version: Some("10".into()),
         };
         assert_eq!(
-            verdict(&m.to_string(), &h, Some(&drifted), Some(&memo)),
+            verdict(Some(&m.to_string()), &h, Some(&drifted), Some(&memo)),
             Verdict::Apply(ApplyReason::Drifted),
             "a newer version than ours is compared"
         );
@@ -402,14 +424,46 @@ mod tests {
         };
         let stale = live_from(&desired(1).0, "9", json!({}));
         assert_eq!(
-            verdict(&m.to_string(), &h, Some(&stale), Some(&memo)),
+            verdict(Some(&m.to_string()), &h, Some(&stale), Some(&memo)),
             Verdict::UpToDate { verified: false },
             "an older copy is skipped, never taken as verified"
         );
         // A memo for another manifest does not count.
         assert_eq!(
-            verdict(&m4.to_string(), &h4, Some(&stale), Some(&memo)),
+            verdict(Some(&m4.to_string()), &h4, Some(&stale), Some(&memo)),
             Verdict::Apply(ApplyReason::Changed)
+        );
+    }
+
+    /// A body is needed exactly when the verdict compares or writes; without one, a copy that
+    /// must be compared is applied, never taken as up to date.
+    #[test]
+    fn the_manifest_is_needed_only_to_compare_or_write() {
+        let (m, h) = desired(3);
+        let live = live_from(&m, "10", json!({"readyReplicas": 3}));
+        let (_, h4) = desired(4);
+        let ours = Memo {
+            hash: h.clone(),
+            resource_version: Some("10".into()),
+        };
+        assert!(needs_manifest(&h, None, None), "missing: written");
+        assert!(needs_manifest(&h4, Some(&live), None), "changed: written");
+        assert!(
+            needs_manifest(&h, Some(&live), None),
+            "unverified copy: compared"
+        );
+        assert!(!needs_manifest(&h, Some(&live.settled()), None), "settled");
+        assert!(
+            !needs_manifest(&h, Some(&live), Some(&ours)),
+            "our own write's copy"
+        );
+        assert_eq!(
+            verdict(None, &h, Some(&live), None),
+            Verdict::Apply(ApplyReason::Drifted)
+        );
+        assert_eq!(
+            verdict(None, &h, Some(&live.settled()), None),
+            Verdict::UpToDate { verified: true }
         );
     }
 

@@ -117,7 +117,7 @@ pub async fn reconcile(
     memo: Option<&Memo>,
     ctx: &ClusterCtx,
 ) -> Result<Action, ExecError> {
-    let reason = match plan::verdict(&p.body, &p.hash, live, memo) {
+    let reason = match plan::verdict(p.body.as_deref(), &p.hash, live, memo) {
         Verdict::UpToDate { .. } => return Ok(Action::UpToDate),
         Verdict::Apply(reason) => reason,
     };
@@ -275,23 +275,7 @@ impl<C: ControlPlane> Reconciler<C> {
         let mut statuses = Vec::with_capacity(scan.keys.len());
         let mut workloads = Vec::new();
         let mut unresolved: BTreeSet<String> = BTreeSet::new();
-        let mut not_prepared: HashMap<ObjectKey, String> = HashMap::new();
-        for (version, d) in scan.rendered {
-            match crate::desired::prepare(&ctx, &d).await {
-                Ok(p) => self
-                    .desired
-                    .insert(d.key, version, Entry::Ready(Arc::new(p))),
-                // The manifest itself is unusable: nothing changes until the object does.
-                Err(e @ ExecError::Manifest(_)) => {
-                    self.desired
-                        .insert(d.key, version, Entry::Unusable(e.to_string()))
-                }
-                // Unknown kinds and unreachable discovery: prepared again next pass.
-                Err(e) => {
-                    not_prepared.insert(d.key, e.to_string());
-                }
-            }
-        }
+        let mut not_prepared = self.desired.prepare_rendered(&ctx, scan.rendered).await;
         self.desired.retain(&scan.keys);
         let mut prepared: Vec<Arc<Prepared>> = Vec::with_capacity(scan.keys.len());
         for key in &scan.keys {
@@ -333,6 +317,12 @@ impl<C: ControlPlane> Reconciler<C> {
             .reread(&mut snapshot, reread, ctx.cfg.request_timeout)
             .await;
         let mut verified = Vec::new();
+        let unrestored = crate::desired::restore_bodies(
+            &self.ctrl,
+            (&mut self.desired, &cluster),
+            &mut prepared,
+            (&snapshot, &self.memo),
+        );
 
         // Decide per object; collect the writes.
         let mut work = Vec::new();
@@ -370,19 +360,29 @@ impl<C: ControlPlane> Reconciler<C> {
                 next = next.min(now + ctx.cfg.backoff_min);
                 continue;
             }
+            if unrestored.contains(&p.key) {
+                // Changed since the scan: the entry that changed it wakes the next pass, which
+                // prepares it anew; its last report stands until then.
+                next = next.min(now + ctx.cfg.backoff_min);
+                continue;
+            }
             let live = objects.get(&p.id);
             let memo = self.memo.get(&p.id);
-            match plan::verdict(&p.body, &p.hash, live.map(|l| &**l), memo) {
+            match plan::verdict(p.body.as_deref(), &p.hash, live.map(|l| &**l), memo) {
                 Verdict::UpToDate { verified: v } => {
                     ctx.metrics.reconciled(Reconciled::Unchanged);
                     self.retries.remove(&p.id);
                     if v && !whole(p) {
-                        // Settled, the copy is never compared again: the memo has done its job.
+                        // Settled, the copy is never compared again: the memo and the body
+                        // have done their job.
                         verified.extend(
                             live.filter(|l| !l.is_settled())
                                 .map(|l| (p.id.clone(), l.clone())),
                         );
                         self.memo.remove(&p.id);
+                        if p.body.is_some() {
+                            self.desired.settle(&p.key);
+                        }
                     } else if let Some(m) = plan::verified_memo(&p.hash, live.map(|l| &**l), memo) {
                         self.memo.insert(p.id.clone(), m);
                     }
@@ -556,6 +556,11 @@ impl<C: ControlPlane> Reconciler<C> {
             .settle(&cluster, refused.as_ref(), through, now, &ctx.cfg);
         next = held.map_or(next, |at| next.min(at));
         self.memo.retain(|id, _| desired_ids.contains(id));
+        // Memos live from a write until its copy settles: after a burst of writes the table
+        // would keep room for all of them.
+        if self.memo.capacity() > 64 && self.memo.len() < self.memo.capacity() / 4 {
+            self.memo.shrink_to_fit();
+        }
         // Derived tenant quotas have no federated object to take a status.
         statuses.retain(|r| r.name != fedraft_core::state::TENANT_QUOTA_KEY);
         if lapsed {
