@@ -12,7 +12,7 @@
 use fedraft_core::command::WorkloadReport;
 use fedraft_core::rollout::deschedule::unschedulable_condition;
 use fedraft_core::rollout::{
-    cut_reason, HealthRule, JobState, WorkloadCondition, WorkloadObservation,
+    cut_reason, word, HealthRule, JobState, WorkloadCondition, WorkloadObservation,
     HEALTH_RULE_CONDITION, MAX_CONDITIONS, REVISION_ANNOTATION,
 };
 use serde_json::Value;
@@ -103,7 +103,7 @@ fn check_rule(rule: &HealthRule, live: &Value) -> WorkloadCondition {
         }
     };
     WorkloadCondition {
-        type_: HEALTH_RULE_CONDITION.to_string(),
+        type_: HEALTH_RULE_CONDITION.into(),
         status,
         reason: cut_reason(&found),
     }
@@ -142,9 +142,9 @@ pub fn observe_workload(
         .flatten()
         .take(MAX_CONDITIONS)
         .map(|c| WorkloadCondition {
-            type_: c["type"].as_str().unwrap_or_default().to_string(),
+            type_: word(c["type"].as_str().unwrap_or_default()),
             status: c["status"] == "True",
-            reason: c["reason"].as_str().unwrap_or_default().to_string(),
+            reason: word(c["reason"].as_str().unwrap_or_default()),
         })
         .collect();
     let mut conditions = conditions;
@@ -188,7 +188,7 @@ pub fn observe_workload(
         _ => (0, 0, 0, 0, JobState::None),
     };
     Some(WorkloadObservation {
-        kind: kind.to_string(),
+        kind: word(kind),
         revision,
         generation: int("/metadata/generation"),
         observed_generation: int("/status/observedGeneration"),
@@ -237,7 +237,7 @@ mod tests {
         };
         let o = observe_workload("Certificate", &cert("Issuing".into()), Some(&rule)).unwrap();
         let c = o.conditions.last().unwrap();
-        assert_eq!((c.type_.as_str(), c.status), (HEALTH_RULE_CONDITION, false));
+        assert_eq!((&*c.type_, c.status), (HEALTH_RULE_CONDITION, false));
         assert_eq!(c.reason, "Issuing");
         let o = observe_workload("Certificate", &cert("Ready".into()), Some(&rule)).unwrap();
         assert!(o.conditions.last().unwrap().status);

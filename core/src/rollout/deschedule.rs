@@ -77,9 +77,9 @@ impl Descheduling {
 /// The condition reporting `n` unschedulable pods (None for none: nothing is reported).
 pub fn unschedulable_condition(n: u32) -> Option<WorkloadCondition> {
     (n > 0).then(|| WorkloadCondition {
-        type_: UNSCHEDULABLE_CONDITION.to_string(),
+        type_: UNSCHEDULABLE_CONDITION.into(),
         status: true,
-        reason: n.to_string(),
+        reason: n.to_string().into(),
     })
 }
 

@@ -17,6 +17,9 @@ pub mod deschedule;
 pub mod failback;
 pub mod gate;
 pub mod waves;
+pub mod words;
+
+pub use words::{word, Word};
 
 #[cfg(test)]
 mod tests;
@@ -413,17 +416,19 @@ pub enum JobState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadCondition {
-    #[serde(rename = "type")]
-    pub type_: String,
+    #[serde(rename = "type", deserialize_with = "words::deserialize")]
+    pub type_: Word,
     pub status: bool,
-    pub reason: String,
+    #[serde(deserialize_with = "words::deserialize")]
+    pub reason: Word,
 }
 
 /// What an executor read from one object's live status on one cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadObservation {
-    pub kind: String,
+    #[serde(deserialize_with = "words::deserialize")]
+    pub kind: Word,
     /// The template revision the live object carries (its [`REVISION_ANNOTATION`]).
     pub revision: Option<u32>,
     pub generation: i64,
@@ -463,12 +468,12 @@ pub struct WorkloadStatus {
 
 /// `s` cut to at most [`MAX_REASON_BYTES`] on a character boundary: what core keeps of a
 /// condition's type and reason, so executors cut the same way and compare exactly.
-pub fn cut_reason(s: &str) -> String {
+pub fn cut_reason(s: &str) -> Word {
     let mut end = s.len().min(MAX_REASON_BYTES);
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    s[..end].to_string()
+    word(&s[..end])
 }
 
 /// The health verdict of an observation, by kind. Kinds without a status fedraft reads are
@@ -476,7 +481,7 @@ pub fn cut_reason(s: &str) -> String {
 /// the executor reports them only for rollouts.
 pub fn verdict(o: &WorkloadObservation) -> Verdict {
     let cond = |t: &str| o.conditions.iter().find(|c| c.type_ == t);
-    match o.kind.as_str() {
+    match &*o.kind {
         "Job" => match o.job {
             JobState::Complete => Verdict::Healthy,
             JobState::Failed => Verdict::Degraded,

@@ -96,7 +96,7 @@ fn strategy_validation_and_json() {
 
 fn obs(kind: &str, gen: (i64, i64), counts: (u32, u32, u32, u32)) -> WorkloadObservation {
     WorkloadObservation {
-        kind: kind.into(),
+        kind: crate::rollout::word(kind),
         revision: Some(1),
         generation: gen.0,
         observed_generation: gen.1,
