@@ -134,9 +134,15 @@ impl DesiredCache {
         };
         if let Entry::Ready(p) = &mut item.entry {
             if p.body.is_some() {
-                let mut bare = Prepared::clone(p);
-                bare.body = None;
-                *p = Arc::new(bare);
+                // Built field by field: a clone would copy the body only to drop it.
+                *p = Arc::new(Prepared {
+                    key: p.key.clone(),
+                    id: p.id.clone(),
+                    resolved: p.resolved.clone(),
+                    body: None,
+                    hash: p.hash.clone(),
+                    replicas: p.replicas,
+                });
             }
         }
     }
@@ -162,8 +168,10 @@ impl DesiredCache {
                     .1
             }
         };
-        let whole = Arc::new(prepared_as(&d, p.resolved.clone()).ok()?);
-        if whole.hash != p.hash || whole.id != p.id {
+        let (manifest, identity) = identity(&d).ok()?;
+        // The hash covers the identity too: an equal hash is an equal object id.
+        let whole = Arc::new(prepared_as(&d, manifest, identity, p.resolved.clone()).ok()?);
+        if whole.hash != p.hash {
             return None;
         }
         item.entry = Entry::Ready(whole.clone());
@@ -302,23 +310,32 @@ fn stamp(manifest: &Value, namespaced: bool) -> Result<(Box<str>, String), ExecE
 
 /// Resolves and stamps one rendered desired object.
 pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, ExecError> {
-    let (api_version, kind, _, _) =
-        plan::manifest_identity(manifest_of(d)?).map_err(ExecError::Manifest)?;
-    let resolved = ctx.resolver.resolve(&api_version, &kind).await?;
-    prepared_as(d, resolved)
+    let (manifest, identity) = identity(d)?;
+    let resolved = ctx.resolver.resolve(&identity.0, &identity.1).await?;
+    prepared_as(d, manifest, identity, resolved)
 }
 
-fn manifest_of(d: &DesiredObject) -> Result<&Value, ExecError> {
-    d.manifest
+/// A manifest's apiVersion, kind, namespace and name (`plan::manifest_identity`).
+type Identity = (String, String, String, String);
+
+/// `d`'s manifest and its identity, read once for both resolving and stamping.
+fn identity(d: &DesiredObject) -> Result<(&Value, Identity), ExecError> {
+    let manifest = d
+        .manifest
         .as_ref()
-        .map_err(|e| ExecError::Manifest(e.to_string()))
+        .map_err(|e| ExecError::Manifest(e.to_string()))?;
+    let identity = plan::manifest_identity(manifest).map_err(ExecError::Manifest)?;
+    Ok((manifest, identity))
 }
 
-/// Stamps `d` as the member's discovery (`resolved`) has its kind.
-fn prepared_as(d: &DesiredObject, resolved: Arc<Resolved>) -> Result<Prepared, ExecError> {
-    let manifest = manifest_of(d)?;
-    let (api_version, kind, namespace, name) =
-        plan::manifest_identity(manifest).map_err(ExecError::Manifest)?;
+/// Stamps `d` (its `manifest` of `identity`) as the member's discovery (`resolved`) has its
+/// kind.
+fn prepared_as(
+    d: &DesiredObject,
+    manifest: &Value,
+    (api_version, kind, namespace, name): Identity,
+    resolved: Arc<Resolved>,
+) -> Result<Prepared, ExecError> {
     plan::check_admitted(
         d.admitted.as_ref(),
         (&api_version, &kind, &namespace, &name),
@@ -487,7 +504,8 @@ mod tests {
             .into_iter()
             .next()
             .expect("web is placed on b");
-        let first = Arc::new(prepared_as(&d, resolved).expect("prepared"));
+        let (manifest, id) = identity(&d).expect("a manifest");
+        let first = Arc::new(prepared_as(&d, manifest, id, resolved).expect("prepared"));
         cache.insert(d.key.clone(), version, Entry::Ready(first.clone()));
 
         cache.settle(&d.key);

@@ -51,21 +51,21 @@ const KNOWN: &[&str] = &[
     "fedraft.io/PodsUnschedulable",
 ];
 
-/// `s` as a [`Word`]: borrowed from the table when known, owned otherwise.
-pub fn word(s: &str) -> Word {
-    match KNOWN.binary_search(&s) {
-        Ok(i) => Cow::Borrowed(KNOWN[i]),
-        Err(_) => Cow::Owned(s.to_string()),
-    }
+/// The table's copy of `s`, if it holds one.
+fn known(s: &str) -> Option<&'static str> {
+    KNOWN.binary_search(&s).ok().map(|i| KNOWN[i])
 }
 
-/// Decodes a string into a [`Word`] (serde's own `Cow` decoding always owns).
+/// `s` as a [`Word`]: borrowed from the table when known, owned otherwise.
+pub fn word(s: &str) -> Word {
+    known(s).map_or_else(|| Cow::Owned(s.to_string()), Cow::Borrowed)
+}
+
+/// Decodes a string into a [`Word`] (serde's own `Cow` decoding always owns), keeping the
+/// decoded string itself when the table does not hold it.
 pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Word, D::Error> {
     let s = String::deserialize(d)?;
-    Ok(match KNOWN.binary_search(&s.as_str()) {
-        Ok(i) => Cow::Borrowed(KNOWN[i]),
-        Err(_) => Cow::Owned(s),
-    })
+    Ok(known(&s).map_or(Cow::Owned(s), Cow::Borrowed))
 }
 
 #[cfg(test)]
