@@ -19,11 +19,42 @@ use sha2::{Digest, Sha256};
 /// Annotation holding [`manifest_hash`] of the manifest an object was last applied from.
 pub const APPLIED_HASH_ANNOTATION: &str = "fedraft.io/applied-hash";
 
-/// Hex SHA-256 of the canonical JSON of `manifest`.
-pub fn manifest_hash(manifest: &Value) -> String {
+/// SHA-256 of a manifest's canonical JSON ([`manifest_hash`]). Annotations carry it as 64
+/// lowercase hex digits; an executor keeps the 32 bytes, since it holds one per object per
+/// cluster in its prepared manifests, live copies and write memos.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ManifestHash([u8; 32]);
+
+impl ManifestHash {
+    /// The hash an applied-hash annotation names; `None` for anything but 64 lowercase hex
+    /// digits, which no fedraft write stamps (so it equals no manifest's hash).
+    pub fn parse(text: &str) -> Option<ManifestHash> {
+        if !text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        hex::decode_to_slice(text, &mut bytes).ok()?;
+        Some(ManifestHash(bytes))
+    }
+}
+
+impl std::fmt::Display for ManifestHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl std::fmt::Debug for ManifestHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+/// SHA-256 of the canonical JSON of `manifest`.
+pub fn manifest_hash(manifest: &Value) -> ManifestHash {
     let mut buf = Vec::with_capacity(512);
     canonical(manifest, &mut buf);
-    hex::encode(Sha256::digest(&buf))
+    ManifestHash(Sha256::digest(&buf).into())
 }
 
 /// Compact JSON with object keys sorted, whatever map type serde_json was built with.
@@ -163,7 +194,12 @@ mod tests {
         assert_eq!(manifest_hash(&a), manifest_hash(&b));
         let c = json!({"a": 1, "b": {"y": [2, 1], "x": "s"}});
         assert_ne!(manifest_hash(&a), manifest_hash(&c));
-        assert_eq!(manifest_hash(&a).len(), 64);
+        let text = manifest_hash(&a).to_string();
+        assert_eq!(text.len(), 64);
+        assert_eq!(ManifestHash::parse(&text), Some(manifest_hash(&a)));
+        assert_eq!(ManifestHash::parse(&text.to_uppercase()), None);
+        assert_eq!(ManifestHash::parse(&text[1..]), None);
+        assert_eq!(ManifestHash::parse("not a hash"), None);
     }
 
     #[test]

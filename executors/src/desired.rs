@@ -21,7 +21,7 @@ use fedraft_core::model::ObjectKey;
 use fedraft_core::state::{DesiredObject, State};
 use serde_json::{json, Value};
 
-use crate::compare::{manifest_hash, APPLIED_HASH_ANNOTATION};
+use crate::compare::{manifest_hash, ManifestHash, APPLIED_HASH_ANNOTATION};
 use crate::error::ExecError;
 use crate::live::Snapshot;
 use crate::node::ControlPlane;
@@ -39,6 +39,11 @@ pub struct Scan {
     pub rendered: Vec<(u64, DesiredObject)>,
 }
 
+/// An object's key as a cluster's executor holds it: one allocation shared by the object's
+/// cache entry, its prepared manifest and the reports a pass makes of it (`report::HeldStatus`),
+/// which each held their own copy of both names. Looked up as the key itself.
+pub type SharedKey = Arc<ObjectKey>;
+
 /// A desired object ready to be applied: resolved kind, body with its hash annotation. The
 /// reconciler prepares it ([`prepare`]); this cache keeps it until the object changes.
 ///
@@ -49,12 +54,12 @@ pub struct Scan {
 /// or foreign copy calls for, never a quiet one.
 #[derive(Debug, Clone)]
 pub struct Prepared {
-    pub key: ObjectKey,
+    pub key: SharedKey,
     pub id: LiveId,
     pub resolved: Arc<Resolved>,
     /// The manifest to apply, as compact JSON; `None` once the live copy settled.
     pub body: Option<Box<str>>,
-    pub hash: String,
+    pub hash: ManifestHash,
     pub replicas: u32,
 }
 
@@ -76,7 +81,7 @@ struct Item {
 #[derive(Debug, Default)]
 pub struct DesiredCache {
     labels: Option<BTreeMap<String, String>>,
-    items: HashMap<ObjectKey, Item>,
+    items: HashMap<SharedKey, Item>,
 }
 
 impl DesiredCache {
@@ -117,7 +122,7 @@ impl DesiredCache {
     }
 
     /// Records the outcome of preparing an object rendered at `version`.
-    pub fn insert(&mut self, key: ObjectKey, version: u64, entry: Entry) {
+    pub fn insert(&mut self, key: SharedKey, version: u64, entry: Entry) {
         self.items.insert(key, Item { version, entry });
     }
 
@@ -140,7 +145,7 @@ impl DesiredCache {
                     id: p.id.clone(),
                     resolved: p.resolved.clone(),
                     body: None,
-                    hash: p.hash.clone(),
+                    hash: p.hash,
                     replicas: p.replicas,
                 });
             }
@@ -158,22 +163,24 @@ impl DesiredCache {
         let item = self.items.get_mut(&p.key)?;
         let d = match s.object(&p.key.namespace, &p.key.name) {
             Some(obj) if obj.resource_version == item.version => {
-                render(s, obj, cluster, labels, p.key.clone())
+                render(s, obj, cluster, labels, (*p.key).clone())
             }
             Some(_) => return None,
             None => {
                 s.derived_for_cluster(cluster)
                     .into_iter()
-                    .find(|(v, d)| *v == item.version && d.key == p.key)?
+                    .find(|(v, d)| *v == item.version && d.key == *p.key)?
                     .1
             }
         };
         let (manifest, identity) = identity(&d).ok()?;
         // The hash covers the identity too: an equal hash is an equal object id.
-        let whole = Arc::new(prepared_as(&d, manifest, identity, p.resolved.clone()).ok()?);
+        let mut whole = prepared_as(&d, manifest, identity, p.resolved.clone()).ok()?;
         if whole.hash != p.hash {
             return None;
         }
+        whole.key = p.key.clone();
+        let whole = Arc::new(whole);
         item.entry = Entry::Ready(whole.clone());
         Some(whole)
     }
@@ -188,10 +195,10 @@ impl DesiredCache {
         let mut not_prepared = HashMap::new();
         for (version, d) in rendered {
             match prepare(ctx, &d).await {
-                Ok(p) => self.insert(d.key, version, Entry::Ready(Arc::new(p))),
+                Ok(p) => self.insert(p.key.clone(), version, Entry::Ready(Arc::new(p))),
                 // The manifest itself is unusable: nothing changes until the object does.
                 Err(e @ ExecError::Manifest(_)) => {
-                    self.insert(d.key, version, Entry::Unusable(e.to_string()))
+                    self.insert(Arc::new(d.key), version, Entry::Unusable(e.to_string()))
                 }
                 Err(e) => {
                     not_prepared.insert(d.key, e.to_string());
@@ -204,7 +211,7 @@ impl DesiredCache {
     /// Drops everything not placed on the cluster any more.
     pub fn retain(&mut self, keys: &[ObjectKey]) {
         let keep: BTreeSet<&ObjectKey> = keys.iter().collect();
-        self.items.retain(|k, _| keep.contains(k));
+        self.items.retain(|k, _| keep.contains(&**k));
     }
 }
 
@@ -240,7 +247,7 @@ pub fn restore_bodies(
                 .iter()
                 .find(|((a, k), _)| *a == p.id.api_version && *k == p.id.kind)
                 .and_then(|(_, objects)| objects.get(&p.id));
-            plan::needs_manifest(&p.hash, live.map(|l| &**l), memo.get(&p.id))
+            plan::needs_manifest(p.hash, live.map(|l| &**l), memo.get(&p.id))
         })
         .collect();
     if wanted.is_empty() {
@@ -257,7 +264,7 @@ pub fn restore_bodies(
         match whole {
             Some(p) => prepared[i] = p,
             None => {
-                unrestored.insert(prepared[i].key.clone());
+                unrestored.insert((*prepared[i].key).clone());
             }
         }
     }
@@ -285,7 +292,7 @@ fn render(
 
 /// The body to apply and its hash: `manifest` without a namespace for cluster-scoped kinds,
 /// stamped with the hash of what it holds (`APPLIED_HASH_ANNOTATION`).
-fn stamp(manifest: &Value, namespaced: bool) -> Result<(Box<str>, String), ExecError> {
+fn stamp(manifest: &Value, namespaced: bool) -> Result<(Box<str>, ManifestHash), ExecError> {
     let mut body = manifest.clone();
     if !namespaced {
         if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -298,7 +305,7 @@ fn stamp(manifest: &Value, namespaced: bool) -> Result<(Box<str>, String), ExecE
         if let Some(a) = annotations.as_object_mut() {
             a.insert(
                 APPLIED_HASH_ANNOTATION.to_string(),
-                Value::from(hash.clone()),
+                Value::from(hash.to_string()),
             );
         }
     }
@@ -354,7 +361,7 @@ fn prepared_as(
         name,
     };
     Ok(Prepared {
-        key: d.key.clone(),
+        key: Arc::new(d.key.clone()),
         id,
         resolved,
         body: Some(body),
@@ -467,7 +474,7 @@ mod tests {
                 let (cache, seen) = caches.entry(c).or_default();
                 let scan = cache.scan(&s, c);
                 for (v, d) in scan.rendered {
-                    cache.insert(d.key.clone(), v, Entry::Unusable(String::new()));
+                    cache.insert(Arc::new(d.key.clone()), v, Entry::Unusable(String::new()));
                     seen.insert(d.key.clone(), d);
                 }
                 cache.retain(&scan.keys);
@@ -506,7 +513,7 @@ mod tests {
             .expect("web is placed on b");
         let (manifest, id) = identity(&d).expect("a manifest");
         let first = Arc::new(prepared_as(&d, manifest, id, resolved).expect("prepared"));
-        cache.insert(d.key.clone(), version, Entry::Ready(first.clone()));
+        cache.insert(first.key.clone(), version, Entry::Ready(first.clone()));
 
         cache.settle(&d.key);
         let Some(Entry::Ready(bare)) = cache.get(&d.key).cloned() else {
@@ -545,7 +552,7 @@ mod tests {
         assert!(cache.restore(&s, "b", &bare).is_none(), "moved on since");
         let scan = cache.scan(&s, "b");
         let (version, d) = scan.rendered.into_iter().next().expect("rendered again");
-        cache.insert(d.key.clone(), version, Entry::Ready(first.clone()));
+        cache.insert(first.key.clone(), version, Entry::Ready(first.clone()));
         cache.settle(&d.key);
         let again = cache
             .restore(&s, "b", &bare)

@@ -93,9 +93,7 @@ impl Fence {
         if !self.may_write() {
             return Err(ExecError::LeaseLapsed { id: id.to_string() });
         }
-        let theirs = live
-            .and_then(|l| l.annotation(OWNER_ANNOTATION))
-            .and_then(parse_token);
+        let theirs = live.and_then(LiveObject::owner).and_then(parse_token);
         match theirs {
             Some((node, index)) if index > *mine => {
                 self.tripped.store(true, Ordering::Relaxed);
@@ -179,7 +177,7 @@ pub(crate) async fn remove(
     released: &BTreeSet<String>,
 ) -> Result<(), ExecError> {
     let preserved = live
-        .and_then(|l| l.annotation(OBJECT_ANNOTATION))
+        .and_then(LiveObject::federated_object)
         .is_some_and(|k| released.contains(k));
     if preserved {
         tracing::info!(cluster = %ctx.cluster, %id, "releasing a preserved copy");

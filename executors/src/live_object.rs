@@ -22,12 +22,11 @@
 
 use serde_json::{Map, Value};
 
-use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use fedraft_core::owners::OWNER_ANNOTATION;
+use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OBJECT_ANNOTATION};
 use fedraft_core::rollout::WorkloadObservation;
 
-/// The annotations a pass reads (the applied hash, the owner token, the federated object,
-/// the template revision) all carry fedraft's prefix; [`Marks`] keeps only these.
-const OWN_ANNOTATION_PREFIX: &str = "fedraft.io/";
+use crate::compare::{ManifestHash, APPLIED_HASH_ANNOTATION};
 
 /// A live object as the watch last delivered it.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,13 +38,19 @@ pub struct LiveObject {
     body: Option<Box<str>>,
 }
 
-/// What the plan and the fence read of every object on every pass.
+/// What the plan and the fence read of every object on every pass: the three of fedraft's
+/// annotations they consult, typed, and nothing else of the metadata. (The template revision is
+/// read once, into [`Summary::workload`].)
 #[derive(Debug, Clone, PartialEq, Default)]
 struct Marks {
     managed: bool,
     deleting: bool,
-    /// Annotations under [`OWN_ANNOTATION_PREFIX`], sorted by key.
-    annotations: Box<[(Box<str>, Box<str>)]>,
+    /// [`APPLIED_HASH_ANNOTATION`]; `None` when absent or not a hash fedraft stamps.
+    applied_hash: Option<ManifestHash>,
+    /// [`OWNER_ANNOTATION`]: the token of the owner that wrote the object.
+    owner: Option<Box<str>>,
+    /// [`OBJECT_ANNOTATION`]: the federated object the copy belongs to.
+    object: Option<Box<str>>,
 }
 
 /// What a status report reads of every object on every pass.
@@ -65,15 +70,8 @@ impl LiveObject {
         let meta = object.get("metadata");
         let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
         let resource_version = text(meta.and_then(|m| m.get("resourceVersion")));
-        let mut annotations: Vec<(Box<str>, Box<str>)> = meta
-            .and_then(|m| m.get("annotations"))
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter(|(k, _)| k.starts_with(OWN_ANNOTATION_PREFIX))
-            .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
-            .collect();
-        annotations.sort_unstable();
+        let annotations = meta.and_then(|m| m.get("annotations"));
+        let annotation = |key: &str| annotations.and_then(|a| a.get(key)).and_then(Value::as_str);
         let managed = meta
             .and_then(|m| m.get("labels"))
             .and_then(|l| l.get(MANAGED_BY_LABEL))
@@ -82,7 +80,9 @@ impl LiveObject {
         let marks = Marks {
             managed,
             deleting: meta.and_then(|m| m.get("deletionTimestamp")).is_some(),
-            annotations: annotations.into_boxed_slice(),
+            applied_hash: annotation(APPLIED_HASH_ANNOTATION).and_then(ManifestHash::parse),
+            owner: annotation(OWNER_ANNOTATION).map(Box::from),
+            object: annotation(OBJECT_ANNOTATION).map(Box::from),
         };
         let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
         let summary = Summary {
@@ -141,11 +141,19 @@ impl LiveObject {
         self.summary.workload.as_ref()
     }
 
-    /// One of fedraft's own annotations (those under `fedraft.io/`); others are not kept.
-    pub fn annotation(&self, key: &str) -> Option<&str> {
-        let a = &self.marks.annotations;
-        let i = a.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
-        Some(&a[i].1)
+    /// The manifest hash the object's applied-hash annotation names, if it names one.
+    pub fn applied_hash(&self) -> Option<ManifestHash> {
+        self.marks.applied_hash
+    }
+
+    /// The owner token the object's owner annotation carries.
+    pub fn owner(&self) -> Option<&str> {
+        self.marks.owner.as_deref()
+    }
+
+    /// The federated object (`namespace/name`) the object's annotation names.
+    pub fn federated_object(&self) -> Option<&str> {
+        self.marks.object.as_deref()
     }
 
     pub fn is_managed(&self) -> bool {
@@ -193,12 +201,22 @@ mod tests {
     }
 
     #[test]
-    fn only_fedraft_annotations_are_kept_and_found() {
+    fn the_annotations_a_pass_reads_are_kept_typed() {
         let live = LiveObject::from_value(deployment());
-        assert_eq!(live.annotation("fedraft.io/owner"), Some("n1@7"));
-        assert_eq!(live.annotation(REVISION_ANNOTATION), Some("3"));
-        assert_eq!(live.annotation("a"), None);
-        assert_eq!(live.annotation("fedraft.io/none"), None);
+        assert_eq!(live.owner(), Some("n1@7"));
+        assert_eq!(live.federated_object(), None);
+        assert_eq!(live.applied_hash(), None);
+        let hash = crate::compare::manifest_hash(&json!({"a": 1}));
+        let mut stamped = deployment();
+        stamped["metadata"]["annotations"][APPLIED_HASH_ANNOTATION] = json!(hash.to_string());
+        stamped["metadata"]["annotations"][OBJECT_ANNOTATION] = json!("shop/web");
+        let live = LiveObject::from_value(stamped);
+        assert_eq!(live.applied_hash(), Some(hash));
+        assert_eq!(live.federated_object(), Some("shop/web"));
+        // An annotation that is not a hash fedraft stamps names none.
+        let mut edited = deployment();
+        edited["metadata"]["annotations"][APPLIED_HASH_ANNOTATION] = json!("edited");
+        assert_eq!(LiveObject::from_value(edited).applied_hash(), None);
     }
 
     #[test]
@@ -290,7 +308,7 @@ mod tests {
         assert!(settled.is_settled() && !live.is_settled());
         assert_eq!(settled.full(), None);
         assert_eq!(settled.resource_version, live.resource_version);
-        assert_eq!(settled.annotation("fedraft.io/owner"), Some("n1@7"));
+        assert_eq!(settled.owner(), Some("n1@7"));
         assert_eq!(settled.ready_replicas(5), live.ready_replicas(5));
         assert_eq!(settled.workload(), live.workload());
         assert!(settled.is_managed() && !settled.is_deleting());

@@ -13,10 +13,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use fedraft_core::admission::{Admitted, Scope};
-use fedraft_core::render::OBJECT_ANNOTATION;
 use serde_json::Value;
 
-use crate::compare::APPLIED_HASH_ANNOTATION;
+use crate::compare::ManifestHash;
 use crate::live_object::LiveObject;
 
 /// Where an object lives in a member cluster: its type and its name.
@@ -48,7 +47,7 @@ impl std::fmt::Display for LiveId {
 /// the member cluster answered with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Memo {
-    pub hash: String,
+    pub hash: ManifestHash,
     pub resource_version: Option<String>,
 }
 
@@ -87,7 +86,7 @@ pub enum Verdict {
 ///   verified this very copy (it is settled).
 pub fn verdict(
     desired: Option<&str>,
-    hash: &str,
+    hash: ManifestHash,
     live: Option<&LiveObject>,
     memo: Option<&Memo>,
 ) -> Verdict {
@@ -107,14 +106,14 @@ pub fn verdict(
 /// What [`verdict`] decides from the hash alone; `None` when it must compare the manifest
 /// with the live copy.
 fn verdict_without_manifest(
-    hash: &str,
+    hash: ManifestHash,
     live: Option<&LiveObject>,
     memo: Option<&Memo>,
 ) -> Option<Verdict> {
     let Some(live) = live else {
         return Some(Verdict::Apply(ApplyReason::Missing));
     };
-    let own_hash = live.annotation(APPLIED_HASH_ANNOTATION) == Some(hash);
+    let own_hash = live.applied_hash() == Some(hash);
     if let Some(m) = memo.filter(|m| m.hash == hash) {
         if let (Some(ours), Some(seen)) = (&m.resource_version, &live.resource_version) {
             if ours == seen {
@@ -136,7 +135,7 @@ fn verdict_without_manifest(
 
 /// Whether [`verdict`], or the write it may call for, reads the manifest's body: a pass
 /// restores the bodies its settled objects dropped (`DesiredCache::restore`) for these only.
-pub fn needs_manifest(hash: &str, live: Option<&LiveObject>, memo: Option<&Memo>) -> bool {
+pub fn needs_manifest(hash: ManifestHash, live: Option<&LiveObject>, memo: Option<&Memo>) -> bool {
     !matches!(
         verdict_without_manifest(hash, live, memo),
         Some(Verdict::UpToDate { .. })
@@ -145,7 +144,11 @@ pub fn needs_manifest(hash: &str, live: Option<&LiveObject>, memo: Option<&Memo>
 
 /// After [`verdict`] found `live` up to date: the memo to keep so that the next pass skips the
 /// comparison, if it differs from `memo` (the live version is newer than the one remembered).
-pub fn verified_memo(hash: &str, live: Option<&LiveObject>, memo: Option<&Memo>) -> Option<Memo> {
+pub fn verified_memo(
+    hash: ManifestHash,
+    live: Option<&LiveObject>,
+    memo: Option<&Memo>,
+) -> Option<Memo> {
     let seen = live?.resource_version.as_deref()?;
     let newer = match memo
         .filter(|m| m.hash == hash)
@@ -155,7 +158,7 @@ pub fn verified_memo(hash: &str, live: Option<&LiveObject>, memo: Option<&Memo>)
         Some(ours) => ours != seen && !version_older(seen, ours),
     };
     newer.then(|| Memo {
-        hash: hash.to_string(),
+        hash,
         resource_version: Some(seen.to_string()),
     })
 }
@@ -187,11 +190,10 @@ pub fn prunable<'a>(
     live.into_iter()
         .filter(|(id, obj)| obj.is_managed() && !desired.contains(*id))
         .filter(|(id, obj)| {
-            !is_namespace(id)
-                || (obj.annotation(OBJECT_ANNOTATION).is_some() && !in_use.contains(&id.name))
+            !is_namespace(id) || (obj.federated_object().is_some() && !in_use.contains(&id.name))
         })
         .filter(|(_, obj)| {
-            obj.annotation(OBJECT_ANNOTATION)
+            obj.federated_object()
                 .is_none_or(|k| !unrendered.contains(k))
         })
         .filter(|(_, obj)| !obj.is_deleting())
@@ -320,7 +322,8 @@ pub fn by_type(ids: &BTreeSet<LiveId>) -> BTreeMap<(String, String), Vec<&LiveId
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::manifest_hash;
+    use crate::compare::{manifest_hash, APPLIED_HASH_ANNOTATION};
+    use fedraft_core::render::OBJECT_ANNOTATION;
     use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
     use serde_json::json;
 
@@ -349,14 +352,14 @@ mod tests {
         }
     }
 
-    fn desired(replicas: u32) -> (Value, String) {
+    fn desired(replicas: u32) -> (Value, ManifestHash) {
         let mut m = json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "a", "namespace": "web", "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
             "spec": {"replicas": replicas},
         });
         let h = manifest_hash(&m);
-        m["metadata"]["annotations"] = json!({ APPLIED_HASH_ANNOTATION: h });
+        m["metadata"]["annotations"] = json!({ APPLIED_HASH_ANNOTATION: h.to_string() });
         (m, h)
     }
 
@@ -372,22 +375,22 @@ mod tests {
         let (m, h) = desired(3);
         let live = live_from(&m, "10", json!({"readyReplicas": 3}));
         assert_eq!(
-            verdict(Some(&m.to_string()), &h, None, None),
+            verdict(Some(&m.to_string()), h, None, None),
             Verdict::Apply(ApplyReason::Missing)
         );
         assert_eq!(
-            verdict(Some(&m.to_string()), &h, Some(&live), None),
+            verdict(Some(&m.to_string()), h, Some(&live), None),
             Verdict::UpToDate { verified: true },
             "fresh executor, same manifest"
         );
         assert_eq!(
-            verdict(Some(&m.to_string()), &h, Some(&live.settled()), None),
+            verdict(Some(&m.to_string()), h, Some(&live.settled()), None),
             Verdict::UpToDate { verified: true },
             "a settled copy is not compared again"
         );
         let (m4, h4) = desired(4);
         assert_eq!(
-            verdict(Some(&m4.to_string()), &h4, Some(&live), None),
+            verdict(Some(&m4.to_string()), h4, Some(&live), None),
             Verdict::Apply(ApplyReason::Changed)
         );
 
@@ -395,42 +398,42 @@ mod tests {
         drifted["spec"]["replicas"] = json!(7);
         let drifted = live_from(&drifted, "11", json!({"readyReplicas": 3}));
         assert_eq!(
-            verdict(Some(&m.to_string()), &h, Some(&drifted), None),
+            verdict(Some(&m.to_string()), h, Some(&drifted), None),
             Verdict::Apply(ApplyReason::Drifted)
         );
         let ours = Memo {
-            hash: h.clone(),
+            hash: h,
             resource_version: Some("11".into()),
         };
         assert_eq!(
-            verdict(Some(&m.to_string()), &h, Some(&drifted), Some(&ours)),
+            verdict(Some(&m.to_string()), h, Some(&drifted), Some(&ours)),
             Verdict::UpToDate { verified: true },
             "the copy our own write was answered with holds what we wrote"
         );
         let memo = Memo {
-            hash: h.clone(),
+            hash: h,
             resource_version: Some("10".into()),
         };
         assert_eq!(
-            verdict(Some(&m.to_string()), &h, Some(&drifted), Some(&memo)),
+            verdict(Some(&m.to_string()), h, Some(&drifted), Some(&memo)),
             Verdict::Apply(ApplyReason::Drifted),
             "a newer version than ours is compared"
         );
 
         // The watch has not delivered our write yet: the cache is older than the memo.
         let memo = Memo {
-            hash: h.clone(),
+            hash: h,
             resource_version: Some("12".into()),
         };
         let stale = live_from(&desired(1).0, "9", json!({}));
         assert_eq!(
-            verdict(Some(&m.to_string()), &h, Some(&stale), Some(&memo)),
+            verdict(Some(&m.to_string()), h, Some(&stale), Some(&memo)),
             Verdict::UpToDate { verified: false },
             "an older copy is skipped, never taken as verified"
         );
         // A memo for another manifest does not count.
         assert_eq!(
-            verdict(Some(&m4.to_string()), &h4, Some(&stale), Some(&memo)),
+            verdict(Some(&m4.to_string()), h4, Some(&stale), Some(&memo)),
             Verdict::Apply(ApplyReason::Changed)
         );
     }
@@ -443,26 +446,26 @@ mod tests {
         let live = live_from(&m, "10", json!({"readyReplicas": 3}));
         let (_, h4) = desired(4);
         let ours = Memo {
-            hash: h.clone(),
+            hash: h,
             resource_version: Some("10".into()),
         };
-        assert!(needs_manifest(&h, None, None), "missing: written");
-        assert!(needs_manifest(&h4, Some(&live), None), "changed: written");
+        assert!(needs_manifest(h, None, None), "missing: written");
+        assert!(needs_manifest(h4, Some(&live), None), "changed: written");
         assert!(
-            needs_manifest(&h, Some(&live), None),
+            needs_manifest(h, Some(&live), None),
             "unverified copy: compared"
         );
-        assert!(!needs_manifest(&h, Some(&live.settled()), None), "settled");
+        assert!(!needs_manifest(h, Some(&live.settled()), None), "settled");
         assert!(
-            !needs_manifest(&h, Some(&live), Some(&ours)),
+            !needs_manifest(h, Some(&live), Some(&ours)),
             "our own write's copy"
         );
         assert_eq!(
-            verdict(None, &h, Some(&live), None),
+            verdict(None, h, Some(&live), None),
             Verdict::Apply(ApplyReason::Drifted)
         );
         assert_eq!(
-            verdict(None, &h, Some(&live.settled()), None),
+            verdict(None, h, Some(&live.settled()), None),
             Verdict::UpToDate { verified: true }
         );
     }

@@ -117,7 +117,7 @@ pub async fn reconcile(
     memo: Option<&Memo>,
     ctx: &ClusterCtx,
 ) -> Result<Action, ExecError> {
-    let reason = match plan::verdict(p.body.as_deref(), &p.hash, live, memo) {
+    let reason = match plan::verdict(p.body.as_deref(), p.hash, live, memo) {
         Verdict::UpToDate { .. } => return Ok(Action::UpToDate),
         Verdict::Apply(reason) => reason,
     };
@@ -288,7 +288,7 @@ impl<C: ControlPlane> Reconciler<C> {
                 None => not_prepared.remove(key).unwrap_or_default(),
             };
             unresolved.insert(key.to_string());
-            statuses.push(report(key, &cluster, false, 0, Some(message)));
+            statuses.push(report(&Arc::new(key.clone()), false, 0, Some(message)));
         }
 
         // Watch every type in use, and any default kind holding fedraft objects (`sweep`),
@@ -342,21 +342,21 @@ impl<C: ControlPlane> Reconciler<C> {
                         .map(|e| format!(": {e}"))
                         .unwrap_or_default(),
                 };
-                statuses.push(report(&p.key, &cluster, false, 0, Some(e.to_string())));
+                statuses.push(report(&p.key, false, 0, Some(e.to_string())));
                 next = next.min(now + ctx.cfg.backoff_min);
                 continue;
             };
             if let Some(r) = self
                 .retries
                 .get(&p.id)
-                .filter(|r| r.hash == p.hash && r.next_at > now)
+                .filter(|r| r.hash == Some(p.hash) && r.next_at > now)
             {
-                statuses.push(report(&p.key, &cluster, false, 0, Some(r.message.clone())));
+                statuses.push(report(&p.key, false, 0, Some(r.message.clone())));
                 next = next.min(r.next_at);
                 continue;
             }
             if let Some(e) = unread.get(&p.id) {
-                statuses.push(report(&p.key, &cluster, false, 0, Some(e.clone())));
+                statuses.push(report(&p.key, false, 0, Some(e.clone())));
                 next = next.min(now + ctx.cfg.backoff_min);
                 continue;
             }
@@ -368,7 +368,7 @@ impl<C: ControlPlane> Reconciler<C> {
             }
             let live = objects.get(&p.id);
             let memo = self.memo.get(&p.id);
-            match plan::verdict(p.body.as_deref(), &p.hash, live.map(|l| &**l), memo) {
+            match plan::verdict(p.body.as_deref(), p.hash, live.map(|l| &**l), memo) {
                 Verdict::UpToDate { verified: v } => {
                     ctx.metrics.reconciled(Reconciled::Unchanged);
                     self.retries.remove(&p.id);
@@ -383,7 +383,7 @@ impl<C: ControlPlane> Reconciler<C> {
                         if p.body.is_some() {
                             self.desired.settle(&p.key);
                         }
-                    } else if let Some(m) = plan::verified_memo(&p.hash, live.map(|l| &**l), memo) {
+                    } else if let Some(m) = plan::verified_memo(p.hash, live.map(|l| &**l), memo) {
                         self.memo.insert(p.id.clone(), m);
                     }
                     let (status, workload, value) = reports_in_place(
@@ -399,7 +399,7 @@ impl<C: ControlPlane> Reconciler<C> {
                 }
                 Verdict::Apply(_) => match &hold {
                     Some((until, message)) => {
-                        statuses.push(report(&p.key, &cluster, false, 0, Some(message.clone())));
+                        statuses.push(report(&p.key, false, 0, Some(message.clone())));
                         next = next.min(*until);
                     }
                     None => work.push((p.clone(), live.cloned(), memo.cloned())),
@@ -434,14 +434,14 @@ impl<C: ControlPlane> Reconciler<C> {
             let result = match result {
                 Some(Err(e)) if retry::refused_connection(&e) => {
                     ctx.metrics.reconciled(Reconciled::ApplyFailed);
-                    statuses.push(report(&p.key, &cluster, false, 0, Some(e.to_string())));
+                    statuses.push(report(&p.key, false, 0, Some(e.to_string())));
                     refused.get_or_insert(e);
                     continue;
                 }
                 Some(r) => r,
                 None => {
                     let message = "not tried: the cluster refused a connection".to_string();
-                    statuses.push(report(&p.key, &cluster, false, 0, Some(message)));
+                    statuses.push(report(&p.key, false, 0, Some(message)));
                     continue;
                 }
             };
@@ -462,7 +462,7 @@ impl<C: ControlPlane> Reconciler<C> {
                             self.memo.insert(
                                 p.id.clone(),
                                 Memo {
-                                    hash: p.hash.clone(),
+                                    hash: p.hash,
                                     resource_version: rv.map(str::to_string),
                                 },
                             );
@@ -483,10 +483,10 @@ impl<C: ControlPlane> Reconciler<C> {
                 Err(ExecError::LeaseLapsed { .. }) => lapsed = true,
                 Err(e) => {
                     ctx.metrics.reconciled(Reconciled::ApplyFailed);
-                    let at = self.retries.fail(&p.id, &p.hash, &e, now, &ctx.cfg);
+                    let at = self.retries.fail(&p.id, Some(p.hash), &e, now, &ctx.cfg);
                     next = next.min(at);
                     tracing::warn!(%cluster, id = %p.id, error = %e, "apply failed");
-                    statuses.push(report(&p.key, &cluster, false, 0, Some(e.to_string())));
+                    statuses.push(report(&p.key, false, 0, Some(e.to_string())));
                 }
             }
         }
@@ -546,7 +546,7 @@ impl<C: ControlPlane> Reconciler<C> {
                 Err(e) => {
                     ctx.metrics.reconciled(Reconciled::DeleteFailed);
                     tracing::warn!(%cluster, %id, error = %e, "delete failed");
-                    let at = self.retries.fail(&id, "", &e, now, &ctx.cfg);
+                    let at = self.retries.fail(&id, None, &e, now, &ctx.cfg);
                     next = next.min(at);
                 }
             }
@@ -558,11 +558,9 @@ impl<C: ControlPlane> Reconciler<C> {
         self.memo.retain(|id, _| desired_ids.contains(id));
         // Memos live from a write until its copy settles: after a burst of writes the table
         // would keep room for all of them.
-        if self.memo.capacity() > 64 && self.memo.len() < self.memo.capacity() / 4 {
-            self.memo.shrink_to_fit();
-        }
+        crate::report::release_spare_room(&mut self.memo);
         // Derived tenant quotas have no federated object to take a status.
-        statuses.retain(|r| r.name != fedraft_core::state::TENANT_QUOTA_KEY);
+        statuses.retain(|r| r.key.name != fedraft_core::state::TENANT_QUOTA_KEY);
         if lapsed {
             // Its statuses would call objects it could not write failed: the next pass reports.
             return next.min(now + LEASE_RECHECK);

@@ -47,6 +47,8 @@ use fedraft_core::policy::ExtendedCapacity;
 use fedraft_core::rollout::WorkloadObservation;
 use fedraft_core::state::{State, MAX_BATCH_ITEMS};
 
+use crate::desired::SharedKey;
+
 /// A proposed observation not reflected by the state after this long is proposed again; the
 /// status flush compares every report with the state this often.
 pub(crate) const RESEND_AFTER: Duration = Duration::from_secs(5);
@@ -89,12 +91,57 @@ struct ProbeState {
     unreachable_pending: Option<ProbeFailure>,
 }
 
+/// A pass's report on one object, as it is held until the next pass: the object's key shared
+/// with the desired cache ([`SharedKey`]), the cluster being the table's. One is held per
+/// object per cluster; an [`ObjectStatusReport`] is built only for a report that goes out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldStatus {
+    pub key: SharedKey,
+    pub applied: bool,
+    pub ready_replicas: u32,
+    /// Already cut to [`MAX_MESSAGE_BYTES`].
+    pub message: Option<Box<str>>,
+}
+
+impl HeldStatus {
+    /// The report as proposed, of this object on `cluster`.
+    pub fn on(&self, cluster: &str) -> ObjectStatusReport {
+        ObjectStatusReport {
+            namespace: self.key.namespace.clone(),
+            name: self.key.name.clone(),
+            cluster: cluster.to_string(),
+            applied: self.applied,
+            ready_replicas: self.ready_replicas,
+            message: self.message.as_deref().map(str::to_string),
+        }
+    }
+}
+
+/// A pass's workload observation of one object, held as [`HeldStatus`] is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldWorkload {
+    pub key: SharedKey,
+    pub observed: WorkloadObservation,
+}
+
+impl HeldWorkload {
+    /// The report as proposed, of this object on `cluster`.
+    pub fn on(&self, cluster: &str) -> WorkloadReport {
+        WorkloadReport {
+            namespace: self.key.namespace.clone(),
+            name: self.key.name.clone(),
+            cluster: cluster.to_string(),
+            observed: self.observed.clone(),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     probes: BTreeMap<String, ProbeState>,
     /// cluster -> the applied index the latest pass read, and its reports.
-    statuses: BTreeMap<String, (u64, Vec<ObjectStatusReport>)>,
-    workloads: BTreeMap<String, Vec<WorkloadReport>>,
+    statuses: BTreeMap<String, (u64, Vec<HeldStatus>)>,
+    workloads: BTreeMap<String, Vec<HeldWorkload>>,
     /// Clusters whose reports a pass replaced since their last comparison with the state.
     statuses_changed: BTreeSet<String>,
     workloads_changed: BTreeSet<String>,
@@ -149,8 +196,8 @@ impl Observations {
         &self,
         cluster: &str,
         as_of: u64,
-        reports: Vec<ObjectStatusReport>,
-        workloads: Vec<WorkloadReport>,
+        reports: Vec<HeldStatus>,
+        workloads: Vec<HeldWorkload>,
     ) {
         let mut g = self.lock();
         g.statuses.insert(cluster.to_string(), (as_of, reports));
@@ -277,8 +324,13 @@ impl Observations {
         // Reports the state holds now need no guard against resending: dropped first, so that
         // one differing again goes out at once. Only the guards are walked here; the loop
         // below builds a key only for the few reports that differ.
-        sent.statuses
-            .retain(|_, (at, _)| status_differs(state, &at.report) == Some(true));
+        sent.statuses.retain(|_, (at, _)| {
+            let r = &at.report;
+            let id = (r.namespace.as_str(), r.name.as_str(), r.cluster.as_str());
+            let seen = (r.applied, r.ready_replicas, r.message.as_deref());
+            status_differs(state, id, seen) == Some(true)
+        });
+        release_spare_room(&mut sent.statuses);
         let clusters = due(&inner.statuses, &mut inner.statuses_changed, sweep);
         let mut out = Vec::new();
         for (i, cluster) in clusters.iter().enumerate() {
@@ -287,14 +339,20 @@ impl Observations {
             };
             for r in reports {
                 // Not placed there (any more): core would ignore it. Same: nothing to say.
-                if status_differs(state, r) != Some(true) {
+                let id = (
+                    r.key.namespace.as_str(),
+                    r.key.name.as_str(),
+                    cluster.as_str(),
+                );
+                let seen = (r.applied, r.ready_replicas, r.message.as_deref());
+                if status_differs(state, id, seen) != Some(true) {
                     continue;
                 }
                 let at = StatusReportAt {
-                    report: r.clone(),
+                    report: r.on(cluster),
                     as_of: *as_of,
                 };
-                let key = (r.namespace.clone(), r.name.clone(), r.cluster.clone());
+                let key = (r.key.namespace.clone(), r.key.name.clone(), cluster.clone());
                 if sent.statuses.get(&key).is_some_and(|(s, t)| {
                     *s == at && now.saturating_duration_since(*t) < RESEND_AFTER
                 }) {
@@ -313,6 +371,15 @@ impl Observations {
     }
 }
 
+/// Gives back a table's room once most of its entries are gone. Tables that fill in a burst and
+/// empty as the state catches up (the guards against resending, the write memos) would
+/// otherwise keep room for every placement of the fleet after it converged.
+pub(crate) fn release_spare_room<K: Eq + std::hash::Hash, V>(table: &mut HashMap<K, V>) {
+    if table.capacity() > 64 && table.len() < table.capacity() / 4 {
+        table.shrink_to_fit();
+    }
+}
+
 /// The clusters a flush of `sweep` compares, in name order; none of them stays marked changed.
 fn due<V>(
     reports: &BTreeMap<String, V>,
@@ -326,17 +393,23 @@ fn due<V>(
     }
 }
 
-fn status_differs(state: &State, r: &ObjectStatusReport) -> Option<bool> {
+/// Whether a report of (applied, ready replicas, message) on `name` in `namespace` on
+/// `cluster` is not what the state records; None when the object is not placed there.
+fn status_differs(
+    state: &State,
+    (namespace, name, cluster): (&str, &str, &str),
+    (applied, ready, message): (bool, u32, Option<&str>),
+) -> Option<bool> {
     let placed = state
-        .object(&r.namespace, &r.name)?
+        .object(namespace, name)?
         .status
         .clusters
         .iter()
-        .find(|c| c.cluster == r.cluster)?;
+        .find(|c| c.cluster == cluster)?;
     Some(
-        placed.applied != r.applied
-            || placed.ready_replicas != r.ready_replicas
-            || placed.message != r.message,
+        placed.applied != applied
+            || placed.ready_replicas != ready
+            || placed.message.as_deref() != message,
     )
 }
 
@@ -376,6 +449,7 @@ impl Observations {
             .retain(|(namespace, name, cluster), (observed, _)| {
                 workload_differs(state, (namespace, name, cluster), observed) == Some(true)
             });
+        release_spare_room(&mut sent.workloads);
         let clusters = due(&inner.workloads, &mut inner.workloads_changed, sweep);
         let mut out = Vec::new();
         for (i, cluster) in clusters.iter().enumerate() {
@@ -384,18 +458,22 @@ impl Observations {
             };
             for r in reports {
                 // Not placed there: core would skip it. Recorded already: nothing to say.
-                let id = (r.namespace.as_str(), r.name.as_str(), r.cluster.as_str());
+                let id = (
+                    r.key.namespace.as_str(),
+                    r.key.name.as_str(),
+                    cluster.as_str(),
+                );
                 if workload_differs(state, id, &r.observed) != Some(true) {
                     continue;
                 }
-                let key = (r.namespace.clone(), r.name.clone(), r.cluster.clone());
+                let key = (r.key.namespace.clone(), r.key.name.clone(), cluster.clone());
                 if sent.workloads.get(&key).is_some_and(|(o, t)| {
                     *o == r.observed && now.saturating_duration_since(*t) < RESEND_AFTER
                 }) {
                     continue;
                 }
                 sent.workloads.insert(key, (r.observed.clone(), now));
-                out.push(r.clone());
+                out.push(r.on(cluster));
                 if out.len() == MAX_BATCH_ITEMS {
                     inner
                         .workloads_changed
@@ -408,21 +486,18 @@ impl Observations {
     }
 }
 
-/// One object's status on one cluster, its message cut to [`MAX_MESSAGE_BYTES`].
+/// One object's status on a cluster, its message cut to [`MAX_MESSAGE_BYTES`].
 pub fn object_report(
-    key: &fedraft_core::model::ObjectKey,
-    cluster: &str,
+    key: &SharedKey,
     applied: bool,
     ready: u32,
     message: Option<String>,
-) -> ObjectStatusReport {
-    ObjectStatusReport {
-        namespace: key.namespace.clone(),
-        name: key.name.clone(),
-        cluster: cluster.to_string(),
+) -> HeldStatus {
+    HeldStatus {
+        key: key.clone(),
         applied,
         ready_replicas: ready,
-        message: message.map(|m| short_message(&m)),
+        message: message.map(|m| short_message(&m).into_boxed_str()),
     }
 }
 

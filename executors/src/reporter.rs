@@ -200,8 +200,8 @@ mod tests {
         assert!(applied.outcome.is_accepted(), "{:?}", applied.outcome);
         let obs = Arc::new(Observations::default());
         obs.probe_ok("a", None);
-        let key = fedraft_core::model::ObjectKey::new("ns", "web");
-        let report = object_report(&key, "a", true, 2, None);
+        let key = Arc::new(fedraft_core::model::ObjectKey::new("ns", "web"));
+        let report = object_report(&key, true, 2, None);
         obs.set_statuses("a", 3, vec![report], Vec::new());
         let cfg = ExecutorConfig {
             probe_interval: Duration::from_millis(20),

@@ -24,6 +24,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backoff::Backoff;
+use crate::compare::ManifestHash;
 use crate::config::ExecutorConfig;
 use crate::error::ExecError;
 use crate::plan::LiveId;
@@ -45,8 +46,8 @@ pub fn error_policy(err: &ExecError, attempt: u32, cfg: &ExecutorConfig) -> Dura
 pub struct Retry {
     attempt: u32,
     pub next_at: Instant,
-    /// The manifest hash that failed; a changed manifest is tried at once.
-    pub hash: String,
+    /// The manifest hash that failed (`None` for a delete); a changed manifest is tried at once.
+    pub hash: Option<ManifestHash>,
     pub message: String,
 }
 
@@ -63,11 +64,12 @@ impl Retries {
         self.0.remove(id);
     }
 
-    /// Records a failure of `id`'s write of `hash` ("" for a delete); returns when to try again.
+    /// Records a failure of `id`'s write of `hash` (`None` for a delete); returns when to try
+    /// again.
     pub fn fail(
         &mut self,
         id: &LiveId,
-        hash: &str,
+        hash: Option<ManifestHash>,
         e: &ExecError,
         now: Instant,
         cfg: &ExecutorConfig,
@@ -83,7 +85,7 @@ impl Retries {
             Retry {
                 attempt,
                 next_at: at,
-                hash: hash.to_string(),
+                hash,
                 message: e.to_string(),
             },
         );
@@ -303,11 +305,13 @@ mod tests {
             name: "b".into(),
         };
         let now = Instant::now();
+        let h1 = crate::compare::manifest_hash(&serde_json::json!(1));
+        let h2 = crate::compare::manifest_hash(&serde_json::json!(2));
         for _ in 0..10 {
-            retries.fail(&id, "h1", &answered(500), now, &cfg);
+            retries.fail(&id, Some(h1), &answered(500), now, &cfg);
         }
         assert_eq!(retries.get(&id).map(|r| r.attempt), Some(10));
-        retries.fail(&id, "h2", &answered(500), now, &cfg);
+        retries.fail(&id, Some(h2), &answered(500), now, &cfg);
         assert_eq!(retries.get(&id).map(|r| r.attempt), Some(1));
         retries.remove(&id);
         assert!(retries.get(&id).is_none());

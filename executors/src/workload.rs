@@ -9,7 +9,6 @@
 //! Must not: judge health (core's `rollout::verdict` does, from what this reports) or talk to
 //! member clusters (it reads objects the watches already hold).
 
-use fedraft_core::command::WorkloadReport;
 use fedraft_core::rollout::deschedule::unschedulable_condition;
 use fedraft_core::rollout::{
     cut_reason, word, HealthRule, JobState, WorkloadCondition, WorkloadObservation,
@@ -17,14 +16,14 @@ use fedraft_core::rollout::{
 };
 use serde_json::Value;
 
-use fedraft_core::command::{ObjectStatusReport, StatusValuesReport};
+use fedraft_core::command::StatusValuesReport;
 use fedraft_core::karmada::jsonpath::JsonPath;
 
-use crate::desired::Prepared;
+use crate::desired::{Prepared, SharedKey};
 use crate::live_object::LiveObject;
 use crate::plan::{self, at};
 use crate::preserve::status_values;
-use crate::report::object_report as report;
+use crate::report::{object_report as report, HeldStatus, HeldWorkload};
 
 /// What a pass reports of one object in place on `cluster` (`live` as the member holds it):
 /// its status, its rollout, and the status values it preserves. A health rule or preserved
@@ -36,57 +35,49 @@ pub(crate) fn reports_in_place(
     live: Option<&LiveObject>,
     (rule, paths): (Option<&HealthRule>, Option<&Vec<JsonPath>>),
     unschedulable: u32,
-) -> (
-    ObjectStatusReport,
-    Option<WorkloadReport>,
-    Option<StatusValuesReport>,
-) {
+) -> (HeldStatus, Option<HeldWorkload>, Option<StatusValuesReport>) {
     if rule.is_none() && paths.is_none() {
         let ready = live.map_or(0, |l| l.ready_replicas(p.replicas));
         let workload = live
             .and_then(LiveObject::workload)
-            .map(|o| report_of(&p.key, cluster, o.clone(), unschedulable));
-        return (report(&p.key, cluster, true, ready, None), workload, None);
+            .map(|o| report_of(&p.key, o.clone(), unschedulable));
+        return (report(&p.key, true, ready, None), workload, None);
     }
     let whole = live.and_then(LiveObject::full);
     let object = whole.as_ref();
     let ready = plan::ready_replicas(&p.id.kind, object, p.replicas);
     (
-        report(&p.key, cluster, true, ready, None),
-        workload_report(&p.key, &p.id.kind, cluster, object, rule, unschedulable),
+        report(&p.key, true, ready, None),
+        workload_report(&p.key, &p.id.kind, object, rule, unschedulable),
         status_values(&p.key, cluster, object, paths),
     )
 }
 
 /// The workload report of an applied object (`live` as the member holds it), when it has one.
 pub fn workload_report(
-    key: &fedraft_core::model::ObjectKey,
+    key: &SharedKey,
     kind: &str,
-    cluster: &str,
     live: Option<&Value>,
     rule: Option<&HealthRule>,
     unschedulable: u32,
-) -> Option<WorkloadReport> {
+) -> Option<HeldWorkload> {
     let observed = observe_workload(kind, live?, rule)?;
-    Some(report_of(key, cluster, observed, unschedulable))
+    Some(report_of(key, observed, unschedulable))
 }
 
-/// The workload report of `observed` on `cluster`, with the unschedulable count.
+/// The workload report of `observed`, with the unschedulable count.
 pub fn report_of(
-    key: &fedraft_core::model::ObjectKey,
-    cluster: &str,
+    key: &SharedKey,
     mut observed: WorkloadObservation,
     unschedulable: u32,
-) -> WorkloadReport {
+) -> HeldWorkload {
     if let Some(c) = unschedulable_condition(unschedulable) {
         // Last, so the workload's own conditions cannot push the count out.
         observed.conditions.truncate(MAX_CONDITIONS - 1);
         observed.conditions.push(c);
     }
-    WorkloadReport {
-        namespace: key.namespace.clone(),
-        name: key.name.clone(),
-        cluster: cluster.to_string(),
+    HeldWorkload {
+        key: key.clone(),
         observed,
     }
 }
@@ -251,13 +242,13 @@ mod tests {
         assert!(!o.conditions.last().unwrap().status);
         // Pods left Pending unschedulable ride along as the last condition, after at most
         // seven of the workload's own.
-        let key = fedraft_core::model::ObjectKey::new("ns", "web");
-        let r = workload_report(&key, "Deployment", "dc1", Some(&d), None, 2).unwrap();
+        let key = std::sync::Arc::new(fedraft_core::model::ObjectKey::new("ns", "web"));
+        let r = workload_report(&key, "Deployment", Some(&d), None, 2).unwrap();
         assert_eq!(
             fedraft_core::rollout::deschedule::unschedulable(&r.observed),
             2
         );
-        let r = workload_report(&key, "Deployment", "dc1", Some(&d), None, 0).unwrap();
+        let r = workload_report(&key, "Deployment", Some(&d), None, 0).unwrap();
         assert_eq!(r.observed.conditions.len(), 1);
         // Deployments keep their own reading: the rule is not applied to them.
         let o = observe_workload("Deployment", &d, Some(&rule)).unwrap();

@@ -139,9 +139,9 @@ fn state_with_one_object_per_cluster() -> State {
     s
 }
 
-fn applied_report(c: &str) -> ObjectStatusReport {
+fn applied_report(c: &str) -> HeldStatus {
     let key = fedraft_core::model::ObjectKey::new("ns", format!("cm-{c}"));
-    object_report(&key, c, true, 0, None)
+    object_report(&std::sync::Arc::new(key), true, 0, None)
 }
 
 fn clusters_of(batch: &[StatusReportAt]) -> Vec<&str> {
@@ -203,7 +203,7 @@ fn a_guard_goes_once_the_state_holds_its_report() {
         "executor",
         2600,
         Command::StatusReportsAt(vec![StatusReportAt {
-            report: stale,
+            report: stale.on("a"),
             as_of: 30,
         }]),
     );
