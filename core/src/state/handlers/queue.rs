@@ -210,7 +210,7 @@ impl State {
     /// Every waiting object in fair order, or those of one tenant (their positions are still
     /// their places in the whole queue).
     pub fn waiting(&self, tenant: Option<&str>) -> Vec<Waiting> {
-        let ordered = self.fair_order(self.ix.short.iter());
+        let ordered = self.fair_order(self.ix.short.iter().map(|k| &**k));
         ordered
             .into_iter()
             .enumerate()

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::table::Keyed;
-use crate::model::{Cluster, FederatedObject, Health, ObjectKey};
+use crate::model::{Cluster, FederatedObject, Health, ObjectKey, PlacedCluster};
 use crate::policy::Resources;
 use crate::state::Data;
 
@@ -26,14 +26,14 @@ pub(crate) struct Index {
     /// cluster -> requests booked there (one entry per registered cluster).
     pub booked: Keyed<Resources>,
     /// Objects without an explicit cluster list: any new cluster may concern them.
-    pub wide: BTreeSet<ObjectKey>,
+    pub wide: BTreeSet<SharedKey>,
     /// cluster name -> objects whose explicit cluster list names it.
     pub named: Keyed<BTreeSet<SharedKey>>,
     /// Objects that may want a cluster that becomes usable: Duplicated, rebalancing, or short of
     /// replicas. Others are stable by design and ignore new clusters.
-    pub hungry: BTreeSet<ObjectKey>,
+    pub hungry: BTreeSet<SharedKey>,
     /// Objects with unplaced replicas: new capacity anywhere may help them.
-    pub short: BTreeSet<ObjectKey>,
+    pub short: BTreeSet<SharedKey>,
     /// namespace -> owning tenant.
     pub ns_owner: BTreeMap<String, String>,
     /// Membership of `Data::pending`, to enqueue each object once.
@@ -42,9 +42,10 @@ pub(crate) struct Index {
     pub ns_usage: BTreeMap<String, NsUsage>,
 }
 
-/// An object's key as the per-cluster sets hold it: one allocation shared by the object's
-/// entries in `placed_on` and `named` (four or so per object), where each entry held its own
-/// copy of both names. Ordered, compared and looked up as the key itself.
+/// An object's key as the per-object sets hold it: one allocation shared by the object's
+/// entries in `placed_on`, `named`, `wide`, `hungry` and `short` (four or so per object), where
+/// each entry held its own copy of both names. Ordered, compared and looked up as the key
+/// itself.
 pub(crate) type SharedKey = Arc<ObjectKey>;
 
 /// What one namespace stores.
@@ -141,15 +142,14 @@ impl Index {
 
     /// Records an object's spec and placement in every index.
     pub fn add_object(&mut self, obj: &FederatedObject) {
-        let key = obj.key();
-        let shared = SharedKey::new(key.clone());
+        let shared = SharedKey::new(obj.key());
         let u = self.ns_usage.entry(obj.namespace.clone()).or_default();
         u.objects += 1;
         u.template_bytes += obj.spec.template.len() as u64;
         self.add_placement(obj, &shared);
         match &obj.spec.placement.clusters {
             None => {
-                self.wide.insert(key.clone());
+                self.wide.insert(shared.clone());
             }
             Some(names) => {
                 for n in names {
@@ -160,10 +160,10 @@ impl Index {
             }
         }
         if is_hungry(obj) {
-            self.hungry.insert(key.clone());
+            self.hungry.insert(shared.clone());
         }
         if obj.status.shortfall.is_some() {
-            self.short.insert(key);
+            self.short.insert(shared);
         }
     }
 
@@ -321,11 +321,7 @@ impl Index {
         if old == new {
             return;
         }
-        let shared = old
-            .iter()
-            .flatten()
-            .find_map(|n| self.named.get(n)?.get(key).cloned())
-            .unwrap_or_else(|| SharedKey::new(key.clone()));
+        let shared = self.shared_key(key, old.as_deref().unwrap_or_default(), &[]);
         match old {
             None => {
                 self.wide.remove(key);
@@ -343,7 +339,7 @@ impl Index {
         }
         match new {
             None => {
-                self.wide.insert(key.clone());
+                self.wide.insert(shared);
             }
             Some(names) => {
                 for n in names {
@@ -359,12 +355,34 @@ impl Index {
     /// from before the change; sets are touched only when membership changes.
     pub fn refresh_flags(&mut self, key: &ObjectKey, before: (bool, bool), obj: &FederatedObject) {
         let (hungry, short) = flags(obj);
+        if hungry == before.0 && short == before.1 {
+            return;
+        }
+        let names = obj.spec.placement.clusters.as_deref().unwrap_or_default();
+        let shared = self.shared_key(key, names, &obj.status.clusters);
         if hungry != before.0 {
-            set_member(&mut self.hungry, key, hungry);
+            set_member(&mut self.hungry, shared.clone(), hungry);
         }
         if short != before.1 {
-            set_member(&mut self.short, key, short);
+            set_member(&mut self.short, shared, short);
         }
+    }
+
+    /// The allocation the sets already share for `key` (found through the clusters it names or
+    /// is placed on, or the flag sets), or a new one for an object in none of them.
+    fn shared_key(&self, key: &ObjectKey, named: &[String], placed: &[PlacedCluster]) -> SharedKey {
+        let found = (self.wide.get(key))
+            .or_else(|| named.iter().find_map(|n| self.named.get(n)?.get(key)))
+            .or_else(|| {
+                placed
+                    .iter()
+                    .find_map(|p| self.placed_on.get(&p.cluster)?.get(key))
+            })
+            .or_else(|| self.hungry.get(key))
+            .or_else(|| self.short.get(key));
+        found
+            .cloned()
+            .unwrap_or_else(|| SharedKey::new(key.clone()))
     }
 
     /// Objects interested in cluster `name` becoming usable, among `set`, in key order.
@@ -374,7 +392,7 @@ impl Index {
     /// back (registration, recovery) a thousand at a time.
     pub fn interested_in<'a>(
         &'a self,
-        set: &'a BTreeSet<ObjectKey>,
+        set: &'a BTreeSet<SharedKey>,
         name: &str,
     ) -> Vec<&'a ObjectKey> {
         let mut out = Vec::new();
@@ -389,23 +407,20 @@ impl Index {
 }
 
 /// Appends `a ∩ b`, probing the larger set with the smaller one's keys.
-fn intersect<'a, A: std::borrow::Borrow<ObjectKey> + Ord>(
-    a: &'a BTreeSet<A>,
-    b: &'a BTreeSet<ObjectKey>,
+fn intersect<'a>(
+    a: &'a BTreeSet<SharedKey>,
+    b: &'a BTreeSet<SharedKey>,
     out: &mut Vec<&'a ObjectKey>,
 ) {
-    if a.len() <= b.len() {
-        out.extend(a.iter().map(|k| k.borrow()).filter(|k| b.contains(*k)));
-    } else {
-        out.extend(b.iter().filter(|k| a.contains(*k)));
-    }
+    let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    out.extend(small.iter().map(|k| &**k).filter(|k| large.contains(*k)));
 }
 
-fn set_member(set: &mut BTreeSet<ObjectKey>, key: &ObjectKey, member: bool) {
+fn set_member(set: &mut BTreeSet<SharedKey>, key: SharedKey, member: bool) {
     if member {
-        set.insert(key.clone());
+        set.insert(key);
     } else {
-        set.remove(key);
+        set.remove(&*key);
     }
 }
 
@@ -444,7 +459,7 @@ mod tests {
             named_b in prop::collection::btree_set(0u8..60, 0..20),
         ) {
             let mut ix = Index {
-                wide: wide.iter().copied().map(key).collect(),
+                wide: wide.iter().map(|&i| SharedKey::new(key(i))).collect(),
                 ..Index::default()
             };
             for (cluster, names) in [("a", &named_a), ("b", &named_b)] {
@@ -452,11 +467,12 @@ mod tests {
                     ix.named.get_or_insert_with(cluster, BTreeSet::new).insert(SharedKey::new(key(n)));
                 }
             }
-            let set: BTreeSet<ObjectKey> = set.into_iter().map(key).collect();
+            let set: BTreeSet<SharedKey> = set.into_iter().map(|i| SharedKey::new(key(i))).collect();
             for cluster in ["a", "b", "c"] {
                 let named = ix.named.get(cluster);
                 let want: Vec<&ObjectKey> = set
                     .iter()
+                    .map(|k| &**k)
                     .filter(|k| ix.wide.contains(*k) || named.is_some_and(|n| n.contains(*k)))
                     .collect();
                 prop_assert_eq!(ix.interested_in(&set, cluster), want);
