@@ -317,6 +317,11 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         .values()
         .map(|p| p.placement.len() as u64)
         .sum();
+    if args.settle_secs > 0 {
+        tokio::time::sleep(Duration::from_secs(args.settle_secs)).await;
+        let gauges = fleet_gauges::scrape(&http, &fed).await;
+        rep.sample(Phase::Settled, &pids, &sim_pids, procs.path(), gauges);
+    }
 
     // 3. Distribution latency at a steady write rate.
     if args.steady_secs > 0 {

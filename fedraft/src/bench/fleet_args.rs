@@ -25,6 +25,10 @@ pub struct FleetArgs {
     /// Seconds of the distribution-latency phase (0 skips it).
     #[arg(long, default_value_t = 30)]
     pub steady_secs: u64,
+    /// Seconds after convergence before sampling what the nodes hold once the executors'
+    /// passes verified their writes (0 skips it).
+    #[arg(long, default_value_t = 30)]
+    pub settle_secs: u64,
     /// Failover grace period of every object, seconds.
     #[arg(long, default_value_t = 10)]
     pub grace_secs: u64,

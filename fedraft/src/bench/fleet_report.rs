@@ -21,6 +21,8 @@ pub enum Phase {
     Start,
     Register,
     Converge,
+    /// A while after convergence, once passes verified the copies they wrote.
+    Settled,
     Steady,
     Dark,
     Brake,
@@ -32,6 +34,7 @@ impl Phase {
             Phase::Start => "start",
             Phase::Register => "register",
             Phase::Converge => "converge",
+            Phase::Settled => "settled",
             Phase::Steady => "steady",
             Phase::Dark => "dark",
             Phase::Brake => "brake",
@@ -306,6 +309,17 @@ impl Report {
     }
 
     /// The resources sampled at the end of `phase`, if it ran.
+    /// Seconds from the convergence sample to the settled one (0 without both).
+    fn settled_after_s(&self) -> f64 {
+        match (
+            self.resources_at(Phase::Converge),
+            self.resources_at(Phase::Settled),
+        ) {
+            (Some(c), Some(s)) => s.at_s - c.at_s,
+            _ => 0.0,
+        }
+    }
+
     fn resources_at(&self, phase: Phase) -> Option<&Resources> {
         self.resources
             .iter()
@@ -313,11 +327,13 @@ impl Report {
             .map(|(_, r)| r)
     }
 
-    /// Where the heaviest node's growth per object went while converging (see `fleet_gauges`).
-    fn memory_per_object(&self) -> Option<PerObject> {
+    /// Where the heaviest node's growth per object went from registering to the end of `phase`
+    /// (see `fleet_gauges`): at convergence it holds what passes still verify (live bodies,
+    /// write memos, guards of reports in flight); once settled, what every object keeps.
+    fn memory_per_object(&self, phase: Phase) -> Option<PerObject> {
         let (registered, converged) = (
             self.resources_at(Phase::Register)?,
-            self.resources_at(Phase::Converge)?,
+            self.resources_at(phase)?,
         );
         let heaviest = (0..converged.nodes.len())
             .max_by(|&a, &b| converged.nodes[a].0.total_cmp(&converged.nodes[b].0))?;
@@ -436,8 +452,16 @@ impl Report {
                 "heaviest node's memory growth: {cluster:.0} KiB per cluster, {object:.1} KiB per object (manifest included)"
             );
         }
-        if let Some(g) = self.memory_per_object() {
-            let _ = writeln!(o, "heaviest node while converging: {}", g.render());
+        if let Some(g) = self.memory_per_object(Phase::Converge) {
+            let _ = writeln!(o, "heaviest node at convergence: {}", g.render());
+        }
+        if let Some(g) = self.memory_per_object(Phase::Settled) {
+            let _ = writeln!(
+                o,
+                "heaviest node settled ({:.0} s after convergence): {}",
+                self.settled_after_s(),
+                g.render()
+            );
         }
         for (p, d) in self.disk_growth() {
             let _ = writeln!(
@@ -506,7 +530,9 @@ impl Report {
                 "logBytes": d.log, "archiveBytes": d.archive, "walBytes": d.wal, "totalBytes": d.total})).collect::<Vec<_>>(),
             "checkpoints": self.checkpoints(),
             "memoryKiB": self.memory_slopes().map(|(c, o)| json!({"perCluster": c, "perObject": o,
-                "perObjectBreakdown": self.memory_per_object().map(|g| g.to_json())})),
+                "perObjectBreakdown": self.memory_per_object(Phase::Converge).map(|g| g.to_json()),
+                "perObjectSettled": self.memory_per_object(Phase::Settled).map(|g| g.to_json()),
+                "settledAfterS": self.settled_after_s()})),
             "curve": self.curve.iter().map(|(t, n)| json!([t, n])).collect::<Vec<_>>(),
             "notes": self.notes, "errors": self.errors,
         })
@@ -514,42 +540,4 @@ impl Report {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn renderings_carry_every_error_and_the_curve() {
-        let args =
-            <FleetArgs as clap::FromArgMatches>::from_arg_matches(
-                &<FleetArgs as clap::Args>::augment_args(clap::Command::new("t"))
-                    .get_matches_from(["t", "--clusters", "30", "--objects", "10"]),
-            )
-            .unwrap();
-        let mut r = Report::new(&args);
-        r.curve = vec![(0.0, 0), (5.0, 4), (9.0, 10)];
-        r.converged_s = 9.0;
-        r.check("after convergence", 2, vec!["m0001: holds x".into()]);
-        let s = Samples {
-            writes: vec![Duration::from_millis(4), Duration::from_millis(9)],
-            reads: vec![],
-            errors: 3,
-            retries: 1,
-        };
-        r.phase(Phase::Converge, &s);
-        let text = r.render();
-        assert!(text.contains("ERROR: 2 differences"), "{text}");
-        assert!(
-            text.contains("ERROR: converge: 3 API calls failed"),
-            "{text}"
-        );
-        let j = r.to_json();
-        assert_eq!(j["errors"].as_array().unwrap().len(), 2);
-        assert_eq!(j["api"][0]["writeP99Ms"], 9.0);
-        let pic = super::super::fleet_plot::svg(&r);
-        assert!(
-            pic.contains("<polyline") && pic.contains("50.0,310.0"),
-            "{pic}"
-        );
-    }
-}
+mod tests;

@@ -29,6 +29,8 @@ fn a_small_fleet_converges_exactly_and_survives_a_dark_region() {
             "20",
             "--writers",
             "8",
+            "--settle-secs",
+            "2",
         ])
         .args(["--grace-secs", "5", "--failure-secs", "4"])
         .args(["--converge-timeout-secs", "180", "--nodes", "2"])

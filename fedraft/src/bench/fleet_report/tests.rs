@@ -1,0 +1,90 @@
+//! The fleet report's renderings, from samples given by hand.
+
+use super::super::fleet_gauges::NodeMemory;
+use super::*;
+use std::time::Duration;
+
+/// A report of a run with the bench's defaults but for its size.
+fn report(clusters: u32, objects: u32) -> Report {
+    let args = <FleetArgs as clap::FromArgMatches>::from_arg_matches(
+        &<FleetArgs as clap::Args>::augment_args(clap::Command::new("t")).get_matches_from([
+            "t".to_string(),
+            "--clusters".into(),
+            clusters.to_string(),
+            "--objects".into(),
+            objects.to_string(),
+        ]),
+    )
+    .unwrap();
+    Report::new(&args)
+}
+
+#[test]
+fn renderings_carry_every_error_and_the_curve() {
+    let mut r = report(30, 10);
+    r.curve = vec![(0.0, 0), (5.0, 4), (9.0, 10)];
+    r.converged_s = 9.0;
+    r.check("after convergence", 2, vec!["m0001: holds x".into()]);
+    let s = Samples {
+        writes: vec![Duration::from_millis(4), Duration::from_millis(9)],
+        reads: vec![],
+        errors: 3,
+        retries: 1,
+    };
+    r.phase(Phase::Converge, &s);
+    let text = r.render();
+    assert!(text.contains("ERROR: 2 differences"), "{text}");
+    assert!(
+        text.contains("ERROR: converge: 3 API calls failed"),
+        "{text}"
+    );
+    let j = r.to_json();
+    assert_eq!(j["errors"].as_array().unwrap().len(), 2);
+    assert_eq!(j["api"][0]["writeP99Ms"], 9.0);
+    let pic = super::super::fleet_plot::svg(&r);
+    assert!(
+        pic.contains("<polyline") && pic.contains("50.0,310.0"),
+        "{pic}"
+    );
+}
+
+#[test]
+fn memory_per_object_is_given_at_convergence_and_once_settled() {
+    let mut r = report(3, 1024);
+    // One node whose heap grows by 4 MiB to convergence and gives back 2 MiB once settled.
+    let at = |heap_mib: f64, at_s: f64| Resources {
+        nodes: vec![(heap_mib, 0.0)],
+        fleet: (0.0, 0.0),
+        gauges: vec![NodeGauges {
+            memory: Some(NodeMemory {
+                heap: heap_mib * 1048576.0,
+                log_cache: 0.0,
+                rocksdb_caches: 0.0,
+                table_readers: 0.0,
+            }),
+            checkpoints: None,
+            disk: None,
+        }],
+        data_bytes: 0,
+        at_s,
+    };
+    r.resources.push((Phase::Start, at(9.0, 0.0)));
+    r.resources.push((Phase::Register, at(10.0, 1.0)));
+    r.resources.push((Phase::Converge, at(14.0, 5.0)));
+    r.resources.push((Phase::Settled, at(12.0, 35.0)));
+    let held = |p| r.memory_per_object(p).map(|g| g.held());
+    assert_eq!(held(Phase::Converge), Some(4.0));
+    assert_eq!(held(Phase::Settled), Some(2.0));
+    let text = r.render();
+    assert!(
+        text.contains("heaviest node at convergence: 4.0 KiB per object held"),
+        "{text}"
+    );
+    assert!(
+        text.contains("heaviest node settled (30 s after convergence): 2.0 KiB"),
+        "{text}"
+    );
+    let j = r.to_json();
+    assert_eq!(j["memoryKiB"]["settledAfterS"], 30.0, "{j}");
+    assert_eq!(j["memoryKiB"]["perObjectSettled"]["held"], 2.0, "{j}");
+}
