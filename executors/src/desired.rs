@@ -175,11 +175,11 @@ impl DesiredCache {
         };
         let (manifest, identity) = identity(&d).ok()?;
         // The hash covers the identity too: an equal hash is an equal object id.
-        let mut whole = prepared_as(&d, manifest, identity, p.resolved.clone()).ok()?;
+        let resolved = p.resolved.clone();
+        let whole = prepared_as(&d, manifest, identity, (p.key.clone(), resolved)).ok()?;
         if whole.hash != p.hash {
             return None;
         }
-        whole.key = p.key.clone();
         let whole = Arc::new(whole);
         item.entry = Entry::Ready(whole.clone());
         Some(whole)
@@ -235,7 +235,7 @@ pub fn restore_bodies(
     (cache, cluster): (&mut DesiredCache, &str),
     prepared: &mut [Arc<Prepared>],
     (snapshot, memo): (&Snapshot, &HashMap<LiveId, Memo>),
-) -> HashSet<ObjectKey> {
+) -> HashSet<SharedKey> {
     let wanted: Vec<usize> = (0..prepared.len())
         .filter(|&i| {
             let p = &prepared[i];
@@ -264,7 +264,7 @@ pub fn restore_bodies(
         match whole {
             Some(p) => prepared[i] = p,
             None => {
-                unrestored.insert((*prepared[i].key).clone());
+                unrestored.insert(prepared[i].key.clone());
             }
         }
     }
@@ -319,7 +319,7 @@ fn stamp(manifest: &Value, namespaced: bool) -> Result<(Box<str>, ManifestHash),
 pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, ExecError> {
     let (manifest, identity) = identity(d)?;
     let resolved = ctx.resolver.resolve(&identity.0, &identity.1).await?;
-    prepared_as(d, manifest, identity, resolved)
+    prepared_as(d, manifest, identity, (Arc::new(d.key.clone()), resolved))
 }
 
 /// A manifest's apiVersion, kind, namespace and name (`plan::manifest_identity`).
@@ -336,12 +336,12 @@ fn identity(d: &DesiredObject) -> Result<(&Value, Identity), ExecError> {
 }
 
 /// Stamps `d` (its `manifest` of `identity`) as the member's discovery (`resolved`) has its
-/// kind.
+/// kind, under `key`: `d`'s key, shared with the cache entry when rendered again.
 fn prepared_as(
     d: &DesiredObject,
     manifest: &Value,
     (api_version, kind, namespace, name): Identity,
-    resolved: Arc<Resolved>,
+    (key, resolved): (SharedKey, Arc<Resolved>),
 ) -> Result<Prepared, ExecError> {
     plan::check_admitted(
         d.admitted.as_ref(),
@@ -361,7 +361,7 @@ fn prepared_as(
         name,
     };
     Ok(Prepared {
-        key: Arc::new(d.key.clone()),
+        key,
         id,
         resolved,
         body: Some(body),
@@ -512,7 +512,8 @@ mod tests {
             .next()
             .expect("web is placed on b");
         let (manifest, id) = identity(&d).expect("a manifest");
-        let first = Arc::new(prepared_as(&d, manifest, id, resolved).expect("prepared"));
+        let key = Arc::new(d.key.clone());
+        let first = Arc::new(prepared_as(&d, manifest, id, (key, resolved)).expect("prepared"));
         cache.insert(first.key.clone(), version, Entry::Ready(first.clone()));
 
         cache.settle(&d.key);
