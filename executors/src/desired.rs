@@ -350,16 +350,12 @@ fn prepared_as(
     )
     .map_err(ExecError::Manifest)?;
     let (body, hash) = stamp(manifest, resolved.namespaced)?;
-    let id = LiveId {
-        api_version,
-        kind,
-        namespace: if resolved.namespaced {
-            namespace
-        } else {
-            String::new()
-        },
-        name,
+    let namespace = if resolved.namespaced {
+        namespace
+    } else {
+        String::new()
     };
+    let id = LiveId::new(api_version, kind, namespace, name);
     Ok(Prepared {
         key,
         id,

@@ -246,12 +246,7 @@ mod tests {
     }
 
     fn id() -> LiveId {
-        LiveId {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            namespace: "ns".into(),
-            name: "a".into(),
-        }
+        LiveId::new("v1", "ConfigMap", "ns", "a")
     }
 
     /// A lease clock fresh for the next minute.

@@ -289,16 +289,16 @@ fn to_live(r: &Resolved, mut obj: DynamicObject) -> Option<(LiveId, Arc<LiveObje
         );
         map.insert("kind".into(), Value::from(r.resource.kind.clone()));
     }
-    let id = LiveId {
-        api_version: r.resource.api_version.clone(),
-        kind: r.resource.kind.clone(),
-        namespace: if r.namespaced {
-            obj.metadata.namespace.clone().unwrap_or_default()
-        } else {
-            String::new()
-        },
-        name: obj.metadata.name.clone()?,
+    let namespace = match r.namespaced {
+        true => obj.metadata.namespace.clone().unwrap_or_default(),
+        false => String::new(),
     };
+    let id = LiveId::new(
+        r.resource.api_version.clone(),
+        r.resource.kind.clone(),
+        namespace,
+        obj.metadata.name.clone()?,
+    );
     Some((id, Arc::new(LiveObject::from_value(value))))
 }
 
@@ -378,12 +378,7 @@ mod tests {
         let mut snapshot = Snapshot::new();
         let mut wanted = Vec::new();
         for i in 0..40 {
-            let id = LiveId {
-                api_version: "v1".into(),
-                kind: "ConfigMap".into(),
-                namespace: "shop".into(),
-                name: format!("c{i}"),
-            };
+            let id = LiveId::new("v1", "ConfigMap", "shop", format!("c{i}"));
             let live = LiveObject::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": id.name, "namespace": "shop"}}));
             snapshot

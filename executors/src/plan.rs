@@ -11,6 +11,7 @@
 //! (the watches only ever see labelled objects, and [`prunable`] checks the label again).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use fedraft_core::admission::{Admitted, Scope};
 use serde_json::Value;
@@ -19,14 +20,53 @@ use crate::compare::ManifestHash;
 use crate::live_object::LiveObject;
 
 /// Where an object lives in a member cluster: its type and its name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LiveId {
+///
+/// Cheap to clone: the four names sit in one shared allocation. The live cache keys its copies
+/// by it, a prepared manifest carries it, the write memo and the retries key by it, and every
+/// pass copies the live cache and collects the ids it wants: with four owned strings a
+/// placement kept three copies and each pass made more.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LiveId(Arc<LiveName>);
+
+/// The names a [`LiveId`] holds. Ordered by type first, so one type's ids sort together.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LiveName {
     /// `group/version` or `version` for the core group.
     pub api_version: String,
     pub kind: String,
     /// Empty for cluster-scoped kinds.
     pub namespace: String,
     pub name: String,
+}
+
+impl LiveId {
+    pub fn new(
+        api_version: impl Into<String>,
+        kind: impl Into<String>,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        LiveId(Arc::new(LiveName {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }))
+    }
+}
+
+impl std::ops::Deref for LiveId {
+    type Target = LiveName;
+
+    fn deref(&self) -> &LiveName {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for LiveId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 impl std::fmt::Display for LiveId {
@@ -344,12 +384,7 @@ mod tests {
     }
 
     fn id(name: &str) -> LiveId {
-        LiveId {
-            api_version: "apps/v1".into(),
-            kind: "Deployment".into(),
-            namespace: "web".into(),
-            name: name.into(),
-        }
+        LiveId::new("apps/v1", "Deployment", "web", name)
     }
 
     fn desired(replicas: u32) -> (Value, ManifestHash) {
@@ -502,12 +537,7 @@ mod tests {
     }
 
     fn ns_id(name: &str) -> LiveId {
-        LiveId {
-            api_version: "v1".into(),
-            kind: "Namespace".into(),
-            namespace: String::new(),
-            name: name.into(),
-        }
+        LiveId::new("v1", "Namespace", "", name)
     }
 
     fn ns_live(name: &str, owner: Option<&str>) -> LiveObject {

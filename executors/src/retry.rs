@@ -298,12 +298,7 @@ mod tests {
     #[test]
     fn per_object_retries_back_off_and_a_new_manifest_starts_over() {
         let (cfg, mut retries) = (cfg(), Retries::default());
-        let id = LiveId {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            namespace: "a".into(),
-            name: "b".into(),
-        };
+        let id = LiveId::new("v1", "ConfigMap", "a", "b");
         let now = Instant::now();
         let h1 = crate::compare::manifest_hash(&serde_json::json!(1));
         let h2 = crate::compare::manifest_hash(&serde_json::json!(2));
