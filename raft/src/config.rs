@@ -21,6 +21,10 @@ use std::path::PathBuf;
 
 use crate::error::RaftError;
 
+/// The most entries one AppendEntries carries; a peer that does not answer such a batch in time
+/// gets fewer (`network::append_budget`).
+pub(crate) const MAX_PAYLOAD_ENTRIES: u64 = 1024;
+
 /// Everything a node needs to start. `Default` gives the documented production timeouts and a
 /// placeholder identity; tests override ids, paths and addresses.
 #[derive(Debug, Clone)]
@@ -103,7 +107,7 @@ impl NodeConfig {
             max_in_snapshot_log_to_keep: self.max_in_snapshot_log_to_keep,
             // Up to 1024 entries per AppendEntries: large enough for group commit under load,
             // small enough (~300 KiB of 256-byte commands) for one WAN round trip.
-            max_payload_entries: 1024,
+            max_payload_entries: MAX_PAYLOAD_ENTRIES,
             ..Default::default()
         };
         c.validate().map_err(|e| RaftError::Invalid(e.to_string()))

@@ -5,13 +5,13 @@
 //! (back off), anything else that failed in transit is `Network` (retry), and an error the peer
 //! itself returned is `RemoteError`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError as OrRaftError, RemoteError,
-    Unreachable,
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError as OrRaftError,
+    RemoteError, Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -22,6 +22,7 @@ use openraft::BasicNode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::append_budget::{AppendBudget, InFlight};
 use super::tls::PeerTls;
 use super::*;
 use crate::codec::{self, ProposeReply, ReadIndexReply};
@@ -322,11 +323,16 @@ fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
 /// Builds a connection handle per target for openraft.
 pub struct NetworkFactory {
     client: PeerClient,
+    /// Per target, kept across the handles openraft builds for it (one per leadership).
+    budgets: HashMap<NodeId, Arc<AppendBudget>>,
 }
 
 impl NetworkFactory {
     pub fn new(client: PeerClient) -> Self {
-        NetworkFactory { client }
+        NetworkFactory {
+            client,
+            budgets: HashMap::new(),
+        }
     }
 }
 
@@ -334,10 +340,15 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerConn;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerConn {
+        let budget = self
+            .budgets
+            .entry(target)
+            .or_insert_with(|| Arc::new(AppendBudget::new(crate::config::MAX_PAYLOAD_ENTRIES)));
         PeerConn {
             client: self.client.clone(),
             target,
             addr: node.addr.clone(),
+            budget: budget.clone(),
         }
     }
 }
@@ -347,6 +358,7 @@ pub struct PeerConn {
     client: PeerClient,
     target: NodeId,
     addr: String,
+    budget: Arc<AppendBudget>,
 }
 
 type RpcResult<T, E = openraft::error::Infallible> =
@@ -384,7 +396,26 @@ impl RaftNetwork<TypeConfig> for PeerConn {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>> {
-        self.rpc(PATH_APPEND, &rpc, option.hard_ttl()).await
+        let entries = rpc.entries.len() as u64;
+        if let Err(limit) = self.budget.admit(entries) {
+            tracing::debug!(
+                target = self.target,
+                entries,
+                limit,
+                "append over the peer's budget; asking for fewer entries"
+            );
+            return Err(RPCError::PayloadTooLarge(
+                PayloadTooLarge::new_entries_hint(limit),
+            ));
+        }
+        let budget = self.budget.clone();
+        let flight = InFlight::new(&budget, entries);
+        let reply = self.rpc(PATH_APPEND, &rpc, option.hard_ttl()).await;
+        // A reply of any kind came in time; a failure in transit is dropped as unanswered.
+        if !matches!(reply, Err(RPCError::Network(_) | RPCError::Unreachable(_))) {
+            flight.answered();
+        }
+        reply
     }
 
     async fn install_snapshot(
@@ -401,5 +432,76 @@ impl RaftNetwork<TypeConfig> for PeerConn {
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>> {
         self.rpc(PATH_VOTE, &rpc, option.hard_ttl()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+
+    fn append_of(entries: u64) -> AppendEntriesRequest<TypeConfig> {
+        let log_id = |i| LogId::new(CommittedLeaderId::new(1, 1), i);
+        AppendEntriesRequest {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: None,
+            leader_commit: None,
+            entries: (1..=entries)
+                .map(|i| Entry {
+                    log_id: log_id(i),
+                    payload: EntryPayload::Blank,
+                })
+                .collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_does_not_answer_a_batch_in_time_is_sent_smaller_ones() {
+        // Accepts connections and never answers: every append is cut off by its timeout.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                open.push(conn);
+            }
+        });
+        let mut factory = NetworkFactory::new(PeerClient::new("secret").unwrap());
+        let node = BasicNode { addr };
+        let mut conn = factory.new_client(2, &node).await;
+        let ttl = Duration::from_millis(100);
+        // Cut off by the call's own deadline (openraft's timeout, the same, drops it instead).
+        let cut = conn
+            .append_entries(append_of(40), RPCOption::new(ttl))
+            .await;
+        assert!(matches!(cut, Err(RPCError::Network(_))), "{cut:?}");
+        assert_eq!(conn.budget.limit(), Some(20));
+        // A call dropped before its answer counts the same.
+        let mut third = factory.new_client(4, &node).await;
+        let dropped = tokio::time::timeout(
+            ttl / 2,
+            third.append_entries(append_of(10), RPCOption::new(ttl)),
+        );
+        assert!(dropped.await.is_err(), "nobody answers");
+        assert_eq!(third.budget.limit(), Some(5));
+        // A later handle to the same peer keeps what was learnt, and refuses without sending.
+        let mut again = factory.new_client(2, &node).await;
+        match again
+            .append_entries(append_of(40), RPCOption::new(ttl))
+            .await
+        {
+            Err(RPCError::PayloadTooLarge(p)) => assert_eq!(p.entries_hint(), 20),
+            other => panic!("expected PayloadTooLarge, got {other:?}"),
+        }
+        // Heartbeats still go out (and fail in transit here, which limits nothing).
+        let beat = again
+            .append_entries(append_of(0), RPCOption::new(ttl))
+            .await;
+        assert!(matches!(beat, Err(RPCError::Network(_))), "{beat:?}");
+        assert_eq!(again.budget.limit(), Some(20));
+        // Another peer is not limited by this one's slowness.
+        let other = factory.new_client(3, &node).await;
+        assert_eq!(other.budget.limit(), None);
+        held.abort();
     }
 }

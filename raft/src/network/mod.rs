@@ -2,8 +2,10 @@
 //! cluster secret. `client` is the pooled outbound side (openraft's `RaftNetwork` plus the
 //! forwarding calls); `server` is the axum peer router that answers them; `tls` builds the
 //! mutual-TLS configurations both sides use when the node has certificates; `secret` is the
-//! constant-time comparison the server's secret check (and the API's token check) rely on.
+//! constant-time comparison the server's secret check (and the API's token check) rely on;
+//! `append_budget` keeps appends to a slow peer small enough to be answered in time.
 
+pub mod append_budget;
 pub mod client;
 pub mod secret;
 pub mod server;
