@@ -3,7 +3,9 @@
 //! # Timeout defaults (three data centers, <= 50 ms round trip)
 //!
 //! - `heartbeat_interval_ms = 100`: two round trips. Frequent enough that a follower sees many
-//!   heartbeats inside one election timeout, rare enough to cost nothing on a WAN link.
+//!   heartbeats inside one election timeout, rare enough to cost nothing on a WAN link. It is
+//!   also how long openraft waits for an AppendEntries' answer: a peer that needs longer for a
+//!   full batch is sent smaller ones (`network::append_budget`).
 //! - `election_timeout_min_ms = 400`, `election_timeout_max_ms = 700`: 8 to 14 round trips and
 //!   more than a hundred fsyncs (1 to 4 ms here), so neither a slow link nor a slow disk starts
 //!   an election. openraft 0.9 adds a leader lease equal to `election_timeout_max_ms` before a

@@ -18,6 +18,7 @@
 //! | `store::log_purge` | `store/src/writer.rs`, deleting the log up to a snapshot | a failed write |
 //! | `raft::peer_send` | `raft/src/network/client.rs`, before an RPC to a peer leaves | an unreachable peer |
 //! | `raft::peer_receive` | `raft/src/network/server.rs`, before a peer's RPC is handled | a failed RPC (HTTP 500) |
+//! | `raft::append_entry` | `raft/src/network/client.rs`, an AppendEntries about to leave | `return(MS)` waits MS per entry first: a link whose transfer time grows with the batch |
 //! | `raft::health_hash` | `raft/src/node/health.rs`, the state hash a node reports in its health | a hash that differs from the other members' (reporting only) |
 //! | `executors::member_write` | `executors/src/reconciler.rs`, before a server-side apply to a member | a failed API call |
 //!
@@ -33,7 +34,7 @@
 use crate::error::StoreError;
 
 /// Every failpoint name, as in the table above.
-pub const ALL: [&str; 11] = [
+pub const ALL: [&str; 12] = [
     "store::wal_sync",
     "store::after_wal_sync",
     "store::audit_write",
@@ -43,6 +44,7 @@ pub const ALL: [&str; 11] = [
     "store::log_purge",
     "raft::peer_send",
     "raft::peer_receive",
+    "raft::append_entry",
     "raft::health_hash",
     "executors::member_write",
 ];

@@ -340,6 +340,8 @@ fn the_table_covers_every_failpoint_but_the_executors() {
     covered.push("executors::member_write");
     // Changes what a node reports, not what it stores: the console's alarm test covers it.
     covered.push("raft::health_hash");
+    // Slows a link down, never ends a node: `a_slow_follower_catches_up_from_the_log`.
+    covered.push("raft::append_entry");
     for name in fedraft_raft::failpoints::ALL {
         assert!(covered.contains(&name), "{name} has no case");
     }
@@ -462,4 +464,69 @@ async fn slow_disk_and_network_stay_correct_without_flapping() {
         "leadership flapped: terms {terms:?}"
     );
     check(&mut c, 0, &acked).await;
+}
+
+/// What the leader's link spends per entry it sends in
+/// [`a_slow_follower_catches_up_from_the_log`]: a batch of the backlog takes far beyond the
+/// heartbeat interval (100 ms) the leader waits for an answer, while a batch of 16 fits.
+const SLOW_ENTRY_MS: u64 = 5;
+/// Writes made while the follower is down: a backlog of more than one batch that fits.
+const BACKLOG_WRITES: u64 = 400;
+
+/// A follower restarted behind a backlog, reached over a link whose transfer time grows with the
+/// batch (`raft::append_entry=return(5)` on the leader): the leader must send it batches that
+/// arrive in time, or it never catches up. The log is kept (no snapshot in the run), so it
+/// catches up from the log; then its state hash equals the others' and it serves a write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_follower_catches_up_from_the_log() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut c = layout(dir.path(), "slow-follower");
+    for n in &c.nodes {
+        let text = std::fs::read_to_string(&n.config).expect("reading a node config");
+        let text = text
+            .replace(
+                &format!("snapshot_every_entries = {SNAPSHOT_EVERY}"),
+                "snapshot_every_entries = 1000000",
+            )
+            .replace(
+                "max_in_snapshot_log_to_keep = 5",
+                "max_in_snapshot_log_to_keep = 1000000",
+            );
+        std::fs::write(&n.config, text).expect("writing a node config");
+    }
+    let fp = format!("raft::append_entry=return({SLOW_ENTRY_MS})");
+    c.start(1);
+    c.start(2);
+    c.start_with_env(0, &[("FAILPOINTS", fp.as_str())]);
+    wait_leader_is(&c, 1).await;
+    c.kill(2);
+    let acked = load(&c, "b", BACKLOG_WRITES).await;
+    assert_eq!(
+        acked.len() as u64,
+        BACKLOG_WRITES,
+        "every write is acknowledged"
+    );
+    c.start(2);
+    let started = Instant::now();
+    let deadline = started + LIMIT;
+    loop {
+        if let Some(s) = states(&c).await {
+            if s[2].0 == s[0].0 && s[0].0 == s[1].0 {
+                assert_eq!(s[2].1, s[0].1, "state hashes differ at index {}", s[0].0);
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slow follower never caught up: {:?}\n{}",
+            states(&c).await,
+            c.log_tail(2)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "slow follower ({SLOW_ENTRY_MS} ms per entry sent) caught up with {BACKLOG_WRITES} writes in {:?}",
+        started.elapsed()
+    );
+    check(&mut c, 2, &acked).await;
 }

@@ -92,6 +92,12 @@ impl<'a> InFlight<'a> {
         self.answered = true;
         self.budget.answered(self.entries);
     }
+
+    /// The call failed for a reason its size had no part in (the peer refused the connection:
+    /// it is down, not slow).
+    pub fn not_about_size(mut self) {
+        self.answered = true;
+    }
 }
 
 impl Drop for InFlight<'_> {

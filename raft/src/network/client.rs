@@ -410,10 +410,21 @@ impl RaftNetwork<TypeConfig> for PeerConn {
         }
         let budget = self.budget.clone();
         let flight = InFlight::new(&budget, entries);
+        // A link whose transfer time grows with the batch (store/src/failpoints.rs): the wait
+        // counts against openraft's timeout, as a slow transfer would.
+        #[cfg(feature = "failpoints")]
+        if let Some(Some(ms)) = fail::eval("raft::append_entry", |arg| {
+            arg.and_then(|a| a.parse::<u64>().ok())
+        }) {
+            tokio::time::sleep(Duration::from_millis(ms.saturating_mul(entries))).await;
+        }
         let reply = self.rpc(PATH_APPEND, &rpc, option.hard_ttl()).await;
-        // A reply of any kind came in time; a failure in transit is dropped as unanswered.
-        if !matches!(reply, Err(RPCError::Network(_) | RPCError::Unreachable(_))) {
-            flight.answered();
+        match &reply {
+            // Cut off or reset in transit: maybe too much to answer in time.
+            Err(RPCError::Network(_)) => drop(flight),
+            // A peer that is down is not slow: it starts with full batches when it is back.
+            Err(RPCError::Unreachable(_)) => flight.not_about_size(),
+            _ => flight.answered(),
         }
         reply
     }
@@ -503,5 +514,20 @@ mod tests {
         let other = factory.new_client(3, &node).await;
         assert_eq!(other.budget.limit(), None);
         held.abort();
+        // A peer that refuses connections is down, not slow: its budget stays whole.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let down = BasicNode {
+            addr: closed.local_addr().unwrap().to_string(),
+        };
+        drop(closed);
+        let mut conn = factory.new_client(5, &down).await;
+        let refused = conn
+            .append_entries(append_of(40), RPCOption::new(ttl))
+            .await;
+        assert!(
+            matches!(refused, Err(RPCError::Unreachable(_))),
+            "{refused:?}"
+        );
+        assert_eq!(conn.budget.limit(), None);
     }
 }
