@@ -5,8 +5,8 @@
 //! Start reading at [`set`] (who runs executors: the leader only, one task pair per cluster),
 //! then [`reconciler`] (one converge pass), [`plan`] and [`compare`] (the pure decisions: what to
 //! write, what to delete, when a write is unnecessary), [`retry`] (when a failed write is tried
-//! again, per object and per cluster), [`live`] and [`live_object`] (what the
-//! member holds, kept small), [`probe`] and [`capacity`] (observing a cluster), [`prober`] (every
+//! again, per object and per cluster), [`live`], [`live_id`] and [`live_object`] (what the
+//! member holds, kept small, and under which name), [`probe`] and [`capacity`] (observing a cluster), [`prober`] (every
 //! node's own view of every cluster, leader or not), [`report`] (batching observations into log
 //! entries), [`wake`] (which reconcilers an applied entry concerns) and [`services`] (Service
 //! addresses and ready endpoints for discovery). What they measure per member cluster
@@ -31,6 +31,7 @@ pub mod fence;
 pub mod lateness;
 pub mod lease;
 pub mod live;
+pub mod live_id;
 pub mod live_object;
 pub mod metrics;
 pub mod node;

@@ -11,7 +11,6 @@
 //! (the watches only ever see labelled objects, and [`prunable`] checks the label again).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use fedraft_core::admission::{Admitted, Scope};
 use serde_json::Value;
@@ -19,69 +18,7 @@ use serde_json::Value;
 use crate::compare::ManifestHash;
 use crate::live_object::LiveObject;
 
-/// Where an object lives in a member cluster: its type and its name.
-///
-/// Cheap to clone: the four names sit in one shared allocation. The live cache keys its copies
-/// by it, a prepared manifest carries it, the write memo and the retries key by it, and every
-/// pass copies the live cache and collects the ids it wants: with four owned strings a
-/// placement kept three copies and each pass made more.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LiveId(Arc<LiveName>);
-
-/// The names a [`LiveId`] holds. Ordered by type first, so one type's ids sort together.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LiveName {
-    /// `group/version` or `version` for the core group.
-    pub api_version: String,
-    pub kind: String,
-    /// Empty for cluster-scoped kinds.
-    pub namespace: String,
-    pub name: String,
-}
-
-impl LiveId {
-    pub fn new(
-        api_version: impl Into<String>,
-        kind: impl Into<String>,
-        namespace: impl Into<String>,
-        name: impl Into<String>,
-    ) -> Self {
-        LiveId(Arc::new(LiveName {
-            api_version: api_version.into(),
-            kind: kind.into(),
-            namespace: namespace.into(),
-            name: name.into(),
-        }))
-    }
-}
-
-impl std::ops::Deref for LiveId {
-    type Target = LiveName;
-
-    fn deref(&self) -> &LiveName {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for LiveId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl std::fmt::Display for LiveId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.namespace.is_empty() {
-            write!(f, "{}/{} {}", self.api_version, self.kind, self.name)
-        } else {
-            write!(
-                f,
-                "{}/{} {}/{}",
-                self.api_version, self.kind, self.namespace, self.name
-            )
-        }
-    }
-}
+pub use crate::live_id::{LiveId, LiveName};
 
 /// What this executor last wrote for an object: the manifest's hash and the resourceVersion
 /// the member cluster answered with.
