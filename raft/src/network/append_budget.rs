@@ -9,8 +9,8 @@
 //! answered one that was near the limit doubles it back, and an append over the limit is refused
 //! before it leaves with `PayloadTooLarge`, which makes openraft resend fewer entries.
 //!
-//! Must not: limit heartbeats (no entries) or a single entry, or outlive its peer's address
-//! book entry (one budget per target, kept by the network factory).
+//! Must not: limit heartbeats (no entries) or a single entry, or count a peer that is down as
+//! slow. One budget per peer id, kept by the network factory for the node's life.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -3,7 +3,9 @@
 //!
 //! Error mapping matters for openraft's retry logic: a refused connection is `Unreachable`
 //! (back off), anything else that failed in transit is `Network` (retry), and an error the peer
-//! itself returned is `RemoteError`.
+//! itself returned is `RemoteError`. Appends also carry no more entries than the peer answered
+//! in time before (`append_budget`): a larger one is refused with `PayloadTooLarge` before it
+//! leaves, which openraft answers with a smaller batch.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -399,7 +401,7 @@ impl RaftNetwork<TypeConfig> for PeerConn {
         let entries = rpc.entries.len() as u64;
         if let Err(limit) = self.budget.admit(entries) {
             tracing::debug!(
-                target = self.target,
+                peer = self.target,
                 entries,
                 limit,
                 "append over the peer's budget; asking for fewer entries"
