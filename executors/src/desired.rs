@@ -24,8 +24,9 @@ use serde_json::{json, Value};
 use crate::compare::{manifest_hash, ManifestHash, APPLIED_HASH_ANNOTATION};
 use crate::error::ExecError;
 use crate::live::Snapshot;
+use crate::live_id::LiveId;
 use crate::node::ControlPlane;
-use crate::plan::{self, LiveId, Memo};
+use crate::plan::{self, Memo};
 use crate::reconciler::ClusterCtx;
 use crate::resolve::Resolved;
 

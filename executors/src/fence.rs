@@ -36,8 +36,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use crate::client::bounded;
 use crate::error::ExecError;
 use crate::lease::LeaseClock;
+use crate::live_id::LiveId;
 use crate::live_object::LiveObject;
-use crate::plan::LiveId;
 use crate::reconciler::{api_for, ClusterCtx};
 
 /// One runner's token, and whether a newer owner was seen.

@@ -2,15 +2,15 @@
 //! member clusters to the placement the state machine derived and report what they observe back
 //! into the log; they never decide placement or health themselves.
 //!
-//! Start reading at [`set`] (who runs executors: the leader only, one task pair per cluster),
-//! then [`reconciler`] (one converge pass), [`plan`] and [`compare`] (the pure decisions: what to
-//! write, what to delete, when a write is unnecessary), [`retry`] (when a failed write is tried
-//! again, per object and per cluster), [`live`], [`live_id`] and [`live_object`] (what the
-//! member holds, kept small, and under which name), [`probe`] and [`capacity`] (observing a cluster), [`prober`] (every
-//! node's own view of every cluster, leader or not), [`report`] (batching observations into log
-//! entries), [`wake`] (which reconcilers an applied entry concerns) and [`services`] (Service
-//! addresses and ready endpoints for discovery). What they measure per member cluster
-//! (reconciles, member API latency and errors): [`metrics`].
+//! Start reading at [`set`] (who runs executors: the leader only, one task pair per cluster), then
+//! [`reconciler`] (one converge pass), [`plan`] and [`compare`] (the pure decisions: what to write,
+//! what to delete, when a write is unnecessary), [`retry`] (when a failed write is tried again, per
+//! object and per cluster), [`live`], [`live_id`] and [`live_object`] (what the member holds, kept
+//! small, and under which name), [`probe`] and [`capacity`] (observing a cluster), [`prober`]
+//! (every node's own view of every cluster, leader or not), [`report`] (batching observations into
+//! log entries), [`wake`] (which reconcilers an applied entry concerns) and [`services`] (Service
+//! addresses and ready endpoints for discovery). What they measure per member cluster (reconciles,
+//! member API latency and errors): [`metrics`].
 //!
 //! Architecture invariants:
 //! - A write happens only when the live object differs from the rendered manifest; applying the

@@ -23,8 +23,8 @@ use serde_json::Value;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
+use crate::live_id::LiveId;
 use crate::live_object::LiveObject;
-use crate::plan::LiveId;
 use crate::resolve::Resolved;
 
 /// Objects are shared (`Arc`) so that a reconcile pass can take a snapshot without copying

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::compare::ManifestHash;
 use crate::live_object::LiveObject;
 
-pub use crate::live_id::{LiveId, LiveName};
+use crate::live_id::LiveId;
 
 /// What this executor last wrote for an object: the manifest's hash and the resourceVersion
 /// the member cluster answered with.

@@ -27,7 +27,7 @@ use crate::backoff::Backoff;
 use crate::compare::ManifestHash;
 use crate::config::ExecutorConfig;
 use crate::error::ExecError;
-use crate::plan::LiveId;
+use crate::live_id::LiveId;
 
 /// The delay before the next attempt of an object that failed `attempt` times in a row.
 pub fn error_policy(err: &ExecError, attempt: u32, cfg: &ExecutorConfig) -> Duration {

@@ -65,6 +65,7 @@ impl AppendBudget {
     }
 
     /// The current limit, `None` when unlimited.
+    #[cfg(test)]
     pub fn limit(&self) -> Option<u64> {
         let limit = self.limit.load(Ordering::Relaxed);
         (limit != UNLIMITED).then_some(limit)

@@ -410,8 +410,7 @@ impl RaftNetwork<TypeConfig> for PeerConn {
                 PayloadTooLarge::new_entries_hint(limit),
             ));
         }
-        let budget = self.budget.clone();
-        let flight = InFlight::new(&budget, entries);
+        let flight = InFlight::new(&self.budget, entries);
         // A link whose transfer time grows with the batch (store/src/failpoints.rs): the wait
         // counts against openraft's timeout, as a slow transfer would.
         #[cfg(feature = "failpoints")]
