@@ -21,6 +21,7 @@ mod fleet_dark;
 mod fleet_explain;
 mod fleet_gauges;
 mod fleet_plot;
+mod fleet_quiet;
 mod fleet_report;
 mod fleet_steady;
 mod fleet_work;

@@ -12,7 +12,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::fleet_quiet as quiet;
 use super::fleet_work::{self as work, FedApi, Members};
+
+/// How long the phase waits for the previous phase's moves to finish before it starts.
+const SETTLE_LIMIT: Duration = Duration::from_secs(120);
 
 /// What the phase measured.
 #[derive(Debug, Default, Clone)]
@@ -30,6 +34,8 @@ pub struct BrakeFigures {
     pub moved: u64,
     /// Seconds from clearing the fault until the brake released and every cluster was Ready.
     pub released_s: f64,
+    /// Seconds the fleet took to settle before the fault (None: still moving at the limit).
+    pub settled_s: Option<f64>,
 }
 
 async fn brake_engaged(api: &FedApi) -> anyhow::Result<bool> {
@@ -68,6 +74,13 @@ pub async fn run(
     )
     .await?;
 
+    // The previous phase's recovered region may still be taking replicas back; those moves
+    // are not the brake's to hold.
+    let settled_s = quiet::settle(api, SETTLE_LIMIT).await;
+    if settled_s.is_none() {
+        println!("brake: the fleet still moved after {SETTLE_LIMIT:?}; starting anyway");
+    }
+
     let total = members.clusters.len();
     let count = (total * percent as usize).div_ceil(100);
     let dark: BTreeSet<String> = members.clusters.keys().take(count).cloned().collect();
@@ -85,6 +98,7 @@ pub async fn run(
         dark: count as u64,
         total: total as u64,
         engaged_s: t.elapsed().as_secs_f64(),
+        settled_s,
         ..BrakeFigures::default()
     };
     if let Err(e) = engaged {
@@ -101,6 +115,12 @@ pub async fn run(
         .filter(|c| health.get(*c).is_some_and(|s| s != "Ready"))
         .count() as u64;
     fig.moved = work::moved_from_healthy(&before, &after, &BTreeSet::new());
+    if fig.moved > 0 {
+        let moved = quiet::moved(&before, &after, &BTreeSet::new(), 5);
+        for line in quiet::explain_moved(api, &moved).await {
+            println!("brake: moved while held: {line}");
+        }
+    }
 
     work::set_fault(http, admin, &clear).await?;
     let t = Instant::now();

@@ -396,8 +396,16 @@ impl Report {
         if let Some(b) = &self.brake {
             let _ = writeln!(
                 o,
-                "brake: {} of {} clusters dark at once, engaged {:.1} s, {} of them NotReady and {} replicas moved after {:.0} s held, released {:.1} s after the fault cleared",
-                b.dark, b.total, b.engaged_s, b.not_ready, b.moved, b.held_s, b.released_s
+                "brake: {} of {} clusters dark at once (fleet settled {} before), engaged {:.1} s, {} of them NotReady and {} replicas moved after {:.0} s held, released {:.1} s after the fault cleared",
+                b.dark,
+                b.total,
+                b.settled_s
+                    .map_or("not".to_string(), |s| format!("{s:.1} s")),
+                b.engaged_s,
+                b.not_ready,
+                b.moved,
+                b.held_s,
+                b.released_s
             );
         }
         let _ = writeln!(
@@ -524,7 +532,7 @@ impl Report {
                 "graceS": self.grace_s, "failureS": self.failure_s},
             "brake": self.brake.as_ref().map(|b| json!({"dark": b.dark, "total": b.total,
                 "engagedS": b.engaged_s, "notReady": b.not_ready, "heldS": b.held_s,
-                "moved": b.moved, "releasedS": b.released_s})),
+                "moved": b.moved, "releasedS": b.released_s, "settledBeforeS": b.settled_s})),
             "api": api, "resources": resources,
             "diskGrowthPerHour": self.disk_growth().iter().map(|(p, d)| json!({"phase": p.name(),
                 "logBytes": d.log, "archiveBytes": d.archive, "walBytes": d.wal, "totalBytes": d.total})).collect::<Vec<_>>(),
