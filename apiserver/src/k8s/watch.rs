@@ -1,20 +1,22 @@
 //! `?watch=1`: a Kubernetes watch stream of templates, namespaces created through the door,
-//! policies (Karmada's, KubeFed's documents and the member cluster documents), clusters or
-//! tenants, fed by the API's watch ring (`crate::watch`), so it resumes from any
-//! resourceVersion the ring still holds and answers a 410 `ERROR` event when it is too old.
+//! policies (Karmada's, KubeFed's documents and the member cluster documents), clusters or tenants,
+//! fed by the API's watch ring (`crate::watch`), so it resumes from any resourceVersion the ring
+//! still holds and answers a 410 `ERROR` event when it is too old.
 //!
-//! Without a resourceVersion (or with 0) the stream starts with an `ADDED` event for every
-//! current object. With `allowWatchBookmarks` an idle stream sends a `BOOKMARK` with the last
-//! applied index every bookmark interval. A watch-list request (`sendInitialEvents=true`, which
-//! client-go's informers send, with `resourceVersionMatch=NotOlderThan` and bookmarks) gets the
-//! current objects, read at least as fresh as its resourceVersion, then a `BOOKMARK` annotated
-//! `k8s.io/initial-events-end`, then the changes after it. A template event's object is rendered from the
-//! federated object the event carries and the template's record as this node holds it when the
-//! event is sent; a policy event's from the document it carries, which for a `DELETED` is the
-//! document as it was before the delete (so label selectors match it), at the delete's
-//! resourceVersion. A member cluster document's status is its cluster's health: a change of
-//! that cluster is a `MODIFIED` of the document. Member Secrets are not watched (the ring
-//! holds nothing of them). Must not: hold the state's lock while it renders or sends.
+//! Without a resourceVersion (or with 0) the stream starts with an `ADDED` event for every current
+//! object. With `allowWatchBookmarks` an idle stream sends a `BOOKMARK` with the last applied index
+//! every bookmark interval. A watch-list request (`sendInitialEvents=true`, which client-go's
+//! informers send, with `resourceVersionMatch=NotOlderThan` and bookmarks) gets the current
+//! objects, read at least as fresh as its resourceVersion, then a `BOOKMARK` annotated
+//! `k8s.io/initial-events-end`, then the changes after it. A template event's object is rendered
+//! from the federated object the event carries and the template's record as this node holds it when
+//! the event is sent; a policy event's from the document it carries. A `DELETED` shows the template
+//! or document as it was before the delete (so label selectors match it, and an informer's delete
+//! handler gets the whole object), at the delete's resourceVersion; a template deleted in a burst
+//! larger than the state's tombstones hold (`TOMBSTONES_KEPT`, `TOMBSTONE_BYTES`) is only named. A
+//! member cluster document's status is its cluster's health: a change of that cluster is a
+//! `MODIFIED` of the document. Member Secrets are not watched (the ring holds nothing of them).
+//! Must not: hold the state's lock while it renders or sends.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -165,6 +167,7 @@ impl Filter {
                 }
                 Some(obj)
             }
+            (None, Store::Template | Store::Namespace) => self.deleted(e, ns, name),
             (Some(Payload::Cluster(c)), _) => Some(Loaded::Cluster(c.clone()).render()),
             (Some(Payload::Tenant(t)), _) => {
                 let seen = app
@@ -174,7 +177,7 @@ impl Filter {
             }
             _ => None,
         };
-        // A deleted object (or one whose record went with it) is named, as it was last seen.
+        // An object gone before its event was rendered, without a tombstone, is only named.
         let obj = rendered.unwrap_or_else(|| {
             let mut m = json!({ "name": name, "resourceVersion": e.resource_version.to_string() });
             if !ns.is_empty() {
@@ -183,6 +186,35 @@ impl Filter {
             json!({ "apiVersion": def.api_version(), "kind": def.kind, "metadata": m })
         });
         self.selects(&obj).then_some((kind, obj))
+    }
+
+    /// A deleted template (or namespace made through the door) as it last was, at the version
+    /// of the delete, as kube-apiserver sends it; None when the hub found no tombstone.
+    fn deleted(&self, e: &WatchEvent, ns: &str, name: &str) -> Option<Value> {
+        let gone = e.last_seen.as_ref()?;
+        let rec = (**gone.template.as_ref()?).clone();
+        let obj = gone.object.clone();
+        let mut rendered = match self.target.store() {
+            Store::Namespace => Loaded::Namespace {
+                name: name.to_string(),
+                tpl: Some((rec, obj)),
+            },
+            _ => Loaded::Template {
+                key: ResourceKey {
+                    group: self.target.served.def.group.clone(),
+                    kind: self.target.served.def.kind.clone(),
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                },
+                rec,
+                obj,
+                rollout: None,
+            },
+        }
+        .render();
+        let rv = json!(e.resource_version.to_string());
+        fedraft_kubeapi::meta::metadata_mut(&mut rendered).insert("resourceVersion".into(), rv);
+        Some(rendered)
     }
 
     /// A change of the cluster `name` as a `MODIFIED` of the document of kind `tag` that

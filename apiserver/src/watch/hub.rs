@@ -10,8 +10,10 @@
 //! watcher sends the event (see `ring`).
 //! The door's policy documents are shared with the hub's own table of them ([`LastSeen`]),
 //! which outlives a delete: a DELETED event carries the document as it was last seen, so a
-//! label selector matches it as it matched the document. A member Secret's changes make no
-//! event: the ring never holds credentials, sealed or not.
+//! label selector matches it as it matched the document. A deleted object's event keeps the
+//! object and its template's record as they were (`State::deleted_object`, read as the hub
+//! handles the delete) for the Kubernetes watch. A member Secret's changes make no event: the
+//! ring never holds credentials, sealed or not.
 //! If the hub falls behind the node's broadcast (lagged), it cannot know what it missed: it resets
 //! the ring (resumes from before that point get 410) and live watchers get an ERROR line.
 
@@ -211,7 +213,14 @@ fn event(
             ChangeKind::Policy(_) => None,
         },
     };
+    let last_seen = match (op, change.kind, namespace.as_deref()) {
+        (EventType::Deleted, ChangeKind::Object, Some(ns)) => {
+            state.deleted_object(ns, &name, index)
+        }
+        _ => None,
+    };
     WatchEvent::new(op, Some(kind_name), namespace, Some(name), index, object)
+        .with_last_seen(last_seen)
 }
 
 fn policy_event(

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::Bytes;
 use fedraft_core::door::{self, PolicyKindTag, PolicyRecord};
 use fedraft_core::model::{Cluster, FederatedObject, Tenant};
+use fedraft_core::state::Tombstone;
 use serde::{Serialize, Serializer};
 use tokio::sync::broadcast;
 
@@ -118,6 +119,10 @@ pub struct WatchEvent {
     /// The resource as the API shows it (never with credentials); absent on DELETED.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub object: Option<Payload>,
+    /// A deleted object as it was (`State::deleted_object`), for streams that show deletes
+    /// whole (the Kubernetes watch); not part of this API's own line.
+    #[serde(skip)]
+    pub last_seen: Option<Arc<Tombstone>>,
     /// The rendered NDJSON line, filled by the first [`WatchEvent::line`].
     #[serde(skip)]
     line: OnceLock<Bytes>,
@@ -140,8 +145,15 @@ impl WatchEvent {
             name,
             resource_version,
             object,
+            last_seen: None,
             line: OnceLock::new(),
         }
+    }
+
+    /// The event with what its deleted object last was.
+    pub fn with_last_seen(mut self, last_seen: Option<Tombstone>) -> Self {
+        self.last_seen = last_seen.map(Arc::new);
+        self
     }
 
     pub fn bookmark(resource_version: u64) -> Self {

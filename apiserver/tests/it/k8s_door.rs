@@ -428,9 +428,32 @@ async fn templates_through_the_door() {
         assert!(r.text.contains(field), "{query}: {}", r.text);
     }
 
-    // Delete: gone from both doors.
+    // Delete: gone from both doors. A watch selecting it by label sees the DELETED, with the
+    // object as it last was (its labels and data) at the delete's version.
+    let list = call(leader, Method::GET, cms, ADMIN, None).await;
+    let from = list.json["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let selected = format!("{cms}?watch=1&labelSelector=even%3Dyes&resourceVersion={from}");
+    let watch = c
+        .req(leader, Method::GET, &selected, Some(ADMIN))
+        .send()
+        .await
+        .unwrap();
     let r = call(leader, Method::DELETE, &format!("{cms}/c0"), ADMIN, None).await;
     assert_eq!(r.status, 200, "{}", r.text);
+    let events = read_watch(watch, |e| !e.is_empty()).await;
+    assert_eq!(events[0]["type"], "DELETED", "{events:?}");
+    let gone = &events[0]["object"];
+    assert_eq!(gone["metadata"]["name"], "c0", "{gone}");
+    assert_eq!(gone["metadata"]["labels"]["even"], "yes", "{gone}");
+    assert_eq!(gone["data"]["k"], "c0", "{gone}");
+    let rv: u64 = gone["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(rv > from.parse::<u64>().unwrap(), "{gone}");
     status(
         &call(leader, Method::GET, &format!("{cms}/c0"), ADMIN, None).await,
         404,

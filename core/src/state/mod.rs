@@ -51,6 +51,7 @@ pub use handlers::validate;
 use snapshot::encode_snapshot;
 pub use snapshot::{StateImage, SNAPSHOT_VERSION};
 pub use store::dedupe::{DEDUPE_MAX_ENTRIES, DEDUPE_MAX_PER_ACTOR, DEDUPE_RETENTION_MS};
+pub use store::tombstones::{Tombstone, TOMBSTONES_KEPT, TOMBSTONE_BYTES};
 
 use crate::admission::{Actor, AdmissionPolicy};
 use crate::command::{Command, LogEntry};
@@ -191,6 +192,8 @@ pub struct State {
     /// Cluster conditions and the taints `ClusterTaintPolicy` documents added
     /// (`handlers/taint_policy.rs`); replicated, encoded after `life`.
     pub(crate) taints: TaintTables,
+    /// The latest deleted objects as they were, for watch events; local, never encoded.
+    pub(crate) gone: store::tombstones::Tombstones,
 }
 
 impl State {
@@ -579,6 +582,7 @@ impl State {
             life,
             pres,
             taints,
+            gone: Default::default(),
         })
     }
 
@@ -734,6 +738,12 @@ impl State {
         name: &str,
     ) -> Option<std::sync::Arc<FederatedObject>> {
         self.d.objects.get_shared(namespace, name)
+    }
+
+    /// The object the entry at `index` deleted, as it last was, with its template's record if
+    /// the door made it; None once forgotten (see `store::tombstones`). For watch events only.
+    pub fn deleted_object(&self, namespace: &str, name: &str, index: u64) -> Option<Tombstone> {
+        self.gone.find(index, namespace, name).cloned()
     }
 
     /// Every object as stored, by namespace then name, as [`State::object_shared`] gives one.

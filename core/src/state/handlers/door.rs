@@ -191,10 +191,12 @@ impl State {
             .templates
             .get(key)
             .and_then(|r| self.requires(key, r));
-        let name = key.object_name();
-        let result = self.delete_object(key.object_namespace(), &name, expected, ctx)?;
-        let bound_to = self.door.templates.remove(key).and_then(|r| r.bound_to);
-        let object = ObjectKey::new(key.object_namespace(), &name);
+        let (ns, name) = (key.object_namespace(), key.object_name());
+        let result = self.delete_object(ns, &name, expected, ctx)?;
+        let removed = self.door.templates.remove(key);
+        let bound_to = removed.as_ref().and_then(|r| r.bound_to.clone());
+        self.gone.attach_template(ctx.index, ns, &name, removed);
+        let object = ObjectKey::new(ns, &name);
         self.lifecycle_template_deleted(&object, bound_to.as_ref(), ctx);
         if ctx.version >= karmada::PEER_WIDENED_SINCE && key.group == "scheduling.k8s.io" {
             self.priorities_follow_classes();

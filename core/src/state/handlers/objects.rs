@@ -260,6 +260,7 @@ impl State {
         let Some(obj) = self.d.objects.remove(namespace, name) else {
             return Ok(None);
         };
+        self.gone.push(ctx.index, obj.clone());
         self.ix.remove_object(&obj);
         self.set_object_extended(&obj.key(), crate::policy::Extended::new());
         self.ext.priorities.remove(&obj.key());

@@ -1,7 +1,8 @@
 //! The structures the state is kept in and read through: name-keyed tables (`table`), the
 //! copy-on-write maps and sequences a checkpoint image shares (`sharded`, `shared_seq`), the
-//! request-id memo (`dedupe`), the derived index (`index`, rebuilt on restore) and the direct
-//! reader of a template's fields (`template_fast`).
+//! request-id memo (`dedupe`), the derived index (`index`, rebuilt on restore), the direct
+//! reader of a template's fields (`template_fast`) and what deleted objects last were, for
+//! watchers (`tombstones`, never read by a handler).
 //!
 //! Must not: interpret commands or decide anything: the handlers in `state/handlers/` do, and
 //! these only keep and find what they are given, encoded exactly as the plain collections they
@@ -13,3 +14,4 @@ pub mod sharded;
 pub mod shared_seq;
 pub mod table;
 pub mod template_fast;
+pub mod tombstones;
