@@ -24,6 +24,9 @@ pub struct NodeGauges {
     pub memory: Option<NodeMemory>,
     pub checkpoints: Option<Images>,
     pub disk: Option<Disk>,
+    /// Whether the node led the raft group when scraped: the leader holds more than the
+    /// followers (client requests, replication), so the heaviest node is often it.
+    pub leader: Option<bool>,
 }
 
 /// Checkpoints written since the node started: how many, and their seconds and bytes summed.
@@ -139,6 +142,10 @@ pub async fn scrape(http: &reqwest::Client, fed: &FedraftCluster) -> Vec<NodeGau
             memory: metrics.as_deref().and_then(NodeMemory::parse),
             checkpoints: metrics.as_deref().and_then(Images::parse),
             disk: status.as_ref().and_then(Disk::parse),
+            leader: metrics
+                .as_deref()
+                .and_then(|m| gauge(m, "fedraft_raft_is_leader"))
+                .map(|v| v > 0.0),
         });
     }
     out

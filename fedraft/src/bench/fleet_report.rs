@@ -442,7 +442,19 @@ impl Report {
                 .nodes
                 .iter()
                 .zip(&cpu)
-                .map(|((rss, _), c)| format!("{rss:.0} MiB/{:.2} cores", c / secs.max(1e-9)))
+                .enumerate()
+                .map(|(n, ((rss, _), c))| {
+                    let g = r.gauges.get(n).copied().unwrap_or_default();
+                    let heap = g
+                        .memory
+                        .map_or(String::new(), |m| format!(" (heap {:.0})", m.heap / MIB));
+                    let leader = if g.leader == Some(true) {
+                        " leader"
+                    } else {
+                        ""
+                    };
+                    format!("{rss:.0} MiB{heap}/{:.2} cores{leader}", c / secs.max(1e-9))
+                })
                 .collect();
             let _ = writeln!(
                 o,
@@ -514,7 +526,11 @@ impl Report {
             .map(|(i, (p, r))| {
                 let (cpu, fleet_cpu, secs) = self.cpu_in(i);
                 json!({"phase": p.name(), "atS": r.at_s,
-                    "nodes": r.nodes.iter().zip(&cpu).map(|((rss, _), c)| json!({"rssMiB": rss, "cores": c / secs.max(1e-9)})).collect::<Vec<_>>(),
+                    "nodes": r.nodes.iter().zip(&cpu).enumerate().map(|(n, ((rss, _), c))| {
+                        let g = r.gauges.get(n).copied().unwrap_or_default();
+                        json!({"rssMiB": rss, "cores": c / secs.max(1e-9),
+                            "heapMiB": g.memory.map(|m| m.heap / MIB), "leader": g.leader})
+                    }).collect::<Vec<_>>(),
                     "fleetHost": {"rssMiB": r.fleet.0, "cores": fleet_cpu / secs.max(1e-9)},
                     "benchDirBytes": r.data_bytes})
             })

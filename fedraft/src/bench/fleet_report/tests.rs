@@ -64,6 +64,7 @@ fn memory_per_object_is_given_at_convergence_and_once_settled() {
             }),
             checkpoints: None,
             disk: None,
+            leader: None,
         }],
         data_bytes: 0,
         at_s,
