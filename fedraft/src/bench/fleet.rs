@@ -249,10 +249,14 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         })
         .await;
         match formed {
-            Ok(()) => rep.note(format!(
-                "ownership spread over the nodes {:.1} s after registering began",
-                t.elapsed().as_secs_f64()
-            )),
+            Ok(()) => {
+                rep.note(format!(
+                    "ownership spread over the nodes {:.1} s after registering began",
+                    t.elapsed().as_secs_f64()
+                ));
+                let gauges = fleet_gauges::scrape(&http, &fed).await;
+                rep.sample(Phase::Owned, &pids, &sim_pids, procs.path(), gauges);
+            }
             Err(e) => rep.note(format!("measuring with leader-only executors: {e:#}")),
         }
     }

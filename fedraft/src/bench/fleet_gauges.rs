@@ -24,8 +24,9 @@ pub struct NodeGauges {
     pub memory: Option<NodeMemory>,
     pub checkpoints: Option<Images>,
     pub disk: Option<Disk>,
-    /// Whether the node led the raft group when scraped: the leader holds more than the
-    /// followers (client requests, replication), so the heaviest node is often it.
+    /// Whether the node led the raft group when scraped: its RSS runs above the followers'
+    /// (outside the Rust heap, which is about the same on every node), so the heaviest node by
+    /// RSS is usually the leader.
     pub leader: Option<bool>,
 }
 

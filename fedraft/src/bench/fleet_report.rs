@@ -20,6 +20,9 @@ const MIB: f64 = (1 << 20) as f64;
 pub enum Phase {
     Start,
     Register,
+    /// Cluster ownership spread over the nodes: each node's executors hold their share of the
+    /// clusters, where at `Register` the leader's held all of them and the others' none.
+    Owned,
     Converge,
     /// A while after convergence, once passes verified the copies they wrote.
     Settled,
@@ -33,6 +36,7 @@ impl Phase {
         match self {
             Phase::Start => "start",
             Phase::Register => "register",
+            Phase::Owned => "owned",
             Phase::Converge => "converge",
             Phase::Settled => "settled",
             Phase::Steady => "steady",
@@ -239,8 +243,9 @@ impl Report {
         (nodes, now.fleet.1 - prev.fleet.1, now.at_s - prev.at_s)
     }
 
-    /// The heaviest node's memory growth, in KiB: per cluster while registering, and per object
-    /// (its manifest included) while converging. A slope, not a total, so the runtime's fixed
+    /// The heaviest node's memory growth, in KiB: per cluster while registering (the leader's
+    /// executors then hold every cluster), and per object (its manifest included) while
+    /// converging, from [`Report::before_objects`]. A slope, not a total, so the runtime's fixed
     /// cost stays out; meaningful only for large runs, where the allocator's noise is small.
     fn memory_slopes(&self) -> Option<(f64, f64)> {
         let peak = |phase: Phase| {
@@ -255,8 +260,9 @@ impl Report {
             peak(Phase::Register)?,
             peak(Phase::Converge)?,
         );
+        let owned = peak(Phase::Owned).unwrap_or(registered);
         let per_cluster = (registered - start) * 1024.0 / f64::from(self.clusters.max(1));
-        let per_object = (converged - registered) * 1024.0 / self.objects.max(1) as f64;
+        let per_object = (converged - owned) * 1024.0 / self.objects.max(1) as f64;
         Some((per_cluster, per_object))
     }
 
@@ -327,23 +333,29 @@ impl Report {
             .map(|(_, r)| r)
     }
 
-    /// Where the heaviest node's growth per object went from registering to the end of `phase`
-    /// (see `fleet_gauges`): at convergence it holds what passes still verify (live bodies,
-    /// write memos, guards of reports in flight); once settled, what every object keeps.
+    /// The sample objects' growth is measured from: once ownership spread (each node's
+    /// executors then hold their share of the clusters; counting from `Register` would credit
+    /// the leader with the executors it handed over and charge the others with theirs), else
+    /// once registered.
+    fn before_objects(&self) -> Option<&Resources> {
+        self.resources_at(Phase::Owned)
+            .or_else(|| self.resources_at(Phase::Register))
+    }
+
+    /// Where the growth per object went from [`Report::before_objects`] to the end of `phase`
+    /// on the node whose held memory grew most (see `fleet_gauges`): at convergence it holds
+    /// what passes still verify (live bodies, write memos, guards of reports in flight); once
+    /// settled, what every object keeps.
     fn memory_per_object(&self, phase: Phase) -> Option<PerObject> {
-        let (registered, converged) = (
-            self.resources_at(Phase::Register)?,
-            self.resources_at(phase)?,
-        );
-        let heaviest = (0..converged.nodes.len())
-            .max_by(|&a, &b| converged.nodes[a].0.total_cmp(&converged.nodes[b].0))?;
-        let node =
-            |r: &Resources| Some((r.nodes.get(heaviest)?.0, r.gauges.get(heaviest)?.memory?));
+        let (before, after) = (self.before_objects()?, self.resources_at(phase)?);
         let manifest = self.manifest_bytes as f64 / self.objects.max(1) as f64;
-        Some(
-            PerObject::between(node(registered)?, node(converged)?, self.objects)
-                .with_manifest(manifest),
-        )
+        let node = |r: &Resources, n: usize| Some((r.nodes.get(n)?.0, r.gauges.get(n)?.memory?));
+        (0..after.nodes.len())
+            .filter_map(|n| {
+                let g = PerObject::between(node(before, n)?, node(after, n)?, self.objects);
+                Some(g.with_manifest(manifest))
+            })
+            .max_by(|a, b| a.held().total_cmp(&b.held()))
     }
 
     pub fn render(&self) -> String {
@@ -473,12 +485,12 @@ impl Report {
             );
         }
         if let Some(g) = self.memory_per_object(Phase::Converge) {
-            let _ = writeln!(o, "heaviest node at convergence: {}", g.render());
+            let _ = writeln!(o, "node grown most, at convergence: {}", g.render());
         }
         if let Some(g) = self.memory_per_object(Phase::Settled) {
             let _ = writeln!(
                 o,
-                "heaviest node settled ({:.0} s after convergence): {}",
+                "node grown most, settled ({:.0} s after convergence): {}",
                 self.settled_after_s(),
                 g.render()
             );

@@ -78,14 +78,49 @@ fn memory_per_object_is_given_at_convergence_and_once_settled() {
     assert_eq!(held(Phase::Settled), Some(2.0));
     let text = r.render();
     assert!(
-        text.contains("heaviest node at convergence: 4.0 KiB per object held"),
+        text.contains("node grown most, at convergence: 4.0 KiB per object held"),
         "{text}"
     );
     assert!(
-        text.contains("heaviest node settled (30 s after convergence): 2.0 KiB"),
+        text.contains("node grown most, settled (30 s after convergence): 2.0 KiB"),
         "{text}"
     );
     let j = r.to_json();
     assert_eq!(j["memoryKiB"]["settledAfterS"], 30.0, "{j}");
     assert_eq!(j["memoryKiB"]["perObjectSettled"]["held"], 2.0, "{j}");
+}
+
+#[test]
+fn growth_per_object_counts_from_the_spread_of_ownership_on_the_node_grown_most() {
+    let mut r = report(3, 1024);
+    // Node heaps in MiB. The leader (node 0) held every cluster's executors when registered
+    // and handed two thirds over; node 1's heap grew most once ownership spread.
+    let at = |heaps: [f64; 2]| Resources {
+        nodes: heaps.iter().map(|h| (*h, 0.0)).collect(),
+        fleet: (0.0, 0.0),
+        gauges: heaps
+            .iter()
+            .map(|h| NodeGauges {
+                memory: Some(NodeMemory {
+                    heap: h * 1048576.0,
+                    log_cache: 0.0,
+                    rocksdb_caches: 0.0,
+                    table_readers: 0.0,
+                }),
+                ..NodeGauges::default()
+            })
+            .collect(),
+        data_bytes: 0,
+        at_s: 0.0,
+    };
+    r.resources.push((Phase::Start, at([1.0, 1.0])));
+    r.resources.push((Phase::Register, at([9.0, 1.0])));
+    r.resources.push((Phase::Owned, at([4.0, 4.0])));
+    r.resources.push((Phase::Converge, at([7.0, 8.0])));
+    let held = r.memory_per_object(Phase::Converge).map(|g| g.held());
+    assert_eq!(held, Some(4.0), "node 1, from the owned sample");
+    // Without the spread (leader-only executors), from registering.
+    r.resources.retain(|(p, _)| *p != Phase::Owned);
+    let held = r.memory_per_object(Phase::Converge).map(|g| g.held());
+    assert_eq!(held, Some(7.0), "node 1, from the register sample");
 }
