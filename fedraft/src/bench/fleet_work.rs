@@ -398,17 +398,7 @@ pub async fn settled_comparison(
 ) -> anyhow::Result<Settled> {
     let mut replaced_meanwhile = 0;
     loop {
-        let placed = wait_until(
-            Duration::from_secs(300),
-            "every object converged",
-            || async {
-                let now = read_all(api).await.ok()?;
-                now.values()
-                    .all(|p| p.converged || p.placement.keys().any(|c| skip.contains(c)))
-                    .then_some(now)
-            },
-        )
-        .await?;
+        let placed = all_converged(api, skip, Duration::from_secs(300)).await?;
         let (differences, lines) = compare_members(http, members, &placed, skip, 10).await?;
         let moved = differences > 0 && {
             let again = read_all(api).await?;
@@ -425,6 +415,40 @@ pub async fn settled_comparison(
         }
         replaced_meanwhile += 1;
         println!("fedraft re-placed objects while the members were read; comparing again");
+    }
+}
+
+/// Every object as fedraft reports it once each is converged (or placed on a `skip` cluster);
+/// after `limit`, an error naming a few that were not, with their placement.
+async fn all_converged(
+    api: &FedApi,
+    skip: &BTreeSet<String>,
+    limit: Duration,
+) -> anyhow::Result<BTreeMap<String, Placed>> {
+    let deadline = Instant::now() + limit;
+    let mut left = Vec::new();
+    loop {
+        if let Ok(now) = read_all(api).await {
+            let waiting =
+                |p: &Placed| !p.converged && !p.placement.keys().any(|c| skip.contains(c));
+            left = now
+                .iter()
+                .filter(|(_, p)| waiting(p))
+                .map(|(id, p)| format!("{id} {} on {:?}", p.kind, p.placement))
+                .collect();
+            if left.is_empty() {
+                return Ok(now);
+            }
+        }
+        if Instant::now() > deadline {
+            let n = left.len();
+            left.truncate(5);
+            bail!(
+                "every object converged: not within {limit:?}; {n} not, e.g. {}",
+                left.join("; ")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
