@@ -15,9 +15,6 @@ use serde_json::json;
 use super::fleet_quiet as quiet;
 use super::fleet_work::{self as work, FedApi, Members};
 
-/// How long the phase waits for the previous phase's moves to finish before it starts.
-const SETTLE_LIMIT: Duration = Duration::from_secs(120);
-
 /// What the phase measured.
 #[derive(Debug, Default, Clone)]
 pub struct BrakeFigures {
@@ -76,10 +73,7 @@ pub async fn run(
 
     // The previous phase's recovered region may still be taking replicas back; those moves
     // are not the brake's to hold.
-    let settled_s = quiet::settle(api, SETTLE_LIMIT).await;
-    if settled_s.is_none() {
-        println!("brake: the fleet still moved after {SETTLE_LIMIT:?}; starting anyway");
-    }
+    let settled_s = quiet::settle(api, "brake").await;
 
     let total = members.clusters.len();
     let count = (total * percent as usize).div_ceil(100);
@@ -116,10 +110,14 @@ pub async fn run(
         .count() as u64;
     fig.moved = work::moved_from_healthy(&before, &after, &BTreeSet::new());
     if fig.moved > 0 {
-        let moved = quiet::moved(&before, &after, &BTreeSet::new(), 5);
-        for line in quiet::explain_moved(api, &moved).await {
-            println!("brake: moved while held: {line}");
-        }
+        quiet::print_moved(
+            api,
+            "brake: moved while held",
+            &before,
+            &after,
+            &BTreeSet::new(),
+        )
+        .await;
     }
 
     work::set_fault(http, admin, &clear).await?;

@@ -28,9 +28,6 @@ use super::fleet_work::{self as work, FedApi, Placed};
 /// How often the re-placement wait says where it stands.
 const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 
-/// How long the phase waits for the previous phase's moves to finish before it starts.
-const SETTLE_LIMIT: Duration = Duration::from_secs(120);
-
 /// How often the re-placement wait looks at the replicas placed on the dark clusters.
 const POLL_EVERY: Duration = Duration::from_millis(250);
 
@@ -138,9 +135,7 @@ pub async fn run(
 ) -> anyhow::Result<DarkOutcome> {
     let dark: BTreeSet<String> = names.iter().cloned().collect();
     // The steady phase's last writes may still be placing; their moves are not the fault's.
-    if quiet::settle(api, SETTLE_LIMIT).await.is_none() {
-        println!("region {region}: the fleet still moved after {SETTLE_LIMIT:?}; starting anyway");
-    }
+    quiet::settle(api, &format!("region {region}")).await;
     let before = work::read_all(api).await?;
     let body =
         json!({"select": {"regions": [region]}, "fault": {"kind": "dark", "mode": "refuse"}});
@@ -193,10 +188,8 @@ pub async fn run(
                     figures.replaced_s = at.duration_since(t).as_secs_f64();
                     figures.moved_from_healthy = p.moved_from_healthy;
                     if p.moved_from_healthy > 0 {
-                        let moved = quiet::moved(&before, &now, &dark, 5);
-                        for line in quiet::explain_moved(api, &moved).await {
-                            println!("region {region} dark: moved off a healthy cluster: {line}");
-                        }
+                        let phase = format!("region {region} dark: moved off a healthy cluster");
+                        quiet::print_moved(api, &phase, &before, &now, &dark).await;
                     }
                     return Ok(DarkOutcome {
                         figures,

@@ -75,7 +75,7 @@ impl Disk {
 }
 
 /// The value of the sample named exactly `name` (labels included) in a Prometheus text scrape.
-fn gauge(text: &str, name: &str) -> Option<f64> {
+pub(super) fn gauge(text: &str, name: &str) -> Option<f64> {
     text.lines().find_map(|l| {
         l.strip_prefix(name)?
             .strip_prefix(' ')?

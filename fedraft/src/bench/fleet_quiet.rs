@@ -12,7 +12,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::fleet_work::{FedApi, Placed};
+use super::fleet_gauges::gauge;
+use super::fleet_work::{left_healthy, FedApi, Placed};
+
+/// How long a phase waits for the previous phase's moves to finish before it starts anyway.
+const SETTLE_LIMIT: Duration = Duration::from_secs(120);
 
 /// How long the replica sums must stay the same to count as quiet.
 const STABLE_FOR: Duration = Duration::from_secs(3);
@@ -20,14 +24,13 @@ const STABLE_FOR: Duration = Duration::from_secs(3);
 /// How often the wait looks.
 const POLL_EVERY: Duration = Duration::from_millis(500);
 
+/// Moved objects a phase names when it counts any.
+const NAMED_MOVES: usize = 5;
+
 /// Objects queued for re-placement in the node's applied state (None if unreadable).
-async fn reschedules_queued(api: &FedApi) -> Option<u64> {
+async fn reschedules_queued(api: &FedApi) -> Option<f64> {
     let r = api.http.get(format!("{}/metrics", api.base)).send().await;
-    let text = r.ok()?.text().await.ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("fedraft_reschedules_queued "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|v| v as u64)
+    gauge(&r.ok()?.text().await.ok()?, "fedraft_reschedules_queued")
 }
 
 /// Replicas placed per cluster (None if unreadable).
@@ -37,16 +40,16 @@ async fn replica_sums(api: &FedApi) -> Option<Value> {
 }
 
 /// Waits until nothing is queued for re-placement and the replicas per cluster have not
-/// changed for `STABLE_FOR`, at most `limit`. Returns the seconds it took, or None when the
-/// fleet was still moving at the limit.
-pub async fn settle(api: &FedApi, limit: Duration) -> Option<f64> {
+/// changed for `STABLE_FOR`, at most `SETTLE_LIMIT`. Returns the seconds it took, or None
+/// (said under `phase`) when the fleet was still moving at the limit.
+pub async fn settle(api: &FedApi, phase: &str) -> Option<f64> {
     let started = Instant::now();
     let mut last: Option<(Value, Instant)> = None;
-    while started.elapsed() < limit {
+    while started.elapsed() < SETTLE_LIMIT {
         let queued = reschedules_queued(api).await;
         let sums = replica_sums(api).await;
         match (queued, sums) {
-            (Some(0), Some(sums)) => match &last {
+            (Some(0.0), Some(sums)) => match &last {
                 Some((was, since)) if *was == sums => {
                     if since.elapsed() >= STABLE_FOR {
                         return Some(started.elapsed().as_secs_f64());
@@ -58,42 +61,43 @@ pub async fn settle(api: &FedApi, limit: Duration) -> Option<f64> {
         }
         tokio::time::sleep(POLL_EVERY).await;
     }
+    println!("{phase}: the fleet still moved after {SETTLE_LIMIT:?}; starting anyway");
     None
 }
 
 /// Up to `max` objects whose replicas left a cluster outside `dark` between the two views:
-/// "ns/name {before} -> {after}".
-pub fn moved(
-    before: &BTreeMap<String, Placed>,
+/// (id, "{before} -> {after}").
+pub fn moved<'a>(
+    before: &'a BTreeMap<String, Placed>,
     after: &BTreeMap<String, Placed>,
     dark: &BTreeSet<String>,
     max: usize,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    for (id, b) in before {
-        let Some(a) = after.get(id) else { continue };
-        if b.desired.is_none() {
-            continue;
-        }
-        let left = b
-            .placement
-            .iter()
-            .any(|(c, r)| !dark.contains(c) && *r > a.placement.get(c).copied().unwrap_or(0));
-        if left {
-            out.push(format!("{id} {:?} -> {:?}", b.placement, a.placement));
-            if out.len() == max {
-                break;
-            }
-        }
-    }
-    out
+) -> Vec<(&'a str, String)> {
+    before
+        .iter()
+        .filter_map(|(id, b)| {
+            let a = after.get(id)?;
+            (left_healthy(b, a, dark) > 0).then(|| {
+                (
+                    id.as_str(),
+                    format!("{:?} -> {:?}", b.placement, a.placement),
+                )
+            })
+        })
+        .take(max)
+        .collect()
 }
 
-/// `moved`, each with the decision fedraft recorded for the object now.
-pub async fn explain_moved(api: &FedApi, moved: &[String]) -> Vec<String> {
-    let mut out = Vec::with_capacity(moved.len());
-    for m in moved {
-        let id = m.split(' ').next().unwrap_or("");
+/// Prints, under `phase`, the objects [`moved`] names, each with the decision fedraft
+/// recorded for it now.
+pub async fn print_moved(
+    api: &FedApi,
+    phase: &str,
+    before: &BTreeMap<String, Placed>,
+    after: &BTreeMap<String, Placed>,
+    dark: &BTreeSet<String>,
+) {
+    for (id, change) in moved(before, after, dark, NAMED_MOVES) {
         let (ns, name) = id.split_once('/').unwrap_or(("", id));
         let why = match api
             .get(&format!("/v1/namespaces/{ns}/objects/{name}?stale=true"))
@@ -109,9 +113,8 @@ pub async fn explain_moved(api: &FedApi, moved: &[String]) -> Vec<String> {
             ),
             Err(e) => format!("unreadable: {e}"),
         };
-        out.push(format!("{m}; {why}"));
+        println!("{phase}: {id} {change}; {why}");
     }
-    out
 }
 
 #[cfg(test)]
@@ -148,8 +151,8 @@ mod tests {
         .into();
         let all = moved(&before, &after, &dark, 10);
         assert_eq!(all.len(), 2, "{all:?}");
-        assert!(all[0].starts_with("ns/b "), "{all:?}");
-        assert!(all[1].starts_with("ns/c "), "{all:?}");
+        assert_eq!(all[0].0, "ns/b", "{all:?}");
+        assert_eq!(all[1].0, "ns/c", "{all:?}");
         assert_eq!(moved(&before, &after, &dark, 1).len(), 1);
     }
 }

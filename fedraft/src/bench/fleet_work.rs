@@ -505,17 +505,24 @@ pub fn moved_from_healthy(
     after: &BTreeMap<String, Placed>,
     dark: &BTreeSet<String>,
 ) -> u64 {
-    let mut moved = 0;
-    for (id, b) in before {
-        let Some(a) = after.get(id) else { continue };
-        for (c, r) in &b.placement {
-            if dark.contains(c) || b.desired.is_none() {
-                continue;
-            }
-            moved += r.saturating_sub(a.placement.get(c).copied().unwrap_or(0));
-        }
+    before
+        .iter()
+        .filter_map(|(id, b)| Some(left_healthy(b, after.get(id)?, dark)))
+        .sum()
+}
+
+/// Replicas of one workload that left a cluster outside `dark` from `before` to `after` (0 for
+/// objects without replicas).
+pub fn left_healthy(before: &Placed, after: &Placed, dark: &BTreeSet<String>) -> u64 {
+    if before.desired.is_none() {
+        return 0;
     }
-    moved
+    before
+        .placement
+        .iter()
+        .filter(|(c, _)| !dark.contains(*c))
+        .map(|(c, r)| r.saturating_sub(after.placement.get(c).copied().unwrap_or(0)))
+        .sum()
 }
 
 /// Cluster name -> health, from fedraft.

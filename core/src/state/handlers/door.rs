@@ -194,10 +194,9 @@ impl State {
         let (ns, name) = (key.object_namespace(), key.object_name());
         let result = self.delete_object(ns, &name, expected, ctx)?;
         let removed = self.door.templates.remove(key);
-        let bound_to = removed.as_ref().and_then(|r| r.bound_to.clone());
+        let bound_to = removed.as_ref().and_then(|r| r.bound_to.as_ref());
+        self.lifecycle_template_deleted(&ObjectKey::new(ns, &name), bound_to, ctx);
         self.gone.attach_template(ctx.index, ns, &name, removed);
-        let object = ObjectKey::new(ns, &name);
-        self.lifecycle_template_deleted(&object, bound_to.as_ref(), ctx);
         if ctx.version >= karmada::PEER_WIDENED_SINCE && key.group == "scheduling.k8s.io" {
             self.priorities_follow_classes();
         }

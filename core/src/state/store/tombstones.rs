@@ -62,27 +62,26 @@ impl Tombstones {
         name: &str,
         rec: Option<TemplateRecord>,
     ) {
-        let Some(rec) = rec else { return };
-        if let Some(t) = self.find_mut(index, namespace, name) {
+        let at = self.position(index, namespace, name);
+        if let (Some(rec), Some(t)) = (rec, at.and_then(|i| self.kept.get_mut(i))) {
             t.template = Some(Arc::new(rec));
         }
     }
 
     /// The object `index` deleted, if still remembered.
     pub fn find(&self, index: u64, namespace: &str, name: &str) -> Option<&Tombstone> {
-        self.kept
-            .iter()
-            .rev()
-            .take_while(|t| t.index >= index)
-            .find(|t| t.index == index && t.object.namespace == namespace && t.object.name == name)
+        self.kept.get(self.position(index, namespace, name)?)
     }
 
-    fn find_mut(&mut self, index: u64, namespace: &str, name: &str) -> Option<&mut Tombstone> {
-        self.kept
-            .iter_mut()
-            .rev()
-            .take_while(|t| t.index >= index)
-            .find(|t| t.index == index && t.object.namespace == namespace && t.object.name == name)
+    /// Where that tombstone is: searched from the newest, as far back as `index`.
+    fn position(&self, index: u64, namespace: &str, name: &str) -> Option<usize> {
+        let newest_first = self.kept.iter().enumerate().rev();
+        newest_first
+            .take_while(|(_, t)| t.index >= index)
+            .find(|(_, t)| {
+                t.index == index && t.object.namespace == namespace && t.object.name == name
+            })
+            .map(|(i, _)| i)
     }
 }
 
