@@ -154,6 +154,35 @@ fn refused_promptly(port: u16, n: usize, within: Duration) -> usize {
     closed.iter().filter(|c| **c).count() + (n - extra.len())
 }
 
+/// `n` silent connections the server holds open, which then fill a cap of `n`. One the server
+/// refused is made again until `deadline`: the connection that asked whether the node serves may
+/// still hold its slot for a moment after the client closed it, and the server may take a while
+/// to accept on a loaded machine.
+fn hold_every_slot(port: u16, n: usize, deadline: Instant) -> Vec<TcpStream> {
+    let mut held: Vec<TcpStream> = Vec::with_capacity(n);
+    loop {
+        let made = n - held.len();
+        while held.len() < n {
+            let s = TcpStream::connect(addr(port)).unwrap();
+            s.set_nonblocking(true).unwrap();
+            held.push(s);
+        }
+        // A refused connection is closed as soon as it is accepted: give the server time to
+        // accept every one before counting those still open, and trust only a round that made
+        // none and lost none.
+        std::thread::sleep(Duration::from_millis(300));
+        held.retain(|s| !closed_by_server(s));
+        if held.len() == n && made == 0 {
+            return held;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {n} connections were held",
+            held.len()
+        );
+    }
+}
+
 /// A connection the server holds open (one refused at the cap is closed within a second; such
 /// ones are tried again until `deadline`), and when it was made.
 fn held_connection(port: u16, deadline: Instant) -> (TcpStream, Instant) {
@@ -254,10 +283,7 @@ fn the_api_cap_refuses_extra_connections_and_the_node_stays_up() {
     let root = fedraft_testkit::temp_dir("abuse-cap");
     let (mut server, api) = dev_server(root.path(), &["--api-max-connections", "20"]);
     // Twenty silent connections take every slot until the header deadline (10 s).
-    let held: Vec<TcpStream> = (0..20)
-        .map(|_| TcpStream::connect(addr(api)).unwrap())
-        .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    let held = hold_every_slot(api, 20, Instant::now() + Duration::from_secs(10));
     let refused = refused_promptly(api, 50, Duration::from_secs(2));
     assert_eq!(
         refused, 50,
