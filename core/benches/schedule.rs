@@ -177,6 +177,7 @@ fn bench(c: &mut Criterion) {
                 peers: None,
                 overflow: None,
                 now_ms: 1_000,
+                steady_spread: true,
             });
             let current = first.placement.clone();
             let req = ScheduleRequest {
@@ -191,6 +192,7 @@ fn bench(c: &mut Criterion) {
                 peers: None,
                 overflow: None,
                 now_ms: 120_000,
+                steady_spread: true,
             };
             cpu_rate(label, n, &req);
             group.bench_with_input(BenchmarkId::new(label, n), &n, |b, _| {
@@ -207,6 +209,7 @@ fn bench(c: &mut Criterion) {
                         peers: None,
                         overflow: None,
                         now_ms: 120_000,
+                        steady_spread: true,
                     })))
                 })
             });

@@ -180,6 +180,7 @@ pub fn evaluate(docs: &[Value]) -> anyhow::Result<Value> {
         peers: None,
         overflow: None,
         now_ms,
+        steady_spread: true,
     };
     let decision = scheduler::schedule(&req);
     let mut v = fedraft_apiserver::wire::decision_json(&decision);

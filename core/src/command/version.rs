@@ -95,7 +95,17 @@
 /// 16: the same encoding and commands; each entry re-places up to 1,024 objects of the
 /// reschedule queue instead of 256 ([`WIDER_DRAIN_SINCE`]), so a region's failover drains in a
 /// quarter of the entries; an older entry re-placed 256, and replays so.
-pub const LOG_ENTRY_VERSION: u16 = 16;
+/// 17: the same encoding and commands; a Divided object under a spread constraint gives each
+/// group's required replica to a cluster that can take it, and keeps the replica a group already
+/// runs where it is instead of moving it to the group's heaviest cluster
+/// ([`STEADY_SPREAD_SINCE`]); an older entry chose the heaviest, first by name, even one without
+/// room, and replays so.
+pub const LOG_ENTRY_VERSION: u16 = 17;
+
+/// The first envelope version whose placements give a spread group's required replica to a
+/// cluster that can take it, one already running some if any
+/// (`scheduler::ScheduleRequest::steady_spread`).
+pub const STEADY_SPREAD_SINCE: u16 = 17;
 
 /// The first envelope version whose entries re-place up to 1,024 queued objects each
 /// (`state::reschedule_objects_per_entry`).

@@ -112,6 +112,12 @@ pub struct ScheduleRequest<'a> {
     pub overflow: Option<&'a Overflow>,
     /// Log time of the entry being applied.
     pub now_ms: u64,
+    /// The cluster of a spread group that must get a replica is one that can take it, and
+    /// without rebalance one already running some (`rules::spread`), so re-placing an object
+    /// keeps that group's replicas where they are. False only to replay entries written before
+    /// the rule (`command::STEADY_SPREAD_SINCE`), which gave it to the heaviest candidate,
+    /// first by name, even one without room.
+    pub steady_spread: bool,
 }
 
 /// Where the workloads an object must join or avoid run (Karmada's `placement.workloadAffinity`),

@@ -102,6 +102,7 @@ fn run(
         peers: None,
         overflow: o,
         now_ms: 1_000_000,
+        steady_spread: true,
     })
 }
 

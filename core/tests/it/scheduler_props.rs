@@ -147,6 +147,7 @@ fn run(
         peers: None,
         overflow: None,
         now_ms: 0,
+        steady_spread: true,
     })
 }
 
@@ -294,6 +295,48 @@ proptest! {
     }
 
     #[test]
+    fn spread_replicas_stay_when_a_heavier_cluster_joins_and_others_are_held(
+        f in fleet(),
+        dynamic in any::<bool>(),
+        total in 1u32..30,
+        groups in 1u32..4,
+        zone in 0u8..4,
+        held in prop::collection::vec(any::<bool>(), 10),
+    ) {
+        let m = if dynamic { Mode::Dynamic(false) } else { Mode::Plain };
+        let mut p = placement(&m, &f);
+        // As many groups as the fleet has zones at most, and replicas to cover them.
+        let zones: std::collections::BTreeSet<&String> = f.labels.iter().filter_map(|l| l.get("zone")).collect();
+        let groups = groups.min(zones.len() as u32);
+        let total = total.max(groups);
+        p.spread_constraints = vec![SpreadConstraint {
+            label_key: "zone".into(),
+            min_groups: groups,
+            max_groups: groups,
+        }];
+        let before = run(&p, total, &views(&f), &BTreeMap::new());
+        if before.unschedulable.is_some() {
+            // Short of room: the newcomer may rightly take what is missing.
+            return Ok(());
+        }
+        // The newcomer sorts first by name and has the most room: a rule that picked a group's
+        // required cluster afresh would pick it.
+        let mut g = f.clone();
+        g.names.push("c-new".into());
+        g.labels.push([("zone".to_string(), format!("z{zone}"))].into());
+        g.cpu.push(Some(100_000));
+        let mut v = views(&g);
+        for (view, h) in v.iter_mut().zip(&held) {
+            if *h {
+                view.health = HealthView::Held { since_ms: 0 };
+            }
+        }
+        let after = run(&p, total, &v, &before.placement);
+        prop_assert_eq!(&after.placement, &before.placement);
+        prop_assert!(after.moved.is_empty(), "moved {:?}", after.moved);
+    }
+
+    #[test]
     fn losing_a_cluster_moves_only_its_replicas(f in fleet(), total in 1u32..80, pick in any::<prop::sample::Index>()) {
         let p = placement(&Mode::Plain, &f);
         let before = run(&p, total, &views(&f), &BTreeMap::new());
@@ -382,6 +425,7 @@ proptest! {
             peers: None,
             overflow: None,
             now_ms: 0,
+            steady_spread: true,
         });
         for (i, name) in names.iter().enumerate() {
             let got = u64::from(d.placement.get(name).copied().unwrap_or(0));

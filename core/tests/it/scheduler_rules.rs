@@ -97,6 +97,7 @@ fn run(p: &Placement, total: u32, cs: &[C], current: &[(&str, u32)], now_ms: u64
         peers: None,
         overflow: None,
         now_ms,
+        steady_spread: true,
     })
 }
 
@@ -457,6 +458,30 @@ fn spread_constraint_picks_groups_and_reports_impossible() {
 }
 
 #[test]
+fn a_spread_groups_required_replica_goes_where_it_fits_and_stays_where_it_runs() {
+    let cs = vec![
+        cl("a0").label("zone", "a"),
+        cl("a1").label("zone", "a"),
+        cl("b0").label("zone", "b").cpu(0),
+        cl("b1").label("zone", "b"),
+        cl("b2").label("zone", "b"),
+    ];
+    let mut p = divided(None);
+    p.spread_constraints = vec![SpreadConstraint {
+        label_key: "zone".into(),
+        min_groups: 2,
+        max_groups: 2,
+    }];
+    // b0 is first by name but has no room: zone b's replica goes to b1.
+    let d = run(&p, 2, &cs, &[], 0);
+    assert_eq!(d.placement, counts(&[("a0", 1), ("b1", 1)]));
+    // Where zone b's replica already runs, it stays (a0 first by name and equal in weight).
+    let d = run(&p, 2, &cs, &[("a1", 1), ("b2", 1)], 0);
+    assert_eq!(d.placement, counts(&[("a1", 1), ("b2", 1)]));
+    assert!(d.moved.is_empty(), "{:?}", d.moved);
+}
+
+#[test]
 fn the_cluster_name_key_excludes_by_name_and_spreads_over_clusters() {
     // A label of that name on a cluster does not stand in for the cluster's own name.
     let cs = vec![cl("dc1"), cl("dc2").label("zone", "b"), cl("dc3")];
@@ -573,6 +598,7 @@ fn tenant_slices_restrict_candidates() {
         peers: None,
         overflow: None,
         now_ms: 0,
+        steady_spread: true,
     });
     assert_eq!(d.placement, counts(&[("dc2", 3)]));
     assert_eq!(reason_of(&d, "dc1"), Some(&DropReason::NotInTenantSlices));
@@ -762,6 +788,7 @@ fn equal_weight_single_replicas_spread_by_object_key() {
             peers: None,
             overflow: None,
             now_ms: 0,
+            steady_spread: true,
         })
     };
     for i in 0..60 {

@@ -4,9 +4,14 @@
 //! and entries of older versions replay as they did.
 
 use crate::state_support::*;
-use fedraft_core::command::{Command, Heartbeat, LogEntry, ReachabilityReport};
+use std::collections::BTreeMap;
+
+use fedraft_core::command::{
+    Command, Heartbeat, LogEntry, ReachabilityReport, LOG_ENTRY_VERSION, STEADY_SPREAD_SINCE,
+};
 use fedraft_core::health::{FailureKind, HealthPolicy, ProbeFailure, VANTAGE_LEASE_MS};
 use fedraft_core::model::Health;
+use fedraft_core::policy::SpreadConstraint;
 use fedraft_core::state::{Applied, State};
 
 const S: u64 = 1000;
@@ -218,6 +223,66 @@ fn a_burst_of_failures_pauses_failover_until_the_share_drops_back() {
         "{after:?}"
     );
     assert_eq!(total(&after), 12);
+}
+
+/// Eight east clusters and "w5" in the west, Ready; a Deployment of 4 spread over exactly two
+/// regions placed there; then "w1" joins the west (first by name, so the heaviest-then-first
+/// choice would now pick it). Returns the placement before and after the east goes dark for
+/// 200 s with every entry of that time at envelope `version`: the brake holds the fleet, and
+/// the failover timers re-place the object with the east held.
+fn spread_object_through_a_held_region(
+    version: u16,
+) -> (BTreeMap<String, u32>, BTreeMap<String, u32>) {
+    const REGION: &str = "topology.kubernetes.io/region";
+    let mut h = Harness::new();
+    let east: Vec<String> = (0..8).map(|i| format!("e{i}")).collect();
+    for name in &east {
+        h.register(name, &[(REGION, "east")]);
+    }
+    h.register("w5", &[(REGION, "west")]);
+    let mut all: Vec<&str> = east.iter().map(String::as_str).collect();
+    all.push("w5");
+    h.heartbeat(&all, Some(big_capacity()));
+    let mut p = divided(None);
+    p.spread_constraints = vec![SpreadConstraint {
+        label_key: REGION.into(),
+        min_groups: 2,
+        max_groups: 2,
+    }];
+    h.put("team", "web", spec(deployment("web", 4, 100), p));
+    h.register("w1", &[(REGION, "west")]);
+    h.heartbeat(&["w1"], Some(big_capacity()));
+    let before = h.placement("team", "web");
+    for _ in 0..40 {
+        h.advance(5 * S);
+        let hb = ["w1", "w5"]
+            .iter()
+            .map(|n| Heartbeat {
+                cluster: n.to_string(),
+                capacity: None,
+            })
+            .collect();
+        as_actor(&mut h, "test", version, Command::Heartbeats(hb));
+    }
+    assert!(east.iter().all(|c| health(&h, c) == Health::NotReady));
+    assert!(h.state.health().brake.fleet.is_some(), "the brake holds");
+    assert_eq!(h.state.failover_timers_pending(), 0, "every timer fired");
+    (before, h.placement("team", "web"))
+}
+
+#[test]
+fn a_held_failover_leaves_the_healthy_regions_replica_where_it_runs() {
+    let (before, after) = spread_object_through_a_held_region(LOG_ENTRY_VERSION);
+    assert_eq!(before.get("w5"), Some(&1), "{before:?}");
+    assert_eq!(after, before, "nothing moved while the brake held");
+}
+
+#[test]
+fn entries_before_version_17_move_a_spread_replica_to_the_heaviest_cluster_as_they_did() {
+    let (before, after) = spread_object_through_a_held_region(STEADY_SPREAD_SINCE - 1);
+    assert_eq!(before.get("w5"), Some(&1), "{before:?}");
+    assert_eq!(after.get("w1"), Some(&1), "{after:?}");
+    assert!(!after.contains_key("w5"), "{after:?}");
 }
 
 #[test]

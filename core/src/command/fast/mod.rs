@@ -19,18 +19,18 @@ use crate::error::CodecError;
 use crate::model::Capacity;
 use crate::policy::Resources;
 
-// The envelope and command layouts below are those of `LOG_ENTRY_VERSION` 1 to 16 (versions 2
-// to 16 changed what apply checks and accepts, added a replica mode inside object specs and
+// The envelope and command layouts below are those of `LOG_ENTRY_VERSION` 1 to 17 (versions 2
+// to 17 changed what apply checks and accepts, added a replica mode inside object specs and
 // appended commands: 6 the rollout commands, 7 `CapacityDetails` and `PutTenantWithExtended`,
 // 8 the member commands, 9 `Reachability`, `SetHealthPolicy`, `PutTenantWithQuotas`,
 // `PutObjectWithFailBack` and `ExecutorLease`; 10 changed apply only; 11 appended
 // `StatusReportsAt` and `PutObjectWithDescheduling` and changed what `WorkloadReports` record
 // at apply; 12 widened the peer documents apply accepts; 13 admits namespaces; 14 appended
 // `StatusValues` and `ClusterConditions`, reads overflow affinity tiers and statePreservation
-// and keeps taint policies; 15 changed how time advances only; 16 changed apply only; this reader
-// decodes none of those commands, and the layouts it reads are unchanged); a new version must
-// teach this reader its layout (or make it decline) before it may answer.
-const _: () = assert!(LOG_ENTRY_VERSION == 16);
+// and keeps taint policies; 15 changed how time advances only; 16 and 17 changed apply only;
+// this reader decodes none of those commands, and the layouts it reads are unchanged); a new
+// version must teach this reader its layout (or make it decline) before it may answer.
+const _: () = assert!(LOG_ENTRY_VERSION == 17);
 
 // bincode's varint markers (standard configuration): a value below 251 is one byte, else a
 // marker byte and a little-endian integer follow. Larger forms than the value needs are

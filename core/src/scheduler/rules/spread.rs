@@ -4,10 +4,13 @@
 //! For each constraint in order: candidates without the label are dropped; groups holding
 //! frozen replicas are chosen first (those replicas stay anyway), then, without rebalance,
 //! groups by replicas they already run, then by total candidate weight, then by label value.
-//! Candidates outside the chosen groups are dropped. In Divided mode the best candidate of each
-//! of the first `minGroups` chosen groups must get a replica. When fewer groups than
-//! `minGroups` are usable, or fewer replicas than `minGroups` exist, the constraint cannot be
-//! met and `spread_error` says why. Frozen groups beyond `maxGroups` are kept (their replicas
+//! Candidates outside the chosen groups are dropped. In Divided mode one candidate of each of
+//! the first `minGroups` chosen groups must get a replica: one that can take it (weight and
+//! room), without rebalance the one already running the most (so re-placing the object never
+//! moves a replica inside a group just to meet the rule), then the heaviest, then by name.
+//! When fewer groups than `minGroups` are usable, or fewer replicas than `minGroups` exist, the
+//! constraint cannot be met and
+//! `spread_error` says why. Frozen groups beyond `maxGroups` are kept (their replicas
 //! are not new) and count towards the limit. Must not: compute replica counts.
 
 use std::collections::BTreeMap;
@@ -38,6 +41,13 @@ pub(crate) fn apply(
         .division
         .as_ref()
         .is_some_and(|d| d.rebalance());
+    let running = |c: &ClusterView<'_>| {
+        if req.steady_spread && !rebalance {
+            req.current.get(c.name).copied().unwrap_or(0)
+        } else {
+            0
+        }
+    };
     let divided = req.placement.replicas.mode.divides();
     for sc in &req.placement.spread_constraints {
         let mut groups: BTreeMap<&str, Group> = BTreeMap::new();
@@ -131,15 +141,18 @@ pub(crate) fn apply(
                 if g.frozen_replicas > 0 {
                     continue;
                 }
+                let weight = |i: usize| candidate_weight(req, clusters[i].name, classes.cap[i]);
                 let best = g
                     .members
                     .iter()
                     .copied()
                     .filter(|&i| classes.class[i] == Class::Candidate)
+                    .filter(|&i| !req.steady_spread || (weight(i) > 0 && classes.cap[i] != Some(0)))
                     .max_by(|&a, &b| {
-                        let wa = candidate_weight(req, clusters[a].name, classes.cap[a]);
-                        let wb = candidate_weight(req, clusters[b].name, classes.cap[b]);
-                        wa.cmp(&wb).then(clusters[b].name.cmp(clusters[a].name))
+                        running(&clusters[a])
+                            .cmp(&running(&clusters[b]))
+                            .then(weight(a).cmp(&weight(b)))
+                            .then(clusters[b].name.cmp(clusters[a].name))
                     });
                 if let Some(i) = best {
                     classes.need_one[i] = true;

@@ -146,7 +146,7 @@ impl State {
         let Some(obj) = self.object(&key.namespace, &key.name) else {
             return;
         };
-        if !feasible(&self.decide(obj, false, ctx.now_ms)) {
+        if !feasible(&self.decide(obj, false, ctx.at())) {
             self.next_affinity_group(key, false, ctx);
         }
     }
@@ -180,7 +180,7 @@ impl State {
                 },
                 ..obj.clone()
             };
-            if feasible(&self.decide(&candidate, fresh, ctx.now_ms)) {
+            if feasible(&self.decide(&candidate, fresh, ctx.at())) {
                 chosen = Some(candidate.spec);
                 break;
             }

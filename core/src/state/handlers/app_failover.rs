@@ -160,7 +160,7 @@ impl State {
         // Only a move to somewhere: a dry run first, with the eviction in force.
         let gained: u64 = match self.object(&key.namespace, &key.name) {
             Some(obj) => self
-                .decide(obj, false, ctx.now_ms)
+                .decide(obj, false, ctx.at())
                 .placement
                 .iter()
                 .filter(|(c, _)| c.as_str() != cluster)

@@ -24,6 +24,7 @@
 use std::collections::BTreeMap;
 
 use super::extended::copies;
+use super::placement::At;
 use super::tenants::{over, refuse_over};
 use crate::model::{FederatedObject, ObjectSpec, TemplateInfo, TenantSpec};
 use crate::policy::{validate_per_cluster, ClusterQuota, Extended, Resources};
@@ -240,14 +241,13 @@ impl State {
         spec: &ObjectSpec,
         info: TemplateInfo,
         per_ext: &Extended,
-        now_ms: u64,
-        version: u16,
+        at: At,
     ) -> Result<(), Rejection> {
         let Some(tenant) = self.tenant_of_namespace(namespace) else {
             return Ok(());
         };
-        self.check_whole_quota(namespace, name, spec, info, per_ext, now_ms)?;
-        if version < PER_CLUSTER_WRITE_SINCE
+        self.check_whole_quota(namespace, name, spec, info, per_ext, at)?;
+        if at.version < PER_CLUSTER_WRITE_SINCE
             || !self.ext.per_cluster.contains_key(&tenant.spec.name)
         {
             return Ok(());
@@ -278,7 +278,7 @@ impl State {
             status: existing.map(|o| o.status.clone()).unwrap_or_default(),
             resource_version: 0,
         };
-        self.check_per_cluster_room(&tenant.spec.name, &candidate, per_ext, now_ms)
+        self.check_per_cluster_room(&tenant.spec.name, &candidate, per_ext, at)
     }
 
     /// Refuses an object of `tenant` when every cluster its placement could use (by the
@@ -293,7 +293,7 @@ impl State {
         tenant: &str,
         candidate: &FederatedObject,
         per_ext: &Extended,
-        now_ms: u64,
+        at: At,
     ) -> Result<(), Rejection> {
         let Some(rooms) = self.quota_rooms(candidate) else {
             return Ok(());
@@ -302,7 +302,7 @@ impl State {
         if replicas == 0 {
             return Ok(());
         }
-        let decision = self.decide_with(candidate, per_ext, false, now_ms, None);
+        let decision = self.decide_with(candidate, per_ext, false, at, None);
         // Dropped for capacity only (a quota's cap shows as capacity too): still usable.
         let by_capacity = decision.dropped.iter().filter(|d| {
             matches!(
@@ -363,7 +363,7 @@ impl State {
         spec: &ObjectSpec,
         info: TemplateInfo,
         per_ext: &Extended,
-        now_ms: u64,
+        at: At,
     ) -> Result<(), Rejection> {
         let Some(tenant) = self.tenant_of_namespace(namespace) else {
             return Ok(());
@@ -393,7 +393,7 @@ impl State {
         let clusters = if spec.placement.replicas.mode.divides() {
             1
         } else {
-            let decision = self.decide_with(&candidate, per_ext, false, now_ms, None);
+            let decision = self.decide_with(&candidate, per_ext, false, at, None);
             decision.placement.values().filter(|n| **n > 0).count()
         };
         let mine = need(&candidate, clusters);

@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::placement::At;
 use crate::command::CapacityDetail;
 use crate::error::FieldError;
 use crate::model::{FederatedObject, ObjectKey, TenantSpec};
@@ -237,7 +238,7 @@ impl State {
         &self,
         candidate: &FederatedObject,
         per: &Extended,
-        now_ms: u64,
+        at: At,
     ) -> Result<(), Rejection> {
         let Some(tenant) = self.tenant_of_namespace(&candidate.namespace) else {
             return Ok(());
@@ -251,7 +252,7 @@ impl State {
         let clusters = if candidate.spec.placement.replicas.mode.divides() {
             1
         } else {
-            let decision = self.decide_with(candidate, per, false, now_ms, None);
+            let decision = self.decide_with(candidate, per, false, at, None);
             decision.placement.values().filter(|n| **n > 0).count()
         };
         let key = candidate.key();

@@ -128,7 +128,7 @@ impl State {
                 status: existing.map(|o| o.status.clone()).unwrap_or_default(),
                 resource_version: 0,
             };
-            self.check_extended_quota(&candidate, &per_ext, ctx.now_ms)?;
+            self.check_extended_quota(&candidate, &per_ext, ctx.at())?;
         }
         let old_need = existing.map(|o| {
             o.template_info
@@ -138,15 +138,7 @@ impl State {
         let new_need = info.per_replica.saturating_mul(u64::from(info.replicas));
         if ctx.version >= PER_CLUSTER_QUOTA_SINCE {
             // Duplicated copies count once per cluster they run in (`cluster_quota`).
-            self.check_quota_counting_copies(
-                namespace,
-                name,
-                spec,
-                info,
-                &per_ext,
-                ctx.now_ms,
-                ctx.version,
-            )?;
+            self.check_quota_counting_copies(namespace, name, spec, info, &per_ext, ctx.at())?;
         } else {
             self.check_quota(namespace, old_need.unwrap_or_default(), new_need)?;
         }

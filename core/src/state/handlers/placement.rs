@@ -18,7 +18,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::command::{EXACT_REPORTS_SINCE, FAILOVER_OVERDUE_SINCE, WIDER_DRAIN_SINCE};
+use crate::command::{
+    EXACT_REPORTS_SINCE, FAILOVER_OVERDUE_SINCE, LOG_ENTRY_VERSION, STEADY_SPREAD_SINCE,
+    WIDER_DRAIN_SINCE,
+};
 use crate::model::{
     Cluster, FederatedObject, Health, ObjectKey, PlacedCluster, ShortfallStatus, Tenant,
 };
@@ -44,6 +47,14 @@ pub fn reschedule_objects_per_entry(version: u16) -> usize {
     } else {
         RESCHEDULE_OBJECTS_PER_ENTRY_BEFORE_16
     }
+}
+
+/// When a placement is decided: the log time and envelope version of the entry applying, which
+/// say how old rules read (`command::version`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct At {
+    pub now_ms: u64,
+    pub version: u16,
 }
 
 /// `held`: the failover brake holds this cluster's replicas where they are.
@@ -130,11 +141,11 @@ impl State {
 
     /// Runs the scheduler for `obj` against the current fleet without changing anything.
     /// `fresh` ignores the current placement (revoke).
-    pub(crate) fn decide(&self, obj: &FederatedObject, fresh: bool, now_ms: u64) -> Decision {
+    pub(crate) fn decide(&self, obj: &FederatedObject, fresh: bool, at: At) -> Decision {
         let key = ObjectKey::new(obj.namespace.clone(), obj.name.clone());
         match self.ext.objects.get(&key) {
-            Some(per) => self.decide_with(obj, per, fresh, now_ms, None),
-            None => self.decide_with(obj, &Extended::new(), fresh, now_ms, None),
+            Some(per) => self.decide_with(obj, per, fresh, at, None),
+            None => self.decide_with(obj, &Extended::new(), fresh, at, None),
         }
     }
 
@@ -146,9 +157,10 @@ impl State {
         obj: &FederatedObject,
         per_ext: &Extended,
         fresh: bool,
-        now_ms: u64,
+        at: At,
         subject: Option<&super::workload_affinity::Subject>,
     ) -> Decision {
+        let now_ms = at.now_ms;
         let booked = &self.ix.booked;
         let per = obj.template_info.per_replica;
         // Free capacity for this object: its own booking on a cluster is not "taken".
@@ -257,6 +269,7 @@ impl State {
             peers: peers.as_ref(),
             overflow,
             now_ms,
+            steady_spread: at.version >= STEADY_SPREAD_SINCE,
         };
         scheduler::schedule(&req)
     }
@@ -487,7 +500,11 @@ impl State {
     /// The decision the scheduler would make for this object now, changing nothing (dry run).
     pub fn explain(&self, namespace: &str, name: &str) -> Option<Decision> {
         let obj = self.object(namespace, name)?;
-        Some(self.decide(obj, false, self.d.log_time_ms))
+        let at = At {
+            now_ms: self.d.log_time_ms,
+            version: LOG_ENTRY_VERSION,
+        };
+        Some(self.decide(obj, false, at))
     }
 }
 

@@ -67,7 +67,7 @@ impl State {
         let none = Extended::new();
         let per = self.ext.objects.get(&key).unwrap_or(&none);
         let subject = ctx.door_subject.as_ref();
-        self.decide_with(obj, per, fresh, ctx.now_ms, subject)
+        self.decide_with(obj, per, fresh, ctx.at(), subject)
     }
 
     /// Whether some stored propagation policy has workload affinity: every other decision is
