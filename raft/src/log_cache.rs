@@ -19,15 +19,18 @@ use openraft::RaftLogId;
 
 use crate::types::Entry;
 
-/// Entries kept: a follower more than this far behind is served from the store. A decoded entry
-/// takes about three and a half times its encoded bytes in memory (a batch of status reports
-/// is a vector of small structs, each owning its strings), so the byte budget below understates
-/// what the cache holds; the count is what bounds it. Reads right after an append, and followers
-/// keeping up, need the newest few hundred entries; 8,192 entries held about 60 MiB more than
-/// 512 did in a fleet run, with the same convergence time (docs/performance.md).
+/// Entries kept: a follower more than this far behind is served from the store. Reads right
+/// after an append, and followers keeping up, need the newest few hundred entries; 8,192 entries
+/// held about 60 MiB more than 512 did in a fleet run, with the same convergence time
+/// (docs/performance.md).
 pub(crate) const MAX_CACHED_ENTRIES: usize = 1024;
-/// Encoded bytes kept, whichever bound is hit first.
-pub(crate) const MAX_CACHED_BYTES: usize = 64 << 20;
+/// Encoded bytes kept, whichever bound is hit first: about 56 MiB decoded, some seconds of the
+/// log at the busiest write rate measured (a fleet converging wrote under 1 MiB/s).
+pub(crate) const MAX_CACHED_BYTES: usize = 16 << 20;
+/// A decoded entry takes about this many times its encoded bytes in memory, as a ratio (a batch
+/// of status reports is a vector of small structs, each owning its strings): jemalloc's
+/// profiler found about 100 MB of decoded entries held where the encoded bytes were 30 MB.
+const DECODED_PER_ENCODED: (usize, usize) = (7, 2);
 
 pub(crate) struct LogCache {
     /// Consecutive entries starting at `first`, each with its encoded size and the number of
@@ -57,9 +60,11 @@ impl LogCache {
         }
     }
 
-    /// Encoded bytes of the entries held.
-    pub(crate) fn bytes(&self) -> usize {
-        self.bytes
+    /// About how much memory the entries held take once decoded (their encoded bytes scaled
+    /// by [`DECODED_PER_ENCODED`]): what the cache costs, for the gauge.
+    pub(crate) fn memory_estimate(&self) -> usize {
+        let (num, den) = DECODED_PER_ENCODED;
+        self.bytes / den * num
     }
 
     /// One past the last index held.

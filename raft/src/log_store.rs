@@ -57,11 +57,11 @@ fn write_err(e: impl std::error::Error + 'static) -> StorageError {
 pub(crate) struct CachedLog(Weak<Mutex<LogCache>>);
 
 impl CachedLog {
-    /// Encoded bytes of the entries held in memory (0 once the log store is gone).
-    pub(crate) fn bytes(&self) -> u64 {
+    /// About how much memory the entries held take (0 once the log store is gone).
+    pub(crate) fn memory_estimate(&self) -> u64 {
         self.0
             .upgrade()
-            .map_or(0, |c| lock_cache(&c).bytes() as u64)
+            .map_or(0, |c| lock_cache(&c).memory_estimate() as u64)
     }
 }
 

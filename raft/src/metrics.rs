@@ -291,8 +291,8 @@ impl Collector for PositionCollector {
             ),
             (
                 "fedraft_raft_log_cache_bytes",
-                "Encoded bytes of the newest log entries held in memory (bounded by a budget)",
-                self.cached_log.bytes(),
+                "Memory the newest log entries held decoded take, estimated from their encoded size (bounded by a budget)",
+                self.cached_log.memory_estimate(),
             ),
         ];
         for (name, help, value) in gauges {

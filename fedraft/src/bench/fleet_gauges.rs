@@ -90,7 +90,7 @@ pub(super) fn gauge(text: &str, name: &str) -> Option<f64> {
 pub struct NodeMemory {
     /// Rust heap allocated and not freed (jemalloc).
     pub heap: f64,
-    /// Encoded bytes of the raft log's in-memory cache (bounded).
+    /// The raft log's in-memory cache, as the node estimates its decoded entries (bounded).
     pub log_cache: f64,
     /// RocksDB's memtables and block caches (bounded by their budgets).
     pub rocksdb_caches: f64,
