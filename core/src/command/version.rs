@@ -99,7 +99,9 @@
 /// group's required replica to a cluster that can take it, and keeps the replica a group already
 /// runs where it is instead of moving it to the group's heaviest cluster
 /// ([`STEADY_SPREAD_SINCE`]); an older entry chose the heaviest, first by name, even one without
-/// room, and replays so.
+/// room, and replays so. Also in 17, a cluster whose labels change is looked at again by the
+/// taint policies (`karmada::TAINT_POLICIES_ON_LABELS_SINCE`); in an older entry it waited for its
+/// next condition change, and replays so.
 pub const LOG_ENTRY_VERSION: u16 = 17;
 
 /// The first envelope version whose placements give a spread group's required replica to a

@@ -83,6 +83,11 @@ pub use workload::WorkloadAffinity;
 /// before proposing), and its delete was refused as no policy kind; both replay so.
 pub const TAINT_POLICIES_SINCE: u16 = 14;
 
+/// The first log entry version in which a cluster whose labels change is looked at again by the
+/// taint policies (a policy's `targetClusters` may now select it). In an older entry it waited
+/// for its next condition change, and replays so.
+pub const TAINT_POLICIES_ON_LABELS_SINCE: u16 = 17;
+
 /// The kind of Karmada's cluster taint policy.
 pub const TAINT_POLICY_KIND: &str = "ClusterTaintPolicy";
 

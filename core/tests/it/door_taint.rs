@@ -1,13 +1,14 @@
 //! Karmada's `ClusterTaintPolicy` (log version 14): a taint added when the add conditions hold
 //! stays until the remove conditions hold; fedraft's own `Ready` is a condition too; deleting
 //! the policy keeps its taints; two policies may not share a taint; a NoExecute taint moves a
-//! workload that does not tolerate it; snapshots keep the tables; and a version-13 entry
+//! workload that does not tolerate it; a cluster labelled into a policy's target is looked at
+//! again (version 17); snapshots keep the tables; and a version-13 entry
 //! applies as it did (the document a template, conditions refused).
 
 use fedraft_core::audit::{explain_step, Record};
 use fedraft_core::command::{Command, LogEntry};
 use fedraft_core::door::ResourceKey;
-use fedraft_core::karmada::ClusterCondition;
+use fedraft_core::karmada::{ClusterCondition, TAINT_POLICIES_ON_LABELS_SINCE};
 use fedraft_core::model::ObjectKey;
 use fedraft_core::policy::{Taint, TaintEffect};
 use fedraft_core::state::{Outcome, RejectCode, State};
@@ -297,6 +298,34 @@ fn snapshots_keep_conditions_and_added_taints() {
             effect: TaintEffect::NoExecute,
         }])
     );
+}
+
+/// A policy adding `kc-bad` on clusters labelled `tier: edge` while KubeComponentsHealthy is
+/// False; m1's condition is False before it has the label. Returns m1's taints after the label
+/// arrives by an update of envelope `version`.
+fn labelled_into_a_policy(version: u16) -> Vec<String> {
+    let mut h = fleet();
+    let mut doc = taint_policy("kch", &[], "KubeComponentsHealthy", "kc-bad", "NoSchedule");
+    doc["spec"]["targetClusters"] = json!({"labelSelector": {"matchLabels": {"tier": "edge"}}});
+    h.ok(put(&doc));
+    h.ok(conditions("m1", &[("KubeComponentsHealthy", "False")]));
+    assert!(taint_keys(&h, "m1").is_empty(), "not targeted yet");
+    let update = Command::UpdateCluster {
+        spec: cluster_spec("m1", &[("tier", "edge")]),
+        expected_version: None,
+    };
+    assert!(apply_at(&mut h, version, update).is_accepted());
+    taint_keys(&h, "m1")
+}
+
+#[test]
+fn a_cluster_labelled_into_a_policys_target_is_tainted_at_once() {
+    assert_eq!(
+        labelled_into_a_policy(TAINT_POLICIES_ON_LABELS_SINCE),
+        ["kc-bad:NoSchedule"]
+    );
+    // Before that version it waited for its next condition change.
+    assert!(labelled_into_a_policy(TAINT_POLICIES_ON_LABELS_SINCE - 1).is_empty());
 }
 
 fn apply_at(h: &mut Harness, version: u16, cmd: Command) -> Outcome {

@@ -4,8 +4,9 @@
 //! condition that added it, so that explanations can say why a cluster is tainted.
 //!
 //! Evaluation is Karmada's controller's, made deterministic: whenever a cluster's conditions
-//! change (a status write, or fedraft's own `Ready` turning, or its registration) or a policy is
-//! written, every policy that targets the cluster is applied to it in creation order (then by
+//! change (a status write, or fedraft's own `Ready` turning, or its registration), its labels
+//! change (from `TAINT_POLICIES_ON_LABELS_SINCE`: a policy's target may select it now) or a
+//! policy is written, every policy that targets the cluster is applied to it in creation order (then by
 //! name): its taints are added when its `addOnConditions` hold, then removed when its
 //! `removeOnConditions` hold. A taint stays between the two (hysteresis). Deleting a policy
 //! leaves the taints it added, as Karmada does; another policy's removal of the same key and
@@ -28,7 +29,8 @@ use crate::door::{PolicyKindTag, PolicyRef};
 use crate::error::FieldError;
 use crate::karmada::{
     conditions_hold, parse_taint_policy, ClusterCondition, TaintPolicySpec, CONDITION_STATUSES,
-    MAX_CONDITIONS, READY_CONDITION, TAINT_POLICIES_SINCE, TAINT_POLICY_KIND,
+    MAX_CONDITIONS, READY_CONDITION, TAINT_POLICIES_ON_LABELS_SINCE, TAINT_POLICIES_SINCE,
+    TAINT_POLICY_KIND,
 };
 use crate::model::Health;
 use crate::policy::{validate_label_key, Taint, TaintEffect};
@@ -175,6 +177,14 @@ impl State {
     /// policies look at it again. Nothing in an older entry or without policies.
     pub(crate) fn taint_conditions_changed(&mut self, cluster: &str, ctx: &mut Ctx) {
         if ctx.version >= TAINT_POLICIES_SINCE && self.has_taint_policies() {
+            self.review_cluster_taints(cluster, ctx);
+        }
+    }
+
+    /// A cluster's labels changed: a policy's target may select it now. Nothing in an entry
+    /// before [`TAINT_POLICIES_ON_LABELS_SINCE`] or without policies.
+    pub(crate) fn taint_labels_changed(&mut self, cluster: &str, ctx: &mut Ctx) {
+        if ctx.version >= TAINT_POLICIES_ON_LABELS_SINCE && self.has_taint_policies() {
             self.review_cluster_taints(cluster, ctx);
         }
     }
