@@ -182,7 +182,14 @@ impl State {
                 let target = target_key(kind, namespace, name);
                 let (ns, object) = (target.object_namespace(), target.object_name());
                 if self.object(ns, &object).is_some() {
-                    self.delete_object(ns, &object, None, ctx)?;
+                    // A refused delete changes nothing: the document comes back. (It refuses
+                    // before changing anything of its own.)
+                    if let Err(refusal) = self.delete_object(ns, &object, None, ctx) {
+                        if let Some(old) = old {
+                            self.door.policies.insert(key, old);
+                        }
+                        return Err(refusal);
+                    }
                 }
                 self.policy_changed(&key, true, ctx);
                 return Ok(Some(ctx.index));
