@@ -135,14 +135,6 @@ pub(crate) struct Ctx<'e> {
 }
 
 impl Ctx<'_> {
-    /// The entry's log time and version, as a placement decision needs them.
-    pub(crate) fn at(&self) -> handlers::placement::At {
-        handlers::placement::At {
-            now_ms: self.now_ms,
-            version: self.version,
-        }
-    }
-
     pub fn change(&mut self, kind: ChangeKind, key: impl Into<String>, op: ChangeOp) {
         self.changes.push(Change {
             kind,

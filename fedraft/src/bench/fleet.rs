@@ -310,17 +310,9 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         .timeout(Duration::from_secs(60))
         .build()?;
     let none = BTreeSet::new();
-    let settled = work::settled_comparison(&api, &member_http, &members, &none, 3).await?;
-    if settled.differences > 0 {
-        let (placed, lines) = (&settled.placed, &settled.lines);
-        super::fleet_explain::explain(&api, &member_http, &members, placed, lines, 10).await;
-    }
-    rep.check("after convergence", settled.differences, settled.lines);
-    rep.member_objects = settled
-        .placed
-        .values()
-        .map(|p| p.placement.len() as u64)
-        .sum();
+    let when = "after convergence";
+    let placed = check_members(&mut rep, &api, &member_http, &members, &none, when).await?;
+    rep.member_objects = placed.values().map(|p| p.placement.len() as u64).sum();
     if args.settle_secs > 0 {
         tokio::time::sleep(Duration::from_secs(args.settle_secs)).await;
         let gauges = fleet_gauges::scrape(&http, &fed).await;
@@ -365,33 +357,15 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
                     k.not_ready_s, k.affected, k.replaced_s, k.moved_from_healthy
                 );
                 let dark: BTreeSet<String> = names.iter().cloned().collect();
+                let when = "after the region went dark";
+                let checked =
+                    check_members(&mut rep, &api, &member_http, &members, &dark, when).await;
                 // Kept as an error of the run: the brake phase still runs, and the report
                 // keeps what was measured.
-                match work::settled_comparison(&api, &member_http, &members, &dark, 3).await {
-                    Ok(settled) => {
-                        if settled.differences > 0 {
-                            let (placed, lines) = (&settled.placed, &settled.lines);
-                            super::fleet_explain::explain(
-                                &api,
-                                &member_http,
-                                &members,
-                                placed,
-                                lines,
-                                10,
-                            )
-                            .await;
-                        }
-                        rep.check(
-                            "after the region went dark",
-                            settled.differences,
-                            settled.lines,
-                        );
-                    }
-                    Err(e) => {
-                        let why = format!("after the region went dark: {e:#}");
-                        println!("{why}");
-                        rep.errors.push(why);
-                    }
+                if let Err(e) = checked {
+                    let why = format!("{when}: {e:#}");
+                    println!("{why}");
+                    rep.errors.push(why);
                 }
             }
         }
@@ -414,6 +388,25 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
 }
 
 /// Sends every call with `concurrency` in flight, recording latencies and errors.
+/// Compares every member with what fedraft placed once both settled (clusters in `skip`
+/// aside), explains any difference and records the check as `when`; answers what was placed.
+async fn check_members(
+    rep: &mut Report,
+    api: &FedApi,
+    member_http: &reqwest::Client,
+    members: &Members,
+    skip: &BTreeSet<String>,
+    when: &str,
+) -> anyhow::Result<BTreeMap<String, Placed>> {
+    let settled = work::settled_comparison(api, member_http, members, skip, 3).await?;
+    if settled.differences > 0 {
+        let (placed, lines) = (&settled.placed, &settled.lines);
+        super::fleet_explain::explain(api, member_http, members, placed, lines, 10).await;
+    }
+    rep.check(when, settled.differences, settled.lines);
+    Ok(settled.placed)
+}
+
 async fn write_all(
     api: &FedApi,
     calls: impl Iterator<Item = (String, reqwest::Method, Value)>,

@@ -9,9 +9,9 @@
 //! room), without rebalance the one already running the most (so re-placing the object never
 //! moves a replica inside a group just to meet the rule), then the heaviest, then by name.
 //! When fewer groups than `minGroups` are usable, or fewer replicas than `minGroups` exist, the
-//! constraint cannot be met and
-//! `spread_error` says why. Frozen groups beyond `maxGroups` are kept (their replicas
-//! are not new) and count towards the limit. Must not: compute replica counts.
+//! constraint cannot be met and `spread_error` says why. Frozen groups beyond `maxGroups` are
+//! kept (their replicas are not new) and count towards the limit. Must not: compute replica
+//! counts.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +28,12 @@ struct Group {
     current: u64,
     weight: u128,
     usable: bool,
+}
+
+/// Whether a candidate of `weight` with room `cap` can be given a replica: what makes its group
+/// usable, and what the replica a group must get asks of its cluster.
+fn takes_replicas(weight: u64, cap: Option<u64>) -> bool {
+    weight > 0 && cap != Some(0)
 }
 
 pub(crate) fn apply(
@@ -80,7 +86,7 @@ pub(crate) fn apply(
                     g.members.push(i);
                     g.current += current;
                     g.weight += u128::from(w);
-                    g.usable |= w > 0 && classes.cap[i] != Some(0);
+                    g.usable |= takes_replicas(w, classes.cap[i]);
                 }
             }
         }
@@ -147,7 +153,7 @@ pub(crate) fn apply(
                     .iter()
                     .copied()
                     .filter(|&i| classes.class[i] == Class::Candidate)
-                    .filter(|&i| !req.steady_spread || (weight(i) > 0 && classes.cap[i] != Some(0)))
+                    .filter(|&i| !req.steady_spread || takes_replicas(weight(i), classes.cap[i]))
                     .max_by(|&a, &b| {
                         running(&clusters[a])
                             .cmp(&running(&clusters[b]))

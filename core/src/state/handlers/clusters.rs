@@ -149,15 +149,15 @@ impl State {
         if c.spec == *spec {
             return Ok(Some(c.resource_version));
         }
-        let c_labels_changed = c.spec.labels != spec.labels;
-        let placement_inputs_changed = c_labels_changed || c.spec.taints != spec.taints;
+        let labels_changed = c.spec.labels != spec.labels;
+        let placement_inputs_changed = labels_changed || c.spec.taints != spec.taints;
         let extra = self.policy_taint_list(&spec.name);
         self.update_cluster(&spec.name, ctx, |c| {
             c.spec = spec.clone();
             c.effective_taints = effective_taints(&c.spec, c.drained, &extra);
         });
         if placement_inputs_changed {
-            if c_labels_changed {
+            if labels_changed {
                 self.taint_labels_changed(&spec.name, ctx);
             }
             self.cluster_evicts(&spec.name, ctx);

@@ -176,25 +176,21 @@ impl State {
             ));
         };
         super::clusters::check_version(expected, Some(record.resource_version))?;
-        let old = self.door.policies.remove(&key);
         if let PolicyKindTag::Federated(kind) = tag {
             if kind != FederatedKind::Namespace {
                 let target = target_key(kind, namespace, name);
                 let (ns, object) = (target.object_namespace(), target.object_name());
+                // The object goes first: a refused delete (which refuses before changing
+                // anything) then leaves the document too.
                 if self.object(ns, &object).is_some() {
-                    // A refused delete changes nothing: the document comes back. (It refuses
-                    // before changing anything of its own.)
-                    if let Err(refusal) = self.delete_object(ns, &object, None, ctx) {
-                        if let Some(old) = old {
-                            self.door.policies.insert(key, old);
-                        }
-                        return Err(refusal);
-                    }
+                    self.delete_object(ns, &object, None, ctx)?;
                 }
+                self.door.policies.remove(&key);
                 self.policy_changed(&key, true, ctx);
                 return Ok(Some(ctx.index));
             }
         }
+        let old = self.door.policies.remove(&key);
         if let Err(refusal) = self.rederive_kubefed(&key, ctx) {
             if let Some(old) = old {
                 self.door.policies.insert(key, old);

@@ -57,6 +57,16 @@ pub(crate) struct At {
     pub version: u16,
 }
 
+impl Ctx<'_> {
+    /// The entry's log time and version, as a placement decision needs them.
+    pub(crate) fn at(&self) -> At {
+        At {
+            now_ms: self.now_ms,
+            version: self.version,
+        }
+    }
+}
+
 /// `held`: the failover brake holds this cluster's replicas where they are.
 pub(crate) fn health_view(c: &Cluster, held: bool) -> HealthView {
     match c.status.health {

@@ -6,8 +6,8 @@
 //! Evaluation is Karmada's controller's, made deterministic: whenever a cluster's conditions
 //! change (a status write, or fedraft's own `Ready` turning, or its registration), its labels
 //! change (from `TAINT_POLICIES_ON_LABELS_SINCE`: a policy's target may select it now) or a
-//! policy is written, every policy that targets the cluster is applied to it in creation order (then by
-//! name): its taints are added when its `addOnConditions` hold, then removed when its
+//! policy is written, every policy that targets the cluster is applied to it in creation order
+//! (then by name): its taints are added when its `addOnConditions` hold, then removed when its
 //! `removeOnConditions` hold. A taint stays between the two (hysteresis). Deleting a policy
 //! leaves the taints it added, as Karmada does; another policy's removal of the same key and
 //! effect, or deregistering the cluster, takes them off. Taints a policy added never replace the
