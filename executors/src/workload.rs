@@ -73,8 +73,10 @@ pub fn report_of(
 ) -> HeldWorkload {
     if let Some(c) = unschedulable_condition(unschedulable) {
         // Last, so the workload's own conditions cannot push the count out.
-        observed.conditions.truncate(MAX_CONDITIONS - 1);
-        observed.conditions.push(c);
+        let mut list = observed.conditions.to_vec();
+        list.truncate(MAX_CONDITIONS - 1);
+        list.push(c);
+        observed.conditions = list.into();
     }
     HeldWorkload {
         key: key.clone(),
@@ -187,7 +189,7 @@ pub fn observe_workload(
         updated,
         ready,
         available,
-        conditions,
+        conditions: conditions.into(),
         job,
     })
 }

@@ -102,6 +102,7 @@ pub fn held_share(share: u32, ready: u32, stuck: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn held_share_never_below_ready_nor_above_share() {
@@ -132,13 +133,15 @@ mod tests {
             updated: 4,
             ready: 1,
             available: 1,
-            conditions: Vec::new(),
+            conditions: Arc::new([]),
             job: Default::default(),
         };
         assert_eq!(unschedulable(&o), 0);
-        o.conditions.extend(unschedulable_condition(3));
+        let mut c = unschedulable_condition(3).unwrap();
+        o.conditions = Arc::new([c.clone()]);
         assert_eq!(unschedulable(&o), 3);
-        o.conditions[0].reason = "many".into();
+        c.reason = "many".into();
+        o.conditions = Arc::new([c]);
         assert_eq!(unschedulable(&o), 0);
         assert!(unschedulable_condition(0).is_none());
     }

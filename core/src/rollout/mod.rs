@@ -17,6 +17,7 @@ pub mod deschedule;
 pub mod failback;
 pub mod gate;
 pub mod waves;
+pub mod shared_conditions;
 pub mod words;
 
 pub use words::{word, Word};
@@ -25,6 +26,7 @@ pub use words::{word, Word};
 mod tests;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -413,7 +415,8 @@ pub enum JobState {
 }
 
 /// One condition of a workload's status (message left out: it is long and changes often).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Ordered so the state can keep each distinct list once ([`shared_conditions`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadCondition {
     #[serde(rename = "type", deserialize_with = "words::deserialize")]
@@ -438,7 +441,9 @@ pub struct WorkloadObservation {
     pub updated: u32,
     pub ready: u32,
     pub available: u32,
-    pub conditions: Vec<WorkloadCondition>,
+    /// Shared: most workloads of a kind report the same few conditions, and the state keeps
+    /// one copy of each distinct list for all of them ([`shared_conditions`]).
+    pub conditions: Arc<[WorkloadCondition]>,
     pub job: JobState,
 }
 

@@ -104,7 +104,7 @@ fn obs(kind: &str, gen: (i64, i64), counts: (u32, u32, u32, u32)) -> WorkloadObs
         updated: counts.1,
         ready: counts.2,
         available: counts.3,
-        conditions: Vec::new(),
+        conditions: Arc::new([]),
         job: JobState::None,
     }
 }
@@ -124,11 +124,11 @@ fn verdicts_by_kind() {
         Verdict::Progressing
     );
     let mut stuck = obs("Deployment", (2, 2), (3, 1, 2, 2));
-    stuck.conditions.push(WorkloadCondition {
+    stuck.conditions = Arc::new([WorkloadCondition {
         type_: "Progressing".into(),
         status: false,
         reason: "ProgressDeadlineExceeded".into(),
-    });
+    }]);
     assert_eq!(verdict(&stuck), Verdict::Degraded);
     let mut job = obs("Job", (1, 0), (1, 0, 0, 0));
     job.job = JobState::Running;
@@ -143,13 +143,15 @@ fn verdicts_by_kind() {
     );
     // A kind fedraft does not read, with the strategy's health rule reported by the executor.
     let mut custom = obs("Certificate", (0, 0), (0, 0, 0, 0));
-    custom.conditions.push(WorkloadCondition {
+    let mut rule = WorkloadCondition {
         type_: HEALTH_RULE_CONDITION.into(),
         status: false,
         reason: "Pending".into(),
-    });
+    };
+    custom.conditions = Arc::new([rule.clone()]);
     assert_eq!(verdict(&custom), Verdict::Progressing);
-    custom.conditions[0].status = true;
+    rule.status = true;
+    custom.conditions = Arc::new([rule]);
     assert_eq!(verdict(&custom), Verdict::Healthy);
 }
 

@@ -176,7 +176,7 @@ impl Run {
                 updated: 2,
                 ready: if healthy { 2 } else { 0 },
                 available: if healthy { 2 } else { 0 },
-                conditions,
+                conditions: conditions.into(),
                 job: Default::default(),
             },
         }]));

@@ -123,7 +123,7 @@ impl Run {
                 updated: 2,
                 ready: 2,
                 available: 2,
-                conditions: Vec::new(),
+                conditions: Vec::new().into(),
                 job: Default::default(),
             },
         }]));

@@ -138,7 +138,7 @@ impl Run {
                 updated: 2,
                 ready,
                 available: ready,
-                conditions: Vec::new(),
+                conditions: Vec::new().into(),
                 job: Default::default(),
             },
         }]));
@@ -432,4 +432,56 @@ mod props {
             run.replay_matches();
         }
     }
+}
+
+/// Statuses that report the same conditions hold one copy of them, also once restored from a
+/// snapshot, and a status keeps what its own report said.
+#[test]
+fn equal_condition_lists_are_held_once() {
+    use fedraft_core::rollout::WorkloadCondition;
+    let mut run = Run::new();
+    put(&mut run, "app:1");
+    let condition = |reason: &str| WorkloadCondition {
+        type_: "Available".into(),
+        status: true,
+        reason: reason.to_string().into(),
+    };
+    let reports = CLUSTERS
+        .iter()
+        .map(|c| WorkloadReport {
+            namespace: "ns".into(),
+            name: "web".into(),
+            cluster: c.to_string(),
+            observed: WorkloadObservation {
+                kind: "Deployment".into(),
+                revision: Some(1),
+                generation: 1,
+                observed_generation: 1,
+                replicas: 2,
+                updated: 2,
+                ready: 2,
+                available: 2,
+                // Each report decodes its own list, as reports from the log do.
+                conditions: vec![condition(if *c == "zz1" { "Other" } else { "Same" })].into(),
+                job: Default::default(),
+            },
+        })
+        .collect();
+    run.ok(Command::WorkloadReports(reports));
+    let lists = |s: &State| -> Vec<_> {
+        let per = s.workload_status("ns", "web").expect("statuses");
+        CLUSTERS
+            .iter()
+            .map(|c| per.get(*c).expect("status").observed.conditions.clone())
+            .collect()
+    };
+    let held = lists(&run.h.state);
+    assert!(std::sync::Arc::ptr_eq(&held[0], &held[1]));
+    assert_eq!(*held[2], [condition("Other")]);
+    assert_eq!(*held[0], [condition("Same")]);
+    let restored = State::from_snapshot(&run.h.state.to_snapshot()).expect("restore");
+    let again = lists(&restored);
+    assert_eq!(again, held);
+    assert!(std::sync::Arc::ptr_eq(&again[0], &again[1]));
+    assert!(!std::sync::Arc::ptr_eq(&again[0], &again[2]));
 }

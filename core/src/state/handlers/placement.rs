@@ -352,7 +352,11 @@ impl State {
             .into_iter()
             .map(|p| (p.cluster.clone(), p))
             .collect();
-        obj.status.clusters = decision
+        // Sized exactly: every object keeps this vector, and a filtered `collect` would leave
+        // room for four clusters where most objects have one to three.
+        let placed = decision.placement.values().filter(|n| **n > 0).count();
+        let mut clusters = Vec::with_capacity(placed);
+        clusters.extend(decision
             .placement
             .iter()
             .filter(|(_, n)| **n > 0)
@@ -370,8 +374,8 @@ impl State {
                     message: None,
                     reported_ms: None,
                 },
-            })
-            .collect();
+            }));
+        obj.status.clusters = clusters;
         obj.status.ready_replicas = obj.status.clusters.iter().map(|p| p.ready_replicas).sum();
         let short = shortfall.is_some();
         obj.status.shortfall = shortfall;

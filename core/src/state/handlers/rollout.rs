@@ -11,6 +11,7 @@
 //! stay as before rollouts existed), or decide a gate itself (`crate::rollout::gate` does).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -20,9 +21,10 @@ use crate::door::DOOR_ROLLOUTS_SINCE;
 use crate::error::FieldError;
 use crate::model::{ObjectKey, ObjectSpec};
 use crate::rollout::{
-    gate, verdict, waves, Phase, RolloutRecord, RolloutStrategy, RolloutType, WorkloadStatus,
-    WorkloadStatuses, MAX_CONDITIONS,
+    gate, verdict, waves, Phase, RolloutRecord, RolloutStrategy, RolloutType, WorkloadCondition,
+    WorkloadStatus, WorkloadStatuses, MAX_CONDITIONS, MAX_REASON_BYTES,
 };
+use crate::rollout::shared_conditions::ConditionSets;
 use crate::state::{
     check_batch_len, ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State,
 };
@@ -37,11 +39,25 @@ pub struct Rollouts {
     /// Replicas kept on clusters an object is leaving until its new placement is ready
     /// (make-before-break, `super::handover`).
     pub handovers: super::Handovers,
+    /// The distinct condition lists `workloads` holds, each once; local, never encoded.
+    #[serde(skip)]
+    pub condition_sets: ConditionSets,
 }
 
 impl Rollouts {
     pub fn is_empty(&self) -> bool {
         self.records.is_empty() && self.workloads.is_empty() && self.handovers.is_empty()
+    }
+
+    /// Makes the statuses of restored tables share their condition lists, as the statuses
+    /// reports bring do.
+    pub fn share_conditions(&mut self) {
+        for per in self.workloads.values_mut() {
+            for (_, s) in per.iter_mut() {
+                let list = std::mem::replace(&mut s.observed.conditions, Arc::new([]));
+                s.observed.conditions = self.condition_sets.share(list);
+            }
+        }
     }
 }
 
@@ -392,10 +408,16 @@ impl State {
             }
             let mut observed = r.observed.clone();
             observed.kind = crate::rollout::cut_reason(&observed.kind);
-            for c in &mut observed.conditions {
-                c.type_ = crate::rollout::cut_reason(&c.type_);
-                c.reason = crate::rollout::cut_reason(&c.reason);
+            let long = |c: &WorkloadCondition| c.type_.len().max(c.reason.len()) > MAX_REASON_BYTES;
+            if observed.conditions.iter().any(long) {
+                let cut = |c: &WorkloadCondition| WorkloadCondition {
+                    type_: crate::rollout::cut_reason(&c.type_),
+                    status: c.status,
+                    reason: crate::rollout::cut_reason(&c.reason),
+                };
+                observed.conditions = observed.conditions.iter().map(cut).collect();
             }
+            observed.conditions = self.rollouts.condition_sets.share(observed.conditions);
             let key = ObjectKey::new(r.namespace.clone(), r.name.clone());
             let stuck = crate::rollout::deschedule::unschedulable(&observed);
             let per = self.rollouts.workloads.entry(key.clone()).or_default();
