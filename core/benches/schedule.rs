@@ -75,10 +75,10 @@ fn views<'a>(f: &'a Fleet, cpu: bool) -> Vec<ClusterView<'a>> {
 }
 
 fn placements() -> Vec<(&'static str, Placement)> {
-    let selector = Some(LabelSelector {
+    let selector = Some(Box::new(LabelSelector {
         match_labels: [("env".to_string(), "prod".to_string())].into(),
         match_expressions: vec![],
-    });
+    }));
     let divided = |division| Placement {
         cluster_selector: selector.clone(),
         replicas: ReplicaPolicy {

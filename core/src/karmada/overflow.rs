@@ -145,7 +145,7 @@ pub(super) fn tiers(
         tiers.push(OverflowTier {
             name,
             clusters: p.clusters,
-            cluster_selector: p.cluster_selector,
+            cluster_selector: p.cluster_selector.map(|s| *s),
         });
     }
     Ok(Overflow {

@@ -392,7 +392,7 @@ fn apply_affinity(
         });
     }
     if selector != LabelSelector::default() {
-        placement.cluster_selector = Some(selector);
+        placement.cluster_selector = Some(Box::new(selector));
     }
     Ok(())
 }

@@ -196,7 +196,7 @@ fn placement(raw: Option<RawPlacement>) -> Result<Placement, FieldError> {
     };
     Ok(Placement {
         clusters,
-        cluster_selector,
+        cluster_selector: cluster_selector.map(Box::new),
         replicas: ReplicaPolicy {
             mode: ReplicaMode::Duplicated,
             division: None,

@@ -261,7 +261,7 @@ proptest! {
     #[test]
     fn adding_an_unselected_cluster_moves_nothing(f in fleet(), m in mode(), total in 0u32..80) {
         let mut p = placement(&m, &f);
-        p.cluster_selector = Some(LabelSelector { match_labels: [("member".to_string(), "yes".to_string())].into(), match_expressions: vec![] });
+        p.cluster_selector = Some(Box::new(LabelSelector { match_labels: [("member".to_string(), "yes".to_string())].into(), match_expressions: vec![] }));
         let mut f = f;
         for l in f.labels.iter_mut() { l.insert("member".into(), "yes".into()); }
         let before = run(&p, total, &views(&f), &BTreeMap::new());

@@ -172,14 +172,14 @@ fn cluster_list_and_selector_filter_with_reasons() {
     ];
     let mut p = divided(None);
     p.clusters = Some(vec!["dc1".into(), "dc2".into()]);
-    p.cluster_selector = Some(LabelSelector {
+    p.cluster_selector = Some(Box::new(LabelSelector {
         match_labels: BTreeMap::new(),
         match_expressions: vec![LabelSelectorRequirement {
             key: "region".into(),
             operator: SelectorOperator::In,
             values: vec!["eu".into()],
         }],
-    });
+    }));
     let d = run(&p, 5, &cs, &[], 0);
     assert_eq!(d.placement, counts(&[("dc1", 5)]));
     assert_eq!(reason_of(&d, "dc2"), Some(&DropReason::SelectorMismatch));
@@ -490,14 +490,14 @@ fn the_cluster_name_key_excludes_by_name_and_spreads_over_clusters() {
             mode: ReplicaMode::Duplicated,
             division: None,
         },
-        cluster_selector: Some(LabelSelector {
+        cluster_selector: Some(Box::new(LabelSelector {
             match_labels: BTreeMap::new(),
             match_expressions: vec![LabelSelectorRequirement {
                 key: CLUSTER_NAME_KEY.into(),
                 operator: SelectorOperator::NotIn,
                 values: vec!["dc2".into()],
             }],
-        }),
+        })),
         ..Default::default()
     };
     assert!(p.validate("p").is_ok());

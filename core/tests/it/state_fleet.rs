@@ -26,10 +26,10 @@ fn relabelled_cluster_loses_and_gains_selected_objects() {
     }
     h.heartbeat(&["dc1", "dc2", "dc3"], Some(big_capacity()));
     let mut eu = duplicated();
-    eu.cluster_selector = Some(selector("region", "eu"));
+    eu.cluster_selector = Some(Box::new(selector("region", "eu")));
     h.put("ns", "cache", spec(deployment("cache", 2, 10), eu));
     let mut eu_divided = divided(None);
-    eu_divided.cluster_selector = Some(selector("region", "eu"));
+    eu_divided.cluster_selector = Some(Box::new(selector("region", "eu")));
     h.put("ns", "web", spec(deployment("web", 4, 10), eu_divided));
     assert_eq!(
         h.placement("ns", "cache").keys().collect::<Vec<_>>(),

@@ -116,19 +116,17 @@ pub fn tier_of(
     cluster: &str,
     labels: &BTreeMap<String, String>,
 ) -> Option<usize> {
-    let selects = |list: &Option<Vec<String>>, sel: &Option<LabelSelector>| {
+    let selects = |list: &Option<Vec<String>>, sel: Option<&LabelSelector>| {
         list.as_ref().is_none_or(|l| l.iter().any(|n| n == cluster))
-            && sel
-                .as_ref()
-                .is_none_or(|s| selector_matches(s, cluster, labels))
+            && sel.is_none_or(|s| selector_matches(s, cluster, labels))
     };
-    if selects(&placement.clusters, &placement.cluster_selector) {
+    if selects(&placement.clusters, placement.cluster_selector.as_deref()) {
         return Some(0);
     }
     overflow
         .tiers
         .iter()
-        .position(|t| selects(&t.clusters, &t.cluster_selector))
+        .position(|t| selects(&t.clusters, t.cluster_selector.as_ref()))
         .map(|k| k + 1)
 }
 
