@@ -61,7 +61,7 @@ impl Serialize for StatusView<'_> {
         m.serialize_field("lastDecision", &LastDecision(o))?;
         m.serialize_field("placement", &Placement(&st.clusters))?;
         m.serialize_field("readyReplicas", &st.ready_replicas)?;
-        m.serialize_field("shortfall", &st.shortfall.as_ref().map(Shortfall))?;
+        m.serialize_field("shortfall", &st.shortfall.as_deref().map(Shortfall))?;
         m.end()
     }
 }
@@ -266,7 +266,7 @@ mod tests {
             message: None,
             reported_ms: Some(5),
         };
-        o.status.clusters = vec![placed("dc1", 2), placed("dc2", 1)];
+        o.status.clusters = vec![placed("dc1", 2), placed("dc2", 1)].into();
         let doc = serde_json::to_value(ObjectView(&o)).unwrap();
         assert_eq!(
             doc["status"]["placement"],
@@ -279,10 +279,10 @@ mod tests {
             "not yet applied on dc2"
         );
         assert_eq!(doc, value_rendering(&o));
-        o.status.shortfall = Some(fedraft_core::model::ShortfallStatus {
+        o.status.shortfall = Some(Box::new(fedraft_core::model::ShortfallStatus {
             replicas: 2,
             message: "no capacity".into(),
-        });
+        }));
         assert_eq!(
             serde_json::to_value(ObjectView(&o)).unwrap(),
             value_rendering(&o)

@@ -110,14 +110,16 @@ fn placements() -> Vec<(&'static str, Placement)> {
         ("webster", divided(None)),
         (
             "kubefed",
-            divided(Some(Division::StaticWeights {
+            divided(Some(Box::new(Division::StaticWeights {
                 weights: kubefed,
                 rebalance: false,
-            })),
+            }))),
         ),
         (
             "dynamic",
-            divided(Some(Division::DynamicByCapacity { rebalance: false })),
+            divided(Some(Box::new(Division::DynamicByCapacity {
+                rebalance: false,
+            }))),
         ),
     ]
 }

@@ -252,14 +252,17 @@ pub struct PlacedCluster {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectStatus {
-    /// Sorted by cluster name; clusters with zero replicas are absent.
-    pub clusters: Vec<PlacedCluster>,
+    /// Sorted by cluster name; clusters with zero replicas are absent. A slice, not a vector:
+    /// its length is set by each decision, and every object holds one.
+    pub clusters: Box<[PlacedCluster]>,
     /// Sum of the ready replicas reported by the placed clusters.
     pub ready_replicas: u32,
     /// Replicas the fleet could not hold at the last decision, with the scheduler's reason.
-    pub shortfall: Option<ShortfallStatus>,
+    /// Boxed, as the other fields rarely set: they kept every object's allocation a size class
+    /// larger.
+    pub shortfall: Option<Box<ShortfallStatus>>,
     /// One sentence explaining the last decision.
-    pub decision_summary: String,
+    pub decision_summary: Box<str>,
     /// Index of the entry that made the last decision.
     pub decided_index: u64,
 }
@@ -340,7 +343,7 @@ impl FederatedObject {
             Condition {
                 type_: ConditionType::Scheduled,
                 status: scheduled,
-                message: s.decision_summary.clone(),
+                message: s.decision_summary.to_string(),
             },
             Condition {
                 type_: ConditionType::Unschedulable,

@@ -302,7 +302,7 @@ fn template_status(
         .collect();
     let placed = !st.clusters.is_empty();
     let (status, reason, message) = match (placed, &rec.bound_to) {
-        (true, _) => ("True", "Placed", st.decision_summary.clone()),
+        (true, _) => ("True", "Placed", st.decision_summary.to_string()),
         (false, None) if door::is_helm_release(&key.group, &key.kind, &rec.labels) => (
             "False",
             "HelmRelease",

@@ -98,7 +98,7 @@ impl StateView {
                 placement: o.placement_map(),
                 ready_replicas: o.status.ready_replicas,
                 unschedulable: o.status.shortfall.as_ref().map(|f| f.replicas),
-                decision: o.status.decision_summary.clone(),
+                decision: o.status.decision_summary.to_string(),
                 decided_index: o.status.decided_index,
                 resource_version: o.resource_version,
             })

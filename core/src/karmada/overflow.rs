@@ -161,7 +161,7 @@ pub(super) fn check_placement(placement: &Placement, field: &str) -> Result<(), 
     let by_capacity = placement
         .replicas
         .division
-        .as_ref()
+        .as_deref()
         .is_some_and(Division::by_capacity);
     if placement.replicas.mode != ReplicaMode::Divided || !by_capacity {
         return Err(FieldError::new(

@@ -54,8 +54,8 @@ fn the_published_sample_reads_as_a_primary_and_one_overflow_tier() {
     assert_eq!(g.placement.clusters, names(&["idc-gpu-cluster1"]));
     assert_eq!(g.placement.replicas.mode, ReplicaMode::Divided);
     assert!(matches!(
-        g.placement.replicas.division,
-        Some(Division::DynamicByCapacity { rebalance: false })
+        g.placement.replicas.division.as_deref(),
+        Some(&Division::DynamicByCapacity { rebalance: false })
     ));
     let o = g.overflow.as_ref().expect("overflow tiers");
     assert_eq!(o.primary, "idc-gpu");

@@ -90,7 +90,7 @@ impl RawReplicaScheduling {
             }
             return Ok(ReplicaPolicy {
                 mode: ReplicaMode::Divided,
-                division: Some(Division::Aggregated { rebalance: false }),
+                division: Some(Box::new(Division::Aggregated { rebalance: false })),
             });
         }
         let division = match self.weight_preference {
@@ -99,7 +99,7 @@ impl RawReplicaScheduling {
         };
         Ok(ReplicaPolicy {
             mode: ReplicaMode::Divided,
-            division,
+            division: division.map(Box::new),
         })
     }
 }

@@ -74,7 +74,8 @@ fn static_weights_become_a_divided_placement() {
         Some(vec!["member1".to_string(), "member2".to_string()])
     );
     assert_eq!(p.placement.replicas.mode, ReplicaMode::Divided);
-    let Some(Division::StaticWeights { weights, .. }) = &p.placement.replicas.division else {
+    let Some(Division::StaticWeights { weights, .. }) = p.placement.replicas.division.as_deref()
+    else {
         panic!("expected static weights: {:?}", p.placement.replicas);
     };
     assert_eq!(weights["member1"].weight, 1);
@@ -152,8 +153,8 @@ spec:
     assert_eq!(pl.spread_constraints[1].label_key, "rack");
     assert_eq!(pl.spread_constraints[1].min_groups, 1);
     assert_eq!(
-        pl.replicas.division,
-        Some(Division::DynamicByCapacity { rebalance: false })
+        pl.replicas.division.as_deref(),
+        Some(&Division::DynamicByCapacity { rebalance: false })
     );
 }
 
@@ -376,8 +377,8 @@ const WIDENED: [(&str, &str); 4] = [
 fn aggregation_exclusions_cluster_spread_and_empty_key_tolerations_are_read_since_version_4() {
     let p = propagation(&policy_with(WIDENED[0].0)).placement;
     assert_eq!(
-        p.replicas.division,
-        Some(Division::Aggregated { rebalance: false })
+        p.replicas.division.as_deref(),
+        Some(&Division::Aggregated { rebalance: false })
     );
     assert_eq!(p.replicas.mode, ReplicaMode::Divided);
 

@@ -190,10 +190,10 @@ impl RspSpec {
         }
         fed.placement.replicas = ReplicaPolicy {
             mode: ReplicaMode::Divided,
-            division: Some(Division::StaticWeights {
+            division: Some(Box::new(Division::StaticWeights {
                 weights,
                 rebalance: self.rebalance,
-            }),
+            })),
         };
         if !self.intersect_with_cluster_selector {
             fed.placement.clusters = None;

@@ -244,7 +244,8 @@ spec:
     rsp.apply(&mut f);
     assert_eq!(f.template["spec"]["replicas"], json!(10));
     assert_eq!(f.placement.replicas.mode, ReplicaMode::Divided);
-    let Some(Division::StaticWeights { weights, rebalance }) = &f.placement.replicas.division
+    let Some(Division::StaticWeights { weights, rebalance }) =
+        f.placement.replicas.division.as_deref()
     else {
         panic!("static weights expected: {:?}", f.placement.replicas);
     };
@@ -274,7 +275,8 @@ fn an_rsp_without_clusters_weighs_every_cluster_alike_and_may_intersect() {
     .unwrap();
     let mut f = federated(SAMPLE_DEPLOYMENT).unwrap();
     rsp.apply(&mut f);
-    let Some(Division::StaticWeights { weights, .. }) = &f.placement.replicas.division else {
+    let Some(Division::StaticWeights { weights, .. }) = f.placement.replicas.division.as_deref()
+    else {
         panic!("static weights expected");
     };
     assert_eq!(weights.keys().collect::<Vec<_>>(), ["*"]);
@@ -324,7 +326,8 @@ fn rsp_keys_that_name_no_cluster_match_nothing() {
     assert!(rsp.clusters.contains_key("A"), "kept as written");
     let mut f = federated(SAMPLE_DEPLOYMENT).unwrap();
     rsp.apply(&mut f);
-    let Some(Division::StaticWeights { weights, .. }) = &f.placement.replicas.division else {
+    let Some(Division::StaticWeights { weights, .. }) = f.placement.replicas.division.as_deref()
+    else {
         panic!("static weights expected");
     };
     assert_eq!(weights.keys().collect::<Vec<_>>(), ["cluster1"]);

@@ -218,9 +218,10 @@ pub enum ReplicaMode {
 pub struct ReplicaPolicy {
     #[serde(default)]
     pub mode: ReplicaMode,
-    /// Only with `Divided`; None divides equally (Webster over weight 1 each).
+    /// Only with `Divided`; None divides equally (Webster over weight 1 each). Boxed for the
+    /// same reason as `Placement::cluster_selector`.
     #[serde(default)]
-    pub division: Option<Division>,
+    pub division: Option<Box<Division>>,
 }
 
 /// How a `Divided` object's replicas are shared out.
@@ -394,7 +395,7 @@ impl Placement {
                 ));
             }
         }
-        if let Some(division) = &self.replicas.division {
+        if let Some(division) = self.replicas.division.as_deref() {
             let rp = format!("{field_prefix}.replicas");
             if !self.replicas.mode.divides() {
                 return Err(FieldError::new(

@@ -16,8 +16,8 @@
 pub mod deschedule;
 pub mod failback;
 pub mod gate;
-pub mod waves;
 pub mod shared_conditions;
+pub mod waves;
 pub mod words;
 
 pub use words::{word, Word};

@@ -48,7 +48,7 @@ fn tiers(primary: &[&str], tiers: &[(&str, &[&str])]) -> (Placement, Overflow) {
         clusters: names(primary),
         replicas: ReplicaPolicy {
             mode: ReplicaMode::Divided,
-            division: Some(Division::DynamicByCapacity { rebalance: false }),
+            division: Some(Box::new(Division::DynamicByCapacity { rebalance: false })),
         },
         ..Default::default()
     };
@@ -288,7 +288,7 @@ fn duplicated_and_aggregated_objects() {
     let f = fleet(FLEET);
     let (mut p, o) = tiers(&["a-idc"], &[("cloud", &["b-cloud1", "b-cloud2"])]);
     // Aggregated: the tier's fewest clusters that hold what overflows.
-    p.replicas.division = Some(Division::Aggregated { rebalance: false });
+    p.replicas.division = Some(Box::new(Division::Aggregated { rebalance: false }));
     let d = run(&p, Some(&o), 7, &f, &[]);
     assert_eq!(d.placement["a-idc"], 4);
     assert_eq!(d.placement.len(), 2, "{:?}", d.placement);
@@ -332,7 +332,7 @@ proptest! {
         };
         let p = Placement {
             clusters: Some(members(0)),
-            replicas: ReplicaPolicy { mode: ReplicaMode::Divided, division: Some(division) },
+            replicas: ReplicaPolicy { mode: ReplicaMode::Divided, division: Some(Box::new(division)) },
             ..Default::default()
         };
         let o = Overflow {

@@ -104,7 +104,7 @@ fn placement(mode: &Mode, fleet: &Fleet) -> Placement {
     Placement {
         replicas: ReplicaPolicy {
             mode: ReplicaMode::Divided,
-            division,
+            division: division.map(Box::new),
         },
         ..Default::default()
     }
@@ -152,7 +152,7 @@ fn run(
 }
 
 fn pref_of<'a>(p: &'a Placement, name: &str) -> Option<&'a ClusterPreference> {
-    match &p.replicas.division {
+    match p.replicas.division.as_deref() {
         Some(Division::StaticWeights { weights, .. }) => {
             weights.get(name).or_else(|| weights.get("*"))
         }

@@ -105,7 +105,7 @@ fn divided(division: Option<Division>) -> Placement {
     Placement {
         replicas: ReplicaPolicy {
             mode: ReplicaMode::Divided,
-            division,
+            division: division.map(Box::new),
         },
         ..Default::default()
     }
@@ -690,7 +690,7 @@ fn placement_specs_encode_with_bincode_and_validate() {
     let dup = Placement {
         replicas: ReplicaPolicy {
             mode: ReplicaMode::Duplicated,
-            division: Some(Division::DynamicByCapacity { rebalance: false }),
+            division: Some(Box::new(Division::DynamicByCapacity { rebalance: false })),
         },
         ..Default::default()
     };
@@ -706,7 +706,7 @@ fn json_spelling_of_a_placement() {
     assert!(p.failover.enabled);
     assert_eq!(p.failover.grace_period_seconds, 30);
     assert!(matches!(
-        p.replicas.division,
+        p.replicas.division.as_deref(),
         Some(Division::StaticWeights {
             rebalance: true,
             ..

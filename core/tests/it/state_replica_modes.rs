@@ -90,7 +90,7 @@ fn an_explicit_mode_or_a_division_is_kept() {
     let weighted = Placement {
         replicas: ReplicaPolicy {
             mode: ReplicaMode::ByKind,
-            division: Some(Division::StaticWeights {
+            division: Some(Box::new(Division::StaticWeights {
                 weights: [(
                     "dc2".to_string(),
                     ClusterPreference {
@@ -100,7 +100,7 @@ fn an_explicit_mode_or_a_division_is_kept() {
                 )]
                 .into(),
                 rebalance: false,
-            }),
+            })),
         },
         ..Placement::default()
     };

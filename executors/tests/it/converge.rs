@@ -133,7 +133,7 @@ async fn put_change_delete_drift_and_idempotence() {
     // change weights: counts follow.
     let mut spec = weighted_spec(&tpl, &[("dc1", 1), ("dc2", 2)], Some(("dc2", "1.28")));
     if let fedraft_core::policy::Division::StaticWeights { rebalance, .. } =
-        spec.placement.replicas.division.as_mut().unwrap()
+        spec.placement.replicas.division.as_deref_mut().unwrap()
     {
         *rebalance = true;
     }

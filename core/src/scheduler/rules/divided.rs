@@ -27,7 +27,7 @@ use crate::scheduler::{ClusterView, ScheduleRequest};
 pub(crate) fn candidate_weight(req: &ScheduleRequest<'_>, name: &str, cap: Option<u64>) -> u64 {
     match (
         &req.placement.replicas.mode,
-        &req.placement.replicas.division,
+        req.placement.replicas.division.as_deref(),
     ) {
         (ReplicaMode::Duplicated, _) | (ReplicaMode::Divided | ReplicaMode::ByKind, None) => 1,
         (
@@ -245,7 +245,8 @@ fn candidate_prefs<'p>(
     clusters: &[ClusterView<'_>],
     cand: &[usize],
 ) -> Vec<Option<&'p ClusterPreference>> {
-    let Some(Division::StaticWeights { weights, .. }) = &req.placement.replicas.division else {
+    let Some(Division::StaticWeights { weights, .. }) = req.placement.replicas.division.as_deref()
+    else {
         return Vec::new();
     };
     let star = weights.get(DEFAULT_PREFERENCE_KEY);
@@ -272,7 +273,7 @@ fn weight_with(
 ) -> u64 {
     match (
         &req.placement.replicas.mode,
-        &req.placement.replicas.division,
+        req.placement.replicas.division.as_deref(),
     ) {
         (ReplicaMode::Duplicated, _) | (ReplicaMode::Divided | ReplicaMode::ByKind, None) => 1,
         (ReplicaMode::Divided | ReplicaMode::ByKind, Some(Division::StaticWeights { .. })) => {
@@ -299,7 +300,7 @@ fn divide(
     budget: u64,
     counts: &mut [u64],
 ) -> u64 {
-    let division = req.placement.replicas.division.as_ref();
+    let division = req.placement.replicas.division.as_deref();
     let rebalance = division.is_some_and(|d| d.rebalance());
 
     if let Some(Division::StaticWeights {

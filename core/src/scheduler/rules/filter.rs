@@ -85,7 +85,7 @@ pub(crate) fn classify(req: &ScheduleRequest<'_>, clusters: &[ClusterView<'_>]) 
         .placement
         .replicas
         .division
-        .as_ref()
+        .as_deref()
         .is_some_and(Division::by_capacity);
     for (i, c) in clusters.iter().enumerate() {
         let sums = c.available.map(|a| a.fits_times(&req.per_replica));

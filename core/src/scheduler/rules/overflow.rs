@@ -103,7 +103,7 @@ pub(crate) fn applies<'a>(req: &ScheduleRequest<'a>) -> Option<&'a Overflow> {
         .placement
         .replicas
         .division
-        .as_ref()
+        .as_deref()
         .is_some_and(Division::by_capacity);
     (by_capacity && req.placement.replicas.mode.divides() && !o.tiers.is_empty()).then_some(o)
 }

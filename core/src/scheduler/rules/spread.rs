@@ -45,7 +45,7 @@ pub(crate) fn apply(
         .placement
         .replicas
         .division
-        .as_ref()
+        .as_deref()
         .is_some_and(|d| d.rebalance());
     let running = |c: &ClusterView<'_>| {
         if req.steady_spread && !rebalance {

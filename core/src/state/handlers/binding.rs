@@ -26,7 +26,7 @@ pub(super) fn policy_name(p: &PolicyRef) -> String {
 /// The replica rule of a placement in Karmada's words, with its weights.
 fn replica_rule(placement: &Placement) -> String {
     let r = &placement.replicas;
-    match (&r.mode, &r.division) {
+    match (&r.mode, r.division.as_deref()) {
         (ReplicaMode::Duplicated, _) => "Duplicated".to_string(),
         (_, None) => "Divided, equal weights".to_string(),
         (_, Some(Division::StaticWeights { weights, .. })) => {

@@ -306,9 +306,11 @@ impl State {
         let Some(obj) = self.d.objects.get_mut(&key.namespace, &key.name) else {
             return false;
         };
-        let shortfall = decision.unschedulable.as_ref().map(|s| ShortfallStatus {
-            replicas: s.replicas,
-            message: s.message.clone(),
+        let shortfall = decision.unschedulable.as_ref().map(|s| {
+            Box::new(ShortfallStatus {
+                replicas: s.replicas,
+                message: s.message.clone(),
+            })
         });
         let same_placement = obj.status.clusters.len() == decision.placement.len()
             && obj
@@ -320,7 +322,7 @@ impl State {
         let summary = decision.summary();
         obj.status.decided_index = ctx.index;
         if same_placement && obj.status.shortfall == shortfall {
-            obj.status.decision_summary = summary;
+            obj.status.decision_summary = summary.into();
             return false;
         }
         let before = index::flags(obj);
@@ -349,14 +351,11 @@ impl State {
         // From version 11 a staying cluster's new replica count is not applied until reported.
         let exact = ctx.version >= EXACT_REPORTS_SINCE;
         let mut old: BTreeMap<String, PlacedCluster> = std::mem::take(&mut obj.status.clusters)
+            .into_vec()
             .into_iter()
             .map(|p| (p.cluster.clone(), p))
             .collect();
-        // Sized exactly: every object keeps this vector, and a filtered `collect` would leave
-        // room for four clusters where most objects have one to three.
-        let placed = decision.placement.values().filter(|n| **n > 0).count();
-        let mut clusters = Vec::with_capacity(placed);
-        clusters.extend(decision
+        obj.status.clusters = decision
             .placement
             .iter()
             .filter(|(_, n)| **n > 0)
@@ -374,12 +373,12 @@ impl State {
                     message: None,
                     reported_ms: None,
                 },
-            }));
-        obj.status.clusters = clusters;
+            })
+            .collect();
         obj.status.ready_replicas = obj.status.clusters.iter().map(|p| p.ready_replicas).sum();
         let short = shortfall.is_some();
         obj.status.shortfall = shortfall;
-        obj.status.decision_summary = summary;
+        obj.status.decision_summary = summary.into();
         if obj.resource_version != ctx.index {
             ctx.change(ChangeKind::Object, key.path(), ChangeOp::Modified);
         }

@@ -187,7 +187,7 @@ fn locate<R: AsRef<ObjectStatusReport>>(objects: &ObjectTable, batch: &[R]) -> V
         });
         // Level 2: the objects, which point to their placement lists.
         let lists: [&[PlacedCluster]; GROUP] =
-            std::array::from_fn(|k| objs[k].map_or(&[][..], |o| o.status.clusters.as_slice()));
+            std::array::from_fn(|k| objs[k].map_or(&[][..], |o| &o.status.clusters[..]));
         // Level 3: the lists, which point to the names.
         let names: [[&[u8]; TOUCH_AHEAD]; GROUP] = std::array::from_fn(|k| {
             std::array::from_fn(|j| lists[k].get(j).map_or(&[][..], |p| p.cluster.as_bytes()))

@@ -20,11 +20,11 @@ use crate::command::{RolloutAction, WorkloadReport, DESCHEDULE_SINCE};
 use crate::door::DOOR_ROLLOUTS_SINCE;
 use crate::error::FieldError;
 use crate::model::{ObjectKey, ObjectSpec};
+use crate::rollout::shared_conditions::ConditionSets;
 use crate::rollout::{
     gate, verdict, waves, Phase, RolloutRecord, RolloutStrategy, RolloutType, WorkloadCondition,
     WorkloadStatus, WorkloadStatuses, MAX_CONDITIONS, MAX_REASON_BYTES,
 };
-use crate::rollout::shared_conditions::ConditionSets;
 use crate::state::{
     check_batch_len, ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State,
 };

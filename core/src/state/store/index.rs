@@ -433,7 +433,7 @@ pub(crate) fn flags(obj: &FederatedObject) -> (bool, bool) {
 pub(crate) fn is_hungry(obj: &FederatedObject) -> bool {
     let r = &obj.spec.placement.replicas;
     !r.mode.divides()
-        || r.division.as_ref().is_some_and(|d| d.rebalance())
+        || r.division.as_deref().is_some_and(|d| d.rebalance())
         || obj.status.shortfall.is_some()
 }
 

@@ -267,7 +267,7 @@ pub fn static_weights(weights: &[(&str, u64)], rebalance: bool) -> Placement {
     Placement {
         replicas: ReplicaPolicy {
             mode: ReplicaMode::Divided,
-            division: Some(Division::StaticWeights { weights, rebalance }),
+            division: Some(Box::new(Division::StaticWeights { weights, rebalance })),
         },
         ..Placement::default()
     }
@@ -277,7 +277,7 @@ pub fn dynamic(rebalance: bool) -> Placement {
     Placement {
         replicas: ReplicaPolicy {
             mode: ReplicaMode::Divided,
-            division: Some(Division::DynamicByCapacity { rebalance }),
+            division: Some(Box::new(Division::DynamicByCapacity { rebalance })),
         },
         ..Placement::default()
     }
