@@ -562,9 +562,9 @@ impl State {
             pres,
             taints,
         ) = snapshot::decode(bytes)?;
-        let mut rollouts = rollouts;
-        rollouts.share_conditions();
         let ix = Index::rebuild(&data, health.judged_from_ms());
+        let mut rollouts = rollouts;
+        rollouts.share_restored(&ix, &data.objects);
         let door_ix = handlers::door::parse_policies(&door)?;
         Ok(State {
             applied_index,

@@ -19,12 +19,14 @@ use super::validate;
 use crate::command::{RolloutAction, WorkloadReport, DESCHEDULE_SINCE};
 use crate::door::DOOR_ROLLOUTS_SINCE;
 use crate::error::FieldError;
-use crate::model::{ObjectKey, ObjectSpec};
+use crate::model::{FederatedObject, ObjectKey, ObjectSpec};
 use crate::rollout::shared_conditions::ConditionSets;
 use crate::rollout::{
     gate, verdict, waves, Phase, RolloutRecord, RolloutStrategy, RolloutType, WorkloadCondition,
     WorkloadStatus, WorkloadStatuses, MAX_CONDITIONS, MAX_REASON_BYTES,
 };
+use crate::state::store::index::Index;
+use crate::state::store::table::ObjectTable;
 use crate::state::{
     check_batch_len, ChangeKind, ChangeOp, Ctx, HandlerResult, RejectCode, Rejection, State,
 };
@@ -34,8 +36,10 @@ use crate::state::{
 pub struct Rollouts {
     /// Objects put with a rollout strategy.
     pub records: BTreeMap<ObjectKey, RolloutRecord>,
-    /// Per object and placed cluster, the latest workload status reported.
-    pub workloads: BTreeMap<ObjectKey, WorkloadStatuses>,
+    /// Per object and placed cluster, the latest workload status reported. Keyed by the
+    /// object's key as the placement index shares it (`Index::shared_key`), not a copy of
+    /// its own: one map entry per workload otherwise held both names again.
+    pub workloads: BTreeMap<Arc<ObjectKey>, WorkloadStatuses>,
     /// Replicas kept on clusters an object is leaving until its new placement is ready
     /// (make-before-break, `super::handover`).
     pub handovers: super::Handovers,
@@ -49,16 +53,30 @@ impl Rollouts {
         self.records.is_empty() && self.workloads.is_empty() && self.handovers.is_empty()
     }
 
-    /// Makes the statuses of restored tables share their condition lists, as the statuses
-    /// reports bring do.
-    pub fn share_conditions(&mut self) {
-        for per in self.workloads.values_mut() {
-            for (_, s) in per.iter_mut() {
-                let list = std::mem::replace(&mut s.observed.conditions, Arc::new([]));
-                s.observed.conditions = self.condition_sets.share(list);
-            }
-        }
+    /// Makes restored tables share what the tables reports fill share: the objects' keys
+    /// with the placement index, and the condition lists among the statuses.
+    pub(crate) fn share_restored(&mut self, ix: &Index, objects: &ObjectTable) {
+        let workloads = std::mem::take(&mut self.workloads);
+        self.workloads = workloads
+            .into_iter()
+            .map(|(key, mut per)| {
+                for (_, s) in per.iter_mut() {
+                    let list = std::mem::replace(&mut s.observed.conditions, Arc::new([]));
+                    s.observed.conditions = self.condition_sets.share(list);
+                }
+                let shared = objects
+                    .get(&key.namespace, &key.name)
+                    .map(|o| index_key(ix, o));
+                (shared.unwrap_or(key), per)
+            })
+            .collect();
     }
+}
+
+/// The placement index's shared copy of `obj`'s key.
+fn index_key(ix: &Index, obj: &FederatedObject) -> Arc<ObjectKey> {
+    let named = obj.spec.placement.clusters.as_deref().unwrap_or_default();
+    ix.shared_key(&obj.key(), named, &obj.status.clusters)
 }
 
 /// A put of an object without a strategy: `State::on_put_object` or the door's `put_object`.
@@ -420,7 +438,13 @@ impl State {
             observed.conditions = self.rollouts.condition_sets.share(observed.conditions);
             let key = ObjectKey::new(r.namespace.clone(), r.name.clone());
             let stuck = crate::rollout::deschedule::unschedulable(&observed);
-            let per = self.rollouts.workloads.entry(key.clone()).or_default();
+            if !self.rollouts.workloads.contains_key(&key) {
+                let shared = index_key(&self.ix, obj);
+                self.rollouts.workloads.insert(shared, Default::default());
+            }
+            let Some(per) = self.rollouts.workloads.get_mut(&key) else {
+                continue;
+            };
             let v = verdict(&observed);
             match per.get_mut(&r.cluster) {
                 Some(s) if s.observed == observed => continue,

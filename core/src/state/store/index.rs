@@ -370,7 +370,12 @@ impl Index {
 
     /// The allocation the sets already share for `key` (found through the clusters it names or
     /// is placed on, or the flag sets), or a new one for an object in none of them.
-    fn shared_key(&self, key: &ObjectKey, named: &[String], placed: &[PlacedCluster]) -> SharedKey {
+    pub fn shared_key(
+        &self,
+        key: &ObjectKey,
+        named: &[String],
+        placed: &[PlacedCluster],
+    ) -> SharedKey {
         let found = (self.wide.get(key))
             .or_else(|| named.iter().find_map(|n| self.named.get(n)?.get(key)))
             .or_else(|| {
