@@ -246,7 +246,7 @@ pub fn restore_bodies(
             // A handful of types: found without building an owned key per object.
             let live = snapshot
                 .iter()
-                .find(|((a, k), _)| *a == p.id.api_version && *k == p.id.kind)
+                .find(|((a, k), _)| *a == p.id.api_version() && *k == p.id.kind())
                 .and_then(|(_, objects)| objects.get(&p.id));
             plan::needs_manifest(p.hash, live.map(|l| &**l), memo.get(&p.id))
         })
@@ -351,12 +351,13 @@ fn prepared_as(
     )
     .map_err(ExecError::Manifest)?;
     let (body, hash) = stamp(manifest, resolved.namespaced)?;
-    let namespace = if resolved.namespaced {
-        namespace
-    } else {
-        String::new()
+    let namespace = if resolved.namespaced { &namespace } else { "" };
+    // Discovery answers for the kind the manifest names, so the two agree but for a member
+    // that serves a kind under other names; its ids then keep the manifest's.
+    let id = match resolved.live_type.is(&api_version, &kind) {
+        true => LiveId::of_type(&resolved.live_type, namespace, &name),
+        false => LiveId::new(&api_version, &kind, namespace, &name),
     };
-    let id = LiveId::new(api_version, kind, namespace, name);
     Ok(Prepared {
         key,
         id,
@@ -497,10 +498,10 @@ mod tests {
             expected_version: None,
         };
         apply(&mut s, &mut i, put("2"));
-        let resolved = Arc::new(Resolved {
-            resource: kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
-            namespaced: true,
-        });
+        let resolved = Arc::new(Resolved::new(
+            kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
+            true,
+        ));
         let mut cache = DesiredCache::default();
         let scan = cache.scan(&s, "b");
         let (version, d) = scan

@@ -137,8 +137,8 @@ pub(crate) async fn delete(
     live: Option<&LiveObject>,
 ) -> Result<(), ExecError> {
     ctx.fence.check(id, live)?;
-    let r = ctx.resolver.resolve(&id.api_version, &id.kind).await?;
-    let api = api_for(ctx, &r, &id.namespace);
+    let r = ctx.resolver.resolve(id.api_version(), id.kind()).await?;
+    let api = api_for(ctx, &r, id.namespace());
     let mut params = DeleteParams::background();
     if ctx.fence.token.is_some() {
         params.preconditions = Some(Preconditions {
@@ -149,7 +149,7 @@ pub(crate) async fn delete(
     let res = bounded(
         ctx.cfg.request_timeout,
         || format!("deleting {id}"),
-        async { api.delete(&id.name, &params).await },
+        async { api.delete(id.name(), &params).await },
     )
     .await;
     match res {
@@ -195,8 +195,8 @@ pub(crate) async fn release(
     live: Option<&LiveObject>,
 ) -> Result<(), ExecError> {
     ctx.fence.check(id, live)?;
-    let r = ctx.resolver.resolve(&id.api_version, &id.kind).await?;
-    let api = api_for(ctx, &r, &id.namespace);
+    let r = ctx.resolver.resolve(id.api_version(), id.kind()).await?;
+    let api = api_for(ctx, &r, id.namespace());
     let mut meta = serde_json::json!({
         "labels": {MANAGED_BY_LABEL: null, OBJECT_LABEL: null},
         "annotations": {OBJECT_ANNOTATION: null, OWNER_ANNOTATION: null},
@@ -211,7 +211,7 @@ pub(crate) async fn release(
         ctx.cfg.request_timeout,
         || format!("releasing {id}"),
         async {
-            api.patch(&id.name, &PatchParams::default(), &Patch::Merge(&body))
+            api.patch(id.name(), &PatchParams::default(), &Patch::Merge(&body))
                 .await
         },
     )

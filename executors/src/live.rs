@@ -171,7 +171,7 @@ impl LiveCache {
             let mut objects = None;
             let of_type = verified
                 .iter()
-                .filter(|(id, _)| id.api_version == *api_version && id.kind == *kind);
+                .filter(|(id, _)| id.api_version() == *api_version && id.kind() == *kind);
             for (id, seen) in of_type {
                 let objects = objects.get_or_insert_with(|| lock(&w.objects));
                 if let Some(held) = objects.get_mut(id) {
@@ -195,7 +195,7 @@ impl LiveCache {
         timeout: Duration,
     ) -> HashMap<LiveId, String> {
         let settled = |id: &LiveId| {
-            let held = snapshot.get(&(id.api_version.clone(), id.kind.clone()));
+            let held = snapshot.get(&(id.api_version().to_string(), id.kind().to_string()));
             held.and_then(|o| o.get(id)).is_some_and(|l| l.is_settled())
         };
         let wanted: Vec<_> = wanted.into_iter().filter(|(_, id)| settled(id)).collect();
@@ -212,12 +212,12 @@ impl LiveCache {
                 );
             }
             let api: Api<DynamicObject> = if r.namespaced {
-                Api::namespaced_with(self.client.clone(), &id.namespace, &r.resource)
+                Api::namespaced_with(self.client.clone(), id.namespace(), &r.resource)
             } else {
                 Api::all_with(self.client.clone(), &r.resource)
             };
             let got = crate::client::bounded(timeout, || format!("reading {id}"), async {
-                api.get_opt(&id.name).await
+                api.get_opt(id.name()).await
             })
             .await
             .map_err(|e| e.to_string());
@@ -241,7 +241,7 @@ impl LiveCache {
                 }
             };
             let Some((_, fresh)) = fresh else { continue };
-            let type_key = (id.api_version.clone(), id.kind.clone());
+            let type_key = (id.api_version().to_string(), id.kind().to_string());
             if let Some(w) = lock(&self.types).get(&type_key) {
                 let mut objects = lock(&w.objects);
                 if let Some(held) = objects.get_mut(&id).filter(|h| h.is_settled()) {
@@ -270,7 +270,7 @@ impl LiveCache {
             .flat_map(|w| {
                 lock(&w.objects)
                     .keys()
-                    .map(|id| (id.namespace.clone(), id.name.clone()))
+                    .map(|id| (id.namespace().to_string(), id.name().to_string()))
                     .collect::<Vec<_>>()
             })
             .collect()
@@ -290,15 +290,10 @@ fn to_live(r: &Resolved, mut obj: DynamicObject) -> Option<(LiveId, Arc<LiveObje
         map.insert("kind".into(), Value::from(r.resource.kind.clone()));
     }
     let namespace = match r.namespaced {
-        true => obj.metadata.namespace.clone().unwrap_or_default(),
-        false => String::new(),
+        true => obj.metadata.namespace.as_deref().unwrap_or_default(),
+        false => "",
     };
-    let id = LiveId::new(
-        r.resource.api_version.clone(),
-        r.resource.kind.clone(),
-        namespace,
-        obj.metadata.name.clone()?,
-    );
+    let id = LiveId::of_type(&r.live_type, namespace, obj.metadata.name.as_deref()?);
     Some((id, Arc::new(LiveObject::from_value(value))))
 }
 
@@ -371,16 +366,16 @@ mod tests {
         let url = format!("http://127.0.0.1:{port}").parse().expect("a url");
         let client = Client::try_from(kube::Config::new(url)).expect("a plain-HTTP client");
         let cache = LiveCache::new(client, "m1".into(), Arc::default());
-        let r = Arc::new(Resolved {
-            resource: ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
-            namespaced: true,
-        });
+        let r = Arc::new(Resolved::new(
+            ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+            true,
+        ));
         let mut snapshot = Snapshot::new();
         let mut wanted = Vec::new();
         for i in 0..40 {
-            let id = LiveId::new("v1", "ConfigMap", "shop", format!("c{i}"));
+            let id = LiveId::new("v1", "ConfigMap", "shop", &format!("c{i}"));
             let live = LiveObject::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": id.name, "namespace": "shop"}}));
+                "metadata": {"name": id.name(), "namespace": "shop"}}));
             snapshot
                 .entry(("v1".into(), "ConfigMap".into()))
                 .or_default()

@@ -167,7 +167,7 @@ pub fn prunable<'a>(
     live.into_iter()
         .filter(|(id, obj)| obj.is_managed() && !desired.contains(*id))
         .filter(|(id, obj)| {
-            !is_namespace(id) || (obj.federated_object().is_some() && !in_use.contains(&id.name))
+            !is_namespace(id) || (obj.federated_object().is_some() && !in_use.contains(id.name()))
         })
         .filter(|(_, obj)| {
             obj.federated_object()
@@ -179,7 +179,7 @@ pub fn prunable<'a>(
 }
 
 fn is_namespace(id: &LiveId) -> bool {
-    id.api_version == "v1" && id.kind == "Namespace"
+    id.api_version() == "v1" && id.kind() == "Namespace"
 }
 
 /// The last check before a write: the identity about to be written (read from the rendered
@@ -218,8 +218,8 @@ pub fn check_admitted(
 /// Namespaces the desired objects live in, in order.
 pub fn namespaces_needed<'a>(ids: impl IntoIterator<Item = &'a LiveId>) -> BTreeSet<String> {
     ids.into_iter()
-        .filter(|id| !id.namespace.is_empty())
-        .map(|id| id.namespace.clone())
+        .filter(|id| !id.namespace().is_empty())
+        .map(|id| id.namespace().to_string())
         .collect()
 }
 
@@ -289,7 +289,7 @@ pub fn manifest_identity(manifest: &Value) -> Result<(String, String, String, St
 pub fn by_type(ids: &BTreeSet<LiveId>) -> BTreeMap<(String, String), Vec<&LiveId>> {
     let mut out: BTreeMap<(String, String), Vec<&LiveId>> = BTreeMap::new();
     for id in ids {
-        out.entry((id.api_version.clone(), id.kind.clone()))
+        out.entry((id.api_version().to_string(), id.kind().to_string()))
             .or_default()
             .push(id);
     }

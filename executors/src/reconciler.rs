@@ -125,12 +125,12 @@ pub async fn reconcile(
     // Fenced before anything is written, the namespace included.
     ctx.fence.check(&p.id, live)?;
     if p.resolved.namespaced {
-        ensure_namespace(ctx, &p.id.namespace).await?;
+        ensure_namespace(ctx, p.id.namespace()).await?;
     }
     let body = p.body_value()?;
     let stamped = ctx.fence.stamp(&body, live);
     let body = stamped.as_ref().unwrap_or(&body);
-    let api = api_for(ctx, &p.resolved, &p.id.namespace);
+    let api = api_for(ctx, &p.resolved, p.id.namespace());
     let params = PatchParams::apply(FIELD_MANAGER).force();
     // A member that does not answer (store/src/failpoints.rs lists every failpoint).
     fail::fail_point!("executors::member_write", |_| Err(
@@ -139,7 +139,7 @@ pub async fn reconcile(
     let applied = bounded(
         ctx.cfg.request_timeout,
         || format!("applying {}", p.id),
-        async { api.patch(&p.id.name, &params, &Patch::Apply(body)).await },
+        async { api.patch(p.id.name(), &params, &Patch::Apply(body)).await },
     )
     .await;
     if let Err(ExecError::Kube {
@@ -149,7 +149,7 @@ pub async fn reconcile(
     {
         if s.code == 404 {
             // The namespace went away under us: look it up again on the retry.
-            ctx.known_namespaces.lock().await.remove(&p.id.namespace);
+            ctx.known_namespaces.lock().await.remove(p.id.namespace());
         }
     }
     let object = serde_json::to_value(applied?).unwrap_or(Value::Null);
@@ -296,7 +296,7 @@ impl<C: ControlPlane> Reconciler<C> {
         // before trusting the cache.
         let mut types: BTreeSet<(String, String)> = ctx.live.watched().into_iter().collect();
         for p in &prepared {
-            let key = (p.id.api_version.clone(), p.id.kind.clone());
+            let key = (p.id.api_version().to_string(), p.id.kind().to_string());
             if !types.contains(&key) {
                 ctx.live.ensure(&p.resolved);
                 types.insert(key);
@@ -333,13 +333,13 @@ impl<C: ControlPlane> Reconciler<C> {
             .holding(now)
             .map(|(until, m)| (until, m.to_string()));
         for p in &prepared {
-            let type_key = (p.id.api_version.clone(), p.id.kind.clone());
+            let type_key = (p.id.api_version().to_string(), p.id.kind().to_string());
             let Some(objects) = snapshot.get(&type_key) else {
                 let e = ExecError::CacheNotReady {
-                    resource: format!("{}/{}", p.id.api_version, p.id.kind),
+                    resource: format!("{}/{}", p.id.api_version(), p.id.kind()),
                     cause: ctx
                         .live
-                        .list_error(&p.id.api_version, &p.id.kind)
+                        .list_error(p.id.api_version(), p.id.kind())
                         .map(|e| format!(": {e}"))
                         .unwrap_or_default(),
                 };

@@ -16,6 +16,7 @@ use kube::Client;
 use tokio::sync::Mutex;
 
 use crate::error::ExecError;
+use crate::live_id::LiveType;
 use crate::plan::split_api_version;
 
 /// A kind as the member cluster serves it.
@@ -23,6 +24,20 @@ use crate::plan::split_api_version;
 pub struct Resolved {
     pub resource: ApiResource,
     pub namespaced: bool,
+    /// The kind's names as ids hold them, made once here so that the ids of every prepared
+    /// and watched object of the kind share them.
+    pub live_type: Arc<LiveType>,
+}
+
+impl Resolved {
+    pub fn new(resource: ApiResource, namespaced: bool) -> Self {
+        let live_type = LiveType::new(&resource.api_version, &resource.kind);
+        Resolved {
+            resource,
+            namespaced,
+            live_type,
+        }
+    }
 }
 
 /// Per-cluster discovery cache.
@@ -68,10 +83,7 @@ impl Resolver {
             },
             other => ExecError::kube(format!("discovering {api_version}/{kind}"), other),
         })?;
-        let resolved = Arc::new(Resolved {
-            resource,
-            namespaced: caps.scope == Scope::Namespaced,
-        });
+        let resolved = Arc::new(Resolved::new(resource, caps.scope == Scope::Namespaced));
         self.cache.lock().await.insert(key, resolved.clone());
         Ok(resolved)
     }
