@@ -9,7 +9,8 @@
 //! those whose resource version (spec and placement) or the cluster's labels changed since the
 //! pass before; the rest reuse the previous, already prepared result. A prepared body is let go
 //! once its live copy settled, and rendered again only for a pass that must compare or write
-//! it ([`restore_bodies`]).
+//! it ([`restore_bodies`]). An object's key and id are made once and kept across its versions;
+//! the live cache keys the object's settled copy by the same id.
 //!
 //! Must not: diverge from `desired_for_cluster` (a test compares the two on the same state), or
 //! hold the state longer than one walk over the objects.
@@ -177,9 +178,13 @@ impl DesiredCache {
         let (manifest, identity) = identity(&d).ok()?;
         // The hash covers the identity too: an equal hash is an equal object id.
         let resolved = p.resolved.clone();
-        let whole = prepared_as(&d, manifest, identity, (p.key.clone(), resolved)).ok()?;
+        let mut whole = prepared_as(&d, manifest, identity, (p.key.clone(), resolved)).ok()?;
         if whole.hash != p.hash {
             return None;
+        }
+        // The id the live cache may key the copy by (`keep_id`); equal, as the hash says.
+        if whole.id == p.id {
+            whole.id = p.id.clone();
         }
         let whole = Arc::new(whole);
         item.entry = Entry::Ready(whole.clone());
@@ -195,11 +200,15 @@ impl DesiredCache {
     ) -> HashMap<ObjectKey, String> {
         let mut not_prepared = HashMap::new();
         for (version, d) in rendered {
-            match prepare(ctx, &d).await {
-                Ok(p) => self.insert(p.key.clone(), version, Entry::Ready(Arc::new(p))),
+            let key = self.key_of(&d.key);
+            match prepare(ctx, &d, key.clone()).await {
+                Ok(p) => {
+                    let p = self.keep_id(p);
+                    self.insert(key, version, Entry::Ready(Arc::new(p)))
+                }
                 // The manifest itself is unusable: nothing changes until the object does.
                 Err(e @ ExecError::Manifest(_)) => {
-                    self.insert(Arc::new(d.key), version, Entry::Unusable(e.to_string()))
+                    self.insert(key, version, Entry::Unusable(e.to_string()))
                 }
                 Err(e) => {
                     not_prepared.insert(d.key, e.to_string());
@@ -207,6 +216,29 @@ impl DesiredCache {
             }
         }
         not_prepared
+    }
+
+    /// The key `key`'s entry is held under, or a new one. An object rendered again keeps its
+    /// entry's: the map keeps the first key it was given, so a new one in the prepared
+    /// manifest would be a second copy of the names for as long as the object stays.
+    fn key_of(&self, key: &ObjectKey) -> SharedKey {
+        match self.items.get_key_value(key) {
+            Some((held, _)) => held.clone(),
+            None => Arc::new(key.clone()),
+        }
+    }
+
+    /// `p` with the id of the manifest held for the same object, when both name the same
+    /// member object: the live cache keys the object's copy by that id once it settles
+    /// ([`crate::live::LiveCache::settle`]), so the object keeps one id however often it
+    /// changes.
+    fn keep_id(&self, mut p: Prepared) -> Prepared {
+        if let Some(Entry::Ready(held)) = self.get(&p.key) {
+            if held.id == p.id {
+                p.id = held.id.clone();
+            }
+        }
+        p
     }
 
     /// Drops everything not placed on the cluster any more.
@@ -316,11 +348,15 @@ fn stamp(manifest: &Value, namespaced: bool) -> Result<(Box<str>, ManifestHash),
     Ok((body, hash))
 }
 
-/// Resolves and stamps one rendered desired object.
-pub async fn prepare(ctx: &ClusterCtx, d: &DesiredObject) -> Result<Prepared, ExecError> {
+/// Resolves and stamps one rendered desired object, to be held under `key` (`d`'s).
+pub async fn prepare(
+    ctx: &ClusterCtx,
+    d: &DesiredObject,
+    key: SharedKey,
+) -> Result<Prepared, ExecError> {
     let (manifest, identity) = identity(d)?;
     let resolved = ctx.resolver.resolve(&identity.0, &identity.1).await?;
-    prepared_as(d, manifest, identity, (Arc::new(d.key.clone()), resolved))
+    prepared_as(d, manifest, identity, (key, resolved))
 }
 
 /// A manifest's apiVersion, kind, namespace and name (`plan::manifest_identity`).
@@ -369,202 +405,4 @@ fn prepared_as(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use fedraft_core::command::{Command, LogEntry};
-    use fedraft_core::model::{ClusterSpec, ObjectSpec};
-    use serde_json::json;
-
-    fn apply(s: &mut State, i: &mut u64, cmd: Command) {
-        *i += 1;
-        let a = s.apply(*i, &LogEntry::new(format!("r{i}"), "admin", 1000 + *i, cmd));
-        assert!(a.outcome.is_accepted(), "{:?}", a.outcome);
-    }
-
-    fn spec(weights: serde_json::Value, tag: &str) -> ObjectSpec {
-        serde_json::from_value(json!({
-            "template": json!({
-                "apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": "web"},
-                "spec": {"replicas": 6, "template": {"spec": {"containers": [
-                    {"name": "app", "image": "nginx:1"}]}}},
-            }).to_string(),
-            "placement": {"replicas": {"mode": "Divided",
-                "division": {"staticWeights": {"weights": weights}}}},
-            "overrides": [{"clusterName": "b", "image": {"tag": tag}}],
-        }))
-        .unwrap()
-    }
-
-    /// A state with clusters `a` and `b` registered and Ready (nothing is placed on a cluster
-    /// that never answered), and its last index.
-    fn two_ready_clusters() -> (State, u64) {
-        let (mut s, mut i) = (State::new(), 0);
-        for c in ["a", "b"] {
-            apply(
-                &mut s,
-                &mut i,
-                Command::RegisterCluster(ClusterSpec::new(c, format!("http://{c}:1"))),
-            );
-        }
-        let beat = |c: &str| fedraft_core::command::Heartbeat {
-            cluster: c.into(),
-            capacity: None,
-        };
-        apply(
-            &mut s,
-            &mut i,
-            Command::Heartbeats(vec![beat("a"), beat("b")]),
-        );
-        (s, i)
-    }
-
-    fn manifests(v: &[DesiredObject]) -> Vec<(ObjectKey, u32, String)> {
-        v.iter()
-            .map(|d| (d.key.clone(), d.replicas, format!("{:?}", d.manifest)))
-            .collect()
-    }
-
-    /// The cache's view (rendered now or earlier) equals `desired_for_cluster` after every
-    /// kind of change: new objects, new weights, new overrides, new cluster labels, removal.
-    #[test]
-    fn matches_desired_for_cluster() {
-        let (mut s, mut i) = two_ready_clusters();
-        let mut caches: BTreeMap<&str, (DesiredCache, BTreeMap<ObjectKey, DesiredObject>)> =
-            BTreeMap::new();
-        let steps: Vec<Command> = vec![
-            Command::PutObject {
-                namespace: "ns".into(),
-                name: "web".into(),
-                spec: spec(json!({"a": {"weight": 1}, "b": {"weight": 1}}), "2"),
-                expected_version: None,
-            },
-            Command::PutObject {
-                namespace: "ns".into(),
-                name: "api".into(),
-                spec: spec(json!({"a": {"weight": 1}, "b": {"weight": 2}}), "2"),
-                expected_version: None,
-            },
-            Command::PutObject {
-                namespace: "ns".into(),
-                name: "web".into(),
-                spec: spec(json!({"a": {"weight": 1}, "b": {"weight": 5}}), "3"),
-                expected_version: None,
-            },
-            Command::UpdateCluster {
-                spec: {
-                    let mut c = ClusterSpec::new("b", "http://b:1");
-                    c.labels.insert("region".into(), "x".into());
-                    c
-                },
-                expected_version: None,
-            },
-            Command::DeleteObject {
-                namespace: "ns".into(),
-                name: "api".into(),
-                expected_version: None,
-            },
-        ];
-        let mut placed = 0;
-        for cmd in steps {
-            apply(&mut s, &mut i, cmd);
-            for c in ["a", "b"] {
-                let (cache, seen) = caches.entry(c).or_default();
-                let scan = cache.scan(&s, c);
-                for (v, d) in scan.rendered {
-                    cache.insert(Arc::new(d.key.clone()), v, Entry::Unusable(String::new()));
-                    seen.insert(d.key.clone(), d);
-                }
-                cache.retain(&scan.keys);
-                seen.retain(|k, _| scan.keys.contains(k));
-                let got: Vec<DesiredObject> = seen.values().cloned().collect();
-                assert_eq!(manifests(&got), manifests(&s.desired_for_cluster(c)));
-                placed += got.len();
-            }
-        }
-        assert!(placed >= 8, "compared {placed} placements");
-    }
-
-    /// A settled object's body is dropped, and rendered again byte for byte while the object
-    /// stays at the version it was prepared at; once it moved on (a status report too),
-    /// restoring declines and the next scan prepares it again.
-    #[test]
-    fn a_settled_body_is_restored_only_for_the_version_it_was_prepared_at() {
-        let (mut s, mut i) = two_ready_clusters();
-        let put = |tag: &str| Command::PutObject {
-            namespace: "ns".into(),
-            name: "web".into(),
-            spec: spec(json!({"a": {"weight": 1}, "b": {"weight": 1}}), tag),
-            expected_version: None,
-        };
-        apply(&mut s, &mut i, put("2"));
-        let resolved = Arc::new(Resolved::new(
-            kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
-            true,
-        ));
-        let mut cache = DesiredCache::default();
-        let scan = cache.scan(&s, "b");
-        let (version, d) = scan
-            .rendered
-            .into_iter()
-            .next()
-            .expect("web is placed on b");
-        let (manifest, id) = identity(&d).expect("a manifest");
-        let key = Arc::new(d.key.clone());
-        let first = Arc::new(prepared_as(&d, manifest, id, (key, resolved)).expect("prepared"));
-        cache.insert(first.key.clone(), version, Entry::Ready(first.clone()));
-
-        cache.settle(&d.key);
-        let Some(Entry::Ready(bare)) = cache.get(&d.key).cloned() else {
-            panic!("still prepared")
-        };
-        assert_eq!(bare.body, None);
-        assert_eq!((&bare.hash, &bare.id), (&first.hash, &first.id));
-        let whole = cache.restore(&s, "b", &bare).expect("same version");
-        assert_eq!(whole.body, first.body);
-        assert!(
-            matches!(cache.get(&d.key), Some(Entry::Ready(p)) if p.body == first.body),
-            "the cache keeps the restored body"
-        );
-
-        // A status report moves the object on: its next scan prepares it again.
-        cache.settle(&d.key);
-        let report = fedraft_core::command::ObjectStatusReport {
-            namespace: "ns".into(),
-            name: "web".into(),
-            cluster: "a".into(),
-            applied: true,
-            ready_replicas: 3,
-            message: None,
-        };
-        let as_of = s.applied_index();
-        apply(
-            &mut s,
-            &mut i,
-            Command::StatusReportsAt(vec![fedraft_core::command::StatusReportAt {
-                report,
-                as_of,
-            }]),
-        );
-        let moved = s.object("ns", "web").map(|o| o.resource_version);
-        assert_ne!(moved, Some(version), "the report changed the object");
-        assert!(cache.restore(&s, "b", &bare).is_none(), "moved on since");
-        let scan = cache.scan(&s, "b");
-        let (version, d) = scan.rendered.into_iter().next().expect("rendered again");
-        cache.insert(first.key.clone(), version, Entry::Ready(first.clone()));
-        cache.settle(&d.key);
-        let again = cache
-            .restore(&s, "b", &bare)
-            .expect("at the version it was prepared at");
-        assert_eq!(again.body, first.body);
-
-        cache.settle(&d.key);
-        apply(&mut s, &mut i, put("3"));
-        assert!(cache.restore(&s, "b", &bare).is_none(), "changed since");
-        assert!(whole.body_value().is_ok());
-        assert!(
-            bare.body_value().is_err(),
-            "a body never restored is an error, not a guess"
-        );
-    }
-}
+mod tests;

@@ -162,6 +162,10 @@ impl LiveCache {
 
     /// Keeps the settled form ([`LiveObject::settled`]) of each copy a pass verified, unless the
     /// watch delivered a newer copy meanwhile (`seen` is the copy the pass looked at).
+    ///
+    /// The copy is then keyed by the id the pass gives (its prepared manifest's), which the
+    /// watch's own equal id gives way to: the object's later deliveries keep that key (a map
+    /// keeps the key it has), so the object's names are held once between the two caches.
     pub fn settle(&self, verified: &[(LiveId, Arc<LiveObject>)]) {
         if verified.is_empty() {
             return;
@@ -174,10 +178,10 @@ impl LiveCache {
                 .filter(|(id, _)| id.api_version() == *api_version && id.kind() == *kind);
             for (id, seen) in of_type {
                 let objects = objects.get_or_insert_with(|| lock(&w.objects));
-                if let Some(held) = objects.get_mut(id) {
-                    if Arc::ptr_eq(held, seen) && !held.is_settled() {
-                        *held = Arc::new(seen.settled());
-                    }
+                let current = objects.get(id).is_some_and(|held| Arc::ptr_eq(held, seen));
+                if current && !seen.is_settled() {
+                    objects.remove(id);
+                    objects.insert(id.clone(), Arc::new(seen.settled()));
                 }
             }
         }
@@ -356,20 +360,65 @@ mod tests {
     use kube::discovery::ApiResource;
     use serde_json::json;
 
-    #[tokio::test]
-    async fn a_member_that_refuses_one_reread_is_not_asked_for_the_others() {
-        // Nothing listens on a port just released.
+    /// A client of a member that refuses every connection: nothing listens on a port just
+    /// released.
+    fn refusing_client() -> Client {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("a free port");
         let url = format!("http://127.0.0.1:{port}").parse().expect("a url");
-        let client = Client::try_from(kube::Config::new(url)).expect("a plain-HTTP client");
-        let cache = LiveCache::new(client, "m1".into(), Arc::default());
-        let r = Arc::new(Resolved::new(
+        Client::try_from(kube::Config::new(url)).expect("a plain-HTTP client")
+    }
+
+    fn config_maps() -> Arc<Resolved> {
+        Arc::new(Resolved::new(
             ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
             true,
-        ));
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_settled_copy_is_keyed_by_the_id_the_pass_gave() {
+        let cache = LiveCache::new(refusing_client(), "m1".into(), Arc::default());
+        let r = config_maps();
+        // Its watch never lists: the test alone fills the map.
+        cache.ensure(&r);
+        let type_key = ("v1".to_string(), "ConfigMap".to_string());
+        let copy = |name: &str| {
+            let id = LiveId::of_type(&r.live_type, "shop", name);
+            let live = LiveObject::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "shop"}}));
+            (id, Arc::new(live))
+        };
+        let (watched, seen) = copy("c");
+        let (replaced, old) = copy("d");
+        {
+            let types = lock(&cache.types);
+            let mut objects = lock(&types[&type_key].objects);
+            objects.insert(watched.clone(), seen.clone());
+            // The watch delivered a newer copy of `d` after the pass looked at `old`.
+            objects.insert(replaced.clone(), copy("d").1);
+        }
+        let given = LiveId::new("v1", "ConfigMap", "shop", "c");
+        let given_d = LiveId::new("v1", "ConfigMap", "shop", "d");
+        cache.settle(&[(given.clone(), seen), (given_d, old)]);
+        let types = lock(&cache.types);
+        let objects = lock(&types[&type_key].objects);
+        let (key, held) = objects.get_key_value(&watched).expect("still held");
+        assert!(key.shares(&given) && !key.shares(&watched) && held.is_settled());
+        let (key, held) = objects.get_key_value(&replaced).expect("still held");
+        assert!(
+            key.shares(&replaced) && !held.is_settled(),
+            "left as delivered"
+        );
+        assert_eq!(objects.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_member_that_refuses_one_reread_is_not_asked_for_the_others() {
+        let cache = LiveCache::new(refusing_client(), "m1".into(), Arc::default());
+        let r = config_maps();
         let mut snapshot = Snapshot::new();
         let mut wanted = Vec::new();
         for i in 0..40 {
