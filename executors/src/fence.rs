@@ -142,7 +142,7 @@ pub(crate) async fn delete(
     let mut params = DeleteParams::background();
     if ctx.fence.token.is_some() {
         params.preconditions = Some(Preconditions {
-            resource_version: live.and_then(|l| l.resource_version.clone()),
+            resource_version: live.and_then(|l| l.resource_version.as_deref().map(str::to_string)),
             uid: None,
         });
     }
@@ -202,7 +202,7 @@ pub(crate) async fn release(
         "annotations": {OBJECT_ANNOTATION: null, OWNER_ANNOTATION: null},
     });
     if ctx.fence.token.is_some() {
-        if let Some(rv) = live.and_then(|l| l.resource_version.clone()) {
+        if let Some(rv) = live.and_then(|l| l.resource_version.as_deref()) {
             meta["resourceVersion"] = Value::from(rv);
         }
     }

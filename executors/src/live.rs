@@ -24,7 +24,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::live_id::LiveId;
-use crate::live_object::LiveObject;
+use crate::live_object::{LiveObject, OwnerTokens};
 use crate::resolve::Resolved;
 
 /// Objects are shared (`Arc`) so that a reconcile pass can take a snapshot without copying
@@ -236,7 +236,8 @@ impl LiveCache {
         let mut failed = HashMap::new();
         for (r, id, got) in fetched {
             let fresh = match got {
-                Ok(Some(o)) => to_live(&r, o).filter(|(found, l)| *found == id && l.is_managed()),
+                Ok(Some(o)) => to_live(&r, o, &mut OwnerTokens::default())
+                    .filter(|(found, l)| *found == id && l.is_managed()),
                 // Gone: the watch says so too, and the next pass sees it missing.
                 Ok(None) => None,
                 Err(e) => {
@@ -281,7 +282,11 @@ impl LiveCache {
     }
 }
 
-fn to_live(r: &Resolved, mut obj: DynamicObject) -> Option<(LiveId, Arc<LiveObject>)> {
+fn to_live(
+    r: &Resolved,
+    mut obj: DynamicObject,
+    owners: &mut OwnerTokens,
+) -> Option<(LiveId, Arc<LiveObject>)> {
     // Never read, and often the largest part of an object: not even converted.
     obj.metadata.managed_fields = None;
     let mut value = serde_json::to_value(&obj).ok()?;
@@ -298,7 +303,7 @@ fn to_live(r: &Resolved, mut obj: DynamicObject) -> Option<(LiveId, Arc<LiveObje
         false => "",
     };
     let id = LiveId::of_type(&r.live_type, namespace, obj.metadata.name.as_deref()?);
-    Some((id, Arc::new(LiveObject::from_value(value))))
+    Some((id, Arc::new(LiveObject::read(value, owners))))
 }
 
 async fn run_watch(
@@ -314,11 +319,12 @@ async fn run_watch(
         watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut relist: BTreeMap<LiveId, Arc<LiveObject>> = BTreeMap::new();
+    let mut owners = OwnerTokens::default();
     while let Some(event) = stream.next().await {
         match event {
             Ok(Event::Init) => relist.clear(),
             Ok(Event::InitApply(o)) => {
-                if let Some((id, live)) = to_live(&r, o) {
+                if let Some((id, live)) = to_live(&r, o, &mut owners) {
                     relist.insert(id, live);
                 }
             }
@@ -329,7 +335,7 @@ async fn run_watch(
                 wake.notify_one();
             }
             Ok(Event::Apply(o)) => {
-                if let Some((id, live)) = to_live(&r, o) {
+                if let Some((id, live)) = to_live(&r, o, &mut owners) {
                     // A copy released (fedraft's label taken off) left the watch's selector;
                     // not every server says so with a delete.
                     if live.is_managed() {
@@ -341,7 +347,7 @@ async fn run_watch(
                 }
             }
             Ok(Event::Delete(o)) => {
-                if let Some((id, _)) = to_live(&r, o) {
+                if let Some((id, _)) = to_live(&r, o, &mut owners) {
                     lock(&objects).remove(&id);
                     wake.notify_one();
                 }

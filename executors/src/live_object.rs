@@ -16,9 +16,16 @@
 //! next delivery (a new resourceVersion) brings a body again. So the bodies held are those of
 //! objects changed since the last pass, and of the few a health rule or preserved path reads.
 //!
+//! The settled form is what a node holds for most of its objects, so it is kept to jemalloc's
+//! 128-byte class with its `Arc` (a test checks): what only workloads have is boxed apart, and
+//! the owner token, the same on every object a node wrote, is one string shared by the copies a
+//! watch reads ([`OwnerTokens`]).
+//!
 //! Must not: lose a field a manifest can set (`full` gives back everything but managedFields
 //! while the body is kept), parse the compact object on the every-pass path, or claim a copy
 //! settled that no pass verified.
+
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -31,9 +38,10 @@ use crate::compare::{ManifestHash, APPLIED_HASH_ANNOTATION};
 /// A live object as the watch last delivered it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveObject {
-    pub resource_version: Option<String>,
+    pub resource_version: Option<Box<str>>,
     marks: Marks,
-    summary: Summary,
+    /// `None` for kinds with neither a ready count nor a rollout (ConfigMaps, Services).
+    summary: Option<Box<Summary>>,
     /// The whole object but managedFields, as compact JSON; `None` once settled.
     body: Option<Box<str>>,
 }
@@ -47,8 +55,8 @@ struct Marks {
     deleting: bool,
     /// [`APPLIED_HASH_ANNOTATION`]; `None` when absent or not a hash fedraft stamps.
     applied_hash: Option<ManifestHash>,
-    /// [`OWNER_ANNOTATION`]: the token of the owner that wrote the object.
-    owner: Option<Box<str>>,
+    /// [`OWNER_ANNOTATION`]: the token of the owner that wrote the object ([`OwnerTokens`]).
+    owner: Option<Arc<str>>,
     /// [`OBJECT_ANNOTATION`]: the federated object the copy belongs to.
     object: Option<Box<str>>,
 }
@@ -62,14 +70,36 @@ struct Summary {
     workload: Option<WorkloadObservation>,
 }
 
+/// The owner token of the copy read last, handed to the next copy that carries the same one:
+/// a node stamps every object it writes with its token, so the copies of one watch share it.
+#[derive(Debug, Default)]
+pub struct OwnerTokens(Option<Arc<str>>);
+
+impl OwnerTokens {
+    fn share(&mut self, token: &str) -> Arc<str> {
+        match &self.0 {
+            Some(last) if **last == *token => last.clone(),
+            _ => self.0.insert(Arc::from(token)).clone(),
+        }
+    }
+}
+
 impl LiveObject {
-    pub fn from_value(mut object: Value) -> Self {
+    /// A copy that shares no owner token with others ([`LiveObject::read`]).
+    pub fn from_value(object: Value) -> Self {
+        Self::read(object, &mut OwnerTokens::default())
+    }
+
+    /// The copy of `object` to keep, its owner token shared through `owners`.
+    pub fn read(mut object: Value, owners: &mut OwnerTokens) -> Self {
         if let Some(Value::Object(meta)) = object.get_mut("metadata") {
             meta.remove("managedFields");
         }
         let meta = object.get("metadata");
-        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
-        let resource_version = text(meta.and_then(|m| m.get("resourceVersion")));
+        let resource_version = meta
+            .and_then(|m| m.get("resourceVersion"))
+            .and_then(Value::as_str)
+            .map(Box::from);
         let annotations = meta.and_then(|m| m.get("annotations"));
         let annotation = |key: &str| annotations.and_then(|a| a.get(key)).and_then(Value::as_str);
         let managed = meta
@@ -81,7 +111,7 @@ impl LiveObject {
             managed,
             deleting: meta.and_then(|m| m.get("deletionTimestamp")).is_some(),
             applied_hash: annotation(APPLIED_HASH_ANNOTATION).and_then(ManifestHash::parse),
-            owner: annotation(OWNER_ANNOTATION).map(Box::from),
+            owner: annotation(OWNER_ANNOTATION).map(|t| owners.share(t)),
             object: annotation(OBJECT_ANNOTATION).map(Box::from),
         };
         let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
@@ -89,6 +119,7 @@ impl LiveObject {
             ready: crate::plan::ready_field(kind).map(|f| crate::plan::count_at(&object, f)),
             workload: crate::workload::observe_workload(kind, &object, None),
         };
+        let summary = (summary != Summary::default()).then(|| Box::new(summary));
         // Serializing plain JSON values cannot fail.
         let body = serde_json::to_string(&object).unwrap_or_else(|_| "{}".into());
         LiveObject {
@@ -132,13 +163,16 @@ impl LiveObject {
     /// The ready count a status report gives for `placed` replicas: the kind's ready field,
     /// or `placed` for kinds without one (being there is being ready).
     pub fn ready_replicas(&self, placed: u32) -> u32 {
-        self.summary.ready.unwrap_or(placed)
+        self.summary
+            .as_ref()
+            .and_then(|s| s.ready)
+            .unwrap_or(placed)
     }
 
     /// What the object's status says of its rollout, without a health rule; none for objects
     /// that are neither workloads nor carry a template revision.
     pub fn workload(&self) -> Option<&WorkloadObservation> {
-        self.summary.workload.as_ref()
+        self.summary.as_ref()?.workload.as_ref()
     }
 
     /// The manifest hash the object's applied-hash annotation names, if it names one.
@@ -312,5 +346,37 @@ mod tests {
         assert_eq!(settled.ready_replicas(5), live.ready_replicas(5));
         assert_eq!(settled.workload(), live.workload());
         assert!(settled.is_managed() && !settled.is_deleting());
+    }
+
+    #[test]
+    fn the_copies_a_watch_reads_share_their_owner_token() {
+        let mut owners = OwnerTokens::default();
+        let token = |l: &LiveObject| l.marks.owner.clone();
+        let first = LiveObject::read(deployment(), &mut owners);
+        let second = LiveObject::read(deployment(), &mut owners);
+        let (a, b) = (token(&first), token(&second));
+        assert!(matches!((&a, &b), (Some(a), Some(b)) if Arc::ptr_eq(a, b)));
+        let settled = token(&second.settled());
+        assert!(matches!((&a, &settled), (Some(a), Some(s)) if Arc::ptr_eq(a, s)));
+        let mut other = deployment();
+        other["metadata"]["annotations"][OWNER_ANNOTATION] = json!("n2@9");
+        let other = LiveObject::read(other, &mut owners);
+        assert_eq!(other.owner(), Some("n2@9"));
+        assert_eq!(second.owner(), Some("n1@7"));
+        assert_eq!(
+            first,
+            LiveObject::from_value(deployment()),
+            "sharing changes no value"
+        );
+    }
+
+    #[test]
+    fn a_settled_copy_fits_a_128_byte_allocation() {
+        // With the Arc's two counters: jemalloc's 128-byte class, down from 256.
+        assert!(std::mem::size_of::<LiveObject>() + 16 <= 128);
+        let config_map =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        assert_eq!(LiveObject::from_value(config_map).summary, None);
+        assert!(LiveObject::from_value(deployment()).summary.is_some());
     }
 }

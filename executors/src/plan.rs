@@ -93,7 +93,7 @@ fn verdict_without_manifest(
     let own_hash = live.applied_hash() == Some(hash);
     if let Some(m) = memo.filter(|m| m.hash == hash) {
         if let (Some(ours), Some(seen)) = (&m.resource_version, &live.resource_version) {
-            if ours == seen {
+            if **ours == **seen {
                 return Some(Verdict::UpToDate { verified: own_hash });
             }
             if version_older(seen, ours) {
