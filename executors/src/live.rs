@@ -318,18 +318,22 @@ async fn run_watch(
     let config =
         watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut relist: BTreeMap<LiveId, Arc<LiveObject>> = BTreeMap::new();
+    // Collected, then built into a map at once: built from a list, a B-tree's nodes are full,
+    // where one filled by inserts in the list's order leaves them about half empty.
+    let mut relist: Vec<(LiveId, Arc<LiveObject>)> = Vec::new();
     let mut owners = OwnerTokens::default();
     while let Some(event) = stream.next().await {
         match event {
             Ok(Event::Init) => relist.clear(),
             Ok(Event::InitApply(o)) => {
                 if let Some((id, live)) = to_live(&r, o, &mut owners) {
-                    relist.insert(id, live);
+                    relist.push((id, live));
                 }
             }
             Ok(Event::InitDone) => {
-                *lock(&objects) = std::mem::take(&mut relist);
+                // Of one object listed twice the later copy is kept, as inserting did.
+                let listed: BTreeMap<_, _> = std::mem::take(&mut relist).into_iter().collect();
+                *lock(&objects) = listed;
                 *lock(&failure) = None;
                 ready.send_replace(true);
                 wake.notify_one();
