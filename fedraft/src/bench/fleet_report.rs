@@ -495,6 +495,14 @@ impl Report {
                 g.render()
             );
         }
+        // The steady phase's objects count as growth, not as objects: a bound from above.
+        if let Some(g) = self.memory_per_object(Phase::Steady) {
+            let _ = writeln!(
+                o,
+                "node grown most, after the steady writes: {}",
+                g.render()
+            );
+        }
         for (p, d) in self.disk_growth() {
             let _ = writeln!(
                 o,
@@ -568,6 +576,7 @@ impl Report {
             "memoryKiB": self.memory_slopes().map(|(c, o)| json!({"perCluster": c, "perObject": o,
                 "perObjectBreakdown": self.memory_per_object(Phase::Converge).map(|g| g.to_json()),
                 "perObjectSettled": self.memory_per_object(Phase::Settled).map(|g| g.to_json()),
+                "perObjectAfterSteady": self.memory_per_object(Phase::Steady).map(|g| g.to_json()),
                 "settledAfterS": self.settled_after_s()})),
             "curve": self.curve.iter().map(|(t, n)| json!([t, n])).collect::<Vec<_>>(),
             "notes": self.notes, "errors": self.errors,

@@ -49,7 +49,7 @@ fn renderings_carry_every_error_and_the_curve() {
 }
 
 #[test]
-fn memory_per_object_is_given_at_convergence_and_once_settled() {
+fn memory_per_object_is_given_at_convergence_once_settled_and_after_the_steady_writes() {
     let mut r = report(3, 1024);
     // One node whose heap grows by 4 MiB to convergence and gives back 2 MiB once settled.
     let at = |heap_mib: f64, at_s: f64| Resources {
@@ -73,9 +73,11 @@ fn memory_per_object_is_given_at_convergence_and_once_settled() {
     r.resources.push((Phase::Register, at(10.0, 1.0)));
     r.resources.push((Phase::Converge, at(14.0, 5.0)));
     r.resources.push((Phase::Settled, at(12.0, 35.0)));
+    r.resources.push((Phase::Steady, at(11.0, 70.0)));
     let held = |p| r.memory_per_object(p).map(|g| g.held());
     assert_eq!(held(Phase::Converge), Some(4.0));
     assert_eq!(held(Phase::Settled), Some(2.0));
+    assert_eq!(held(Phase::Steady), Some(1.0));
     let text = r.render();
     assert!(
         text.contains("node grown most, at convergence: 4.0 KiB per object held"),
@@ -88,6 +90,11 @@ fn memory_per_object_is_given_at_convergence_and_once_settled() {
     let j = r.to_json();
     assert_eq!(j["memoryKiB"]["settledAfterS"], 30.0, "{j}");
     assert_eq!(j["memoryKiB"]["perObjectSettled"]["held"], 2.0, "{j}");
+    assert_eq!(j["memoryKiB"]["perObjectAfterSteady"]["held"], 1.0, "{j}");
+    assert!(
+        text.contains("node grown most, after the steady writes: 1.0 KiB"),
+        "{text}"
+    );
 }
 
 #[test]
