@@ -117,23 +117,31 @@ fn matches_desired_for_cluster() {
     assert!(placed >= 8, "compared {placed} placements");
 }
 
+/// `ns/web` put with the override tag `tag`, equally weighted over `a` and `b`.
+fn put(tag: &str) -> Command {
+    Command::PutObject {
+        namespace: "ns".into(),
+        name: "web".into(),
+        spec: spec(json!({"a": {"weight": 1}, "b": {"weight": 1}}), tag),
+        expected_version: None,
+    }
+}
+
+fn deployments() -> Arc<Resolved> {
+    Arc::new(Resolved::new(
+        kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
+        true,
+    ))
+}
+
 /// A settled object's body is dropped, and rendered again byte for byte while the object
 /// stays at the version it was prepared at; once it moved on (a status report too),
 /// restoring declines and the next scan prepares it again.
 #[test]
 fn a_settled_body_is_restored_only_for_the_version_it_was_prepared_at() {
     let (mut s, mut i) = two_ready_clusters();
-    let put = |tag: &str| Command::PutObject {
-        namespace: "ns".into(),
-        name: "web".into(),
-        spec: spec(json!({"a": {"weight": 1}, "b": {"weight": 1}}), tag),
-        expected_version: None,
-    };
     apply(&mut s, &mut i, put("2"));
-    let resolved = Arc::new(Resolved::new(
-        kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
-        true,
-    ));
+    let resolved = deployments();
     let mut cache = DesiredCache::default();
     let scan = cache.scan(&s, "b");
     let (version, d) = scan
@@ -218,16 +226,7 @@ fn prepared_now(cache: &mut DesiredCache, s: &State, resolved: &Arc<Resolved>) -
 #[test]
 fn an_object_prepared_again_keeps_its_key_and_its_id() {
     let (mut s, mut i) = two_ready_clusters();
-    let put = |tag: &str| Command::PutObject {
-        namespace: "ns".into(),
-        name: "web".into(),
-        spec: spec(json!({"a": {"weight": 1}, "b": {"weight": 1}}), tag),
-        expected_version: None,
-    };
-    let resolved = Arc::new(Resolved::new(
-        kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
-        true,
-    ));
+    let resolved = deployments();
     let mut cache = DesiredCache::default();
     apply(&mut s, &mut i, put("2"));
     let first = prepared_now(&mut cache, &s, &resolved);
