@@ -183,9 +183,7 @@ impl DesiredCache {
             return None;
         }
         // The id the live cache may key the copy by (`keep_id`); equal, as the hash says.
-        if whole.id == p.id {
-            whole.id = p.id.clone();
-        }
+        whole.id.share_with(&p.id);
         let whole = Arc::new(whole);
         item.entry = Entry::Ready(whole.clone());
         Some(whole)
@@ -234,9 +232,7 @@ impl DesiredCache {
     /// changes.
     fn keep_id(&self, mut p: Prepared) -> Prepared {
         if let Some(Entry::Ready(held)) = self.get(&p.key) {
-            if held.id == p.id {
-                p.id = held.id.clone();
-            }
+            p.id.share_with(&held.id);
         }
         p
     }

@@ -199,7 +199,7 @@ impl LiveCache {
         timeout: Duration,
     ) -> HashMap<LiveId, String> {
         let settled = |id: &LiveId| {
-            let held = snapshot.get(&(id.api_version().to_string(), id.kind().to_string()));
+            let held = snapshot.get(&id.type_key());
             held.and_then(|o| o.get(id)).is_some_and(|l| l.is_settled())
         };
         let wanted: Vec<_> = wanted.into_iter().filter(|(_, id)| settled(id)).collect();
@@ -246,7 +246,7 @@ impl LiveCache {
                 }
             };
             let Some((_, fresh)) = fresh else { continue };
-            let type_key = (id.api_version().to_string(), id.kind().to_string());
+            let type_key = id.type_key();
             if let Some(w) = lock(&self.types).get(&type_key) {
                 let mut objects = lock(&w.objects);
                 if let Some(held) = objects.get_mut(&id).filter(|h| h.is_settled()) {

@@ -38,6 +38,11 @@ impl LiveType {
     pub fn is(&self, api_version: &str, kind: &str) -> bool {
         *self.api_version == *api_version && *self.kind == *kind
     }
+
+    /// The type as the live cache and a pass's tables key it: (apiVersion, kind).
+    pub fn type_key(&self) -> (String, String) {
+        (self.api_version.to_string(), self.kind.to_string())
+    }
 }
 
 /// Where an object lives in a member cluster: its type and its name.
@@ -89,6 +94,14 @@ impl LiveId {
         self.0.names.get(self.0.split..).unwrap_or_default()
     }
 
+    /// Takes `held`'s allocation when both name the same object: how a table that replaces
+    /// an object's entry keeps one id per object.
+    pub fn share_with(&mut self, held: &LiveId) {
+        if *self == *held {
+            *self = held.clone();
+        }
+    }
+
     /// Whether both are the same allocation: the tables that can share an id do.
     pub fn shares(&self, other: &LiveId) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
@@ -106,7 +119,7 @@ impl std::ops::Deref for LiveId {
 impl PartialEq for LiveId {
     fn eq(&self, other: &Self) -> bool {
         self.shares(other)
-            || ((Arc::ptr_eq(&self.0.ty, &other.0.ty) || self.0.ty == other.0.ty)
+            || (self.0.ty == other.0.ty
                 && self.0.split == other.0.split
                 && self.0.names == other.0.names)
     }

@@ -289,9 +289,7 @@ pub fn manifest_identity(manifest: &Value) -> Result<(String, String, String, St
 pub fn by_type(ids: &BTreeSet<LiveId>) -> BTreeMap<(String, String), Vec<&LiveId>> {
     let mut out: BTreeMap<(String, String), Vec<&LiveId>> = BTreeMap::new();
     for id in ids {
-        out.entry((id.api_version().to_string(), id.kind().to_string()))
-            .or_default()
-            .push(id);
+        out.entry(id.type_key()).or_default().push(id);
     }
     out
 }

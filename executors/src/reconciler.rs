@@ -296,7 +296,7 @@ impl<C: ControlPlane> Reconciler<C> {
         // before trusting the cache.
         let mut types: BTreeSet<(String, String)> = ctx.live.watched().into_iter().collect();
         for p in &prepared {
-            let key = (p.id.api_version().to_string(), p.id.kind().to_string());
+            let key = p.id.type_key();
             if !types.contains(&key) {
                 ctx.live.ensure(&p.resolved);
                 types.insert(key);
@@ -333,7 +333,7 @@ impl<C: ControlPlane> Reconciler<C> {
             .holding(now)
             .map(|(until, m)| (until, m.to_string()));
         for p in &prepared {
-            let type_key = (p.id.api_version().to_string(), p.id.kind().to_string());
+            let type_key = p.id.type_key();
             let Some(objects) = snapshot.get(&type_key) else {
                 let e = ExecError::CacheNotReady {
                     resource: format!("{}/{}", p.id.api_version(), p.id.kind()),

@@ -552,7 +552,7 @@ impl State {
             adm,
             door,
             users,
-            rollouts,
+            mut rollouts,
             ext,
             health,
             failbacks,
@@ -563,7 +563,6 @@ impl State {
             taints,
         ) = snapshot::decode(bytes)?;
         let ix = Index::rebuild(&data, health.judged_from_ms());
-        let mut rollouts = rollouts;
         rollouts.share_restored(&ix, &data.objects);
         let door_ix = handlers::door::parse_policies(&door)?;
         Ok(State {

@@ -124,23 +124,11 @@ impl Run {
 
     /// `cluster` reports running `revision`, healthy or never ready.
     fn report(&mut self, cluster: &str, revision: u32, healthy: bool) {
-        let ready = if healthy { 2 } else { 1 };
         self.ok(Command::WorkloadReports(vec![WorkloadReport {
             namespace: "ns".into(),
             name: "web".into(),
             cluster: cluster.into(),
-            observed: WorkloadObservation {
-                kind: "Deployment".into(),
-                revision: Some(revision),
-                generation: i64::from(revision),
-                observed_generation: i64::from(revision),
-                replicas: 2,
-                updated: 2,
-                ready,
-                available: ready,
-                conditions: Vec::new().into(),
-                job: Default::default(),
-            },
+            observed: observed(revision, healthy),
         }]));
     }
 
@@ -188,6 +176,24 @@ impl Run {
         assert_eq!(s.rollout("ns", "web"), self.h.state.rollout("ns", "web"));
         let restored = State::from_snapshot(&self.h.state.to_snapshot()).expect("snapshot");
         assert_eq!(restored.state_hash(), self.h.state.state_hash());
+    }
+}
+
+/// The web Deployment as a cluster running `revision` sees it, healthy or never ready, with no
+/// conditions.
+fn observed(revision: u32, healthy: bool) -> WorkloadObservation {
+    let ready = if healthy { 2 } else { 1 };
+    WorkloadObservation {
+        kind: "Deployment".into(),
+        revision: Some(revision),
+        generation: i64::from(revision),
+        observed_generation: i64::from(revision),
+        replicas: 2,
+        updated: 2,
+        ready,
+        available: ready,
+        conditions: Vec::new().into(),
+        job: Default::default(),
     }
 }
 
@@ -453,17 +459,9 @@ fn equal_condition_lists_are_held_once() {
             name: "web".into(),
             cluster: c.to_string(),
             observed: WorkloadObservation {
-                kind: "Deployment".into(),
-                revision: Some(1),
-                generation: 1,
-                observed_generation: 1,
-                replicas: 2,
-                updated: 2,
-                ready: 2,
-                available: 2,
                 // Each report decodes its own list, as reports from the log do.
                 conditions: vec![condition(if *c == "zz1" { "Other" } else { "Same" })].into(),
-                job: Default::default(),
+                ..observed(1, true)
             },
         })
         .collect();

@@ -45,7 +45,7 @@ pub struct Rollouts {
     pub handovers: super::Handovers,
     /// The distinct condition lists `workloads` holds, each once; local, never encoded.
     #[serde(skip)]
-    pub condition_sets: ConditionSets,
+    pub(crate) condition_sets: ConditionSets,
 }
 
 impl Rollouts {
@@ -66,17 +66,17 @@ impl Rollouts {
                 }
                 let shared = objects
                     .get(&key.namespace, &key.name)
-                    .map(|o| index_key(ix, o));
+                    .map(|o| index_key(ix, &key, o));
                 (shared.unwrap_or(key), per)
             })
             .collect();
     }
 }
 
-/// The placement index's shared copy of `obj`'s key.
-fn index_key(ix: &Index, obj: &FederatedObject) -> Arc<ObjectKey> {
+/// The placement index's shared copy of `key`, the key of `obj`.
+fn index_key(ix: &Index, key: &ObjectKey, obj: &FederatedObject) -> Arc<ObjectKey> {
     let named = obj.spec.placement.clusters.as_deref().unwrap_or_default();
-    ix.shared_key(&obj.key(), named, &obj.status.clusters)
+    ix.shared_key(key, named, &obj.status.clusters)
 }
 
 /// A put of an object without a strategy: `State::on_put_object` or the door's `put_object`.
@@ -439,7 +439,7 @@ impl State {
             let key = ObjectKey::new(r.namespace.clone(), r.name.clone());
             let stuck = crate::rollout::deschedule::unschedulable(&observed);
             if !self.rollouts.workloads.contains_key(&key) {
-                let shared = index_key(&self.ix, obj);
+                let shared = index_key(&self.ix, &key, obj);
                 self.rollouts.workloads.insert(shared, Default::default());
             }
             let Some(per) = self.rollouts.workloads.get_mut(&key) else {
