@@ -333,8 +333,10 @@ impl State {
             .map(|p| (p.cluster.clone(), p.replicas))
             .collect();
         let per = obj.template_info.per_replica;
+        let named = obj.spec.placement.clusters.as_deref().unwrap_or_default();
         self.ix.move_placement(
             key,
+            named,
             per,
             obj.status
                 .clusters

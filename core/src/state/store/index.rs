@@ -247,10 +247,12 @@ impl Index {
     /// `old_per` requests per replica) to `new`. Both lists are sorted by cluster name. Same
     /// result as `remove_placement` then `add_placement` (all releases happen before any
     /// booking, so saturation behaves the same), but a cluster in both lists keeps its set
-    /// membership untouched: a replica-count change costs no set operation.
+    /// membership untouched: a replica-count change costs no set operation. `named` is the
+    /// object's explicit cluster list, where its shared key is found before its first placement.
     pub fn move_placement<'a>(
         &mut self,
         key: &ObjectKey,
+        named: &[String],
         old_per: Resources,
         old: impl Iterator<Item = (&'a str, u32)> + Clone,
         new_per: Resources,
@@ -270,7 +272,8 @@ impl Index {
                 }
             }
         }
-        // The object's shared key, from a set it leaves or stays in; a new one if it had none.
+        // The object's shared key, from a set it leaves or stays in, else (a first placement)
+        // from the sets `add_object` put it in.
         let mut shared = old
             .clone()
             .find_map(|(c, _)| self.placed_on.get(c)?.get(key).cloned());
@@ -295,7 +298,7 @@ impl Index {
                 (_, Some(y)) => {
                     b.next();
                     let k = shared
-                        .get_or_insert_with(|| SharedKey::new(key.clone()))
+                        .get_or_insert_with(|| self.shared_key(key, named, &[]))
                         .clone();
                     match self.placed_on.get_mut(y) {
                         Some(set) => {
@@ -451,6 +454,43 @@ mod tests {
         ObjectKey {
             namespace: "ns".into(),
             name: format!("o{i:03}"),
+        }
+    }
+
+    /// A first placement shares the key the object's other sets hold (found through `wide` or
+    /// its named clusters) instead of allocating another.
+    #[test]
+    fn a_first_placement_shares_the_key_of_the_other_sets() {
+        let none = Resources::ZERO;
+        let mut ix = Index::default();
+        let wide = SharedKey::new(key(1));
+        ix.wide.insert(wide.clone());
+        ix.move_placement(
+            &key(1),
+            &[],
+            none,
+            [].into_iter(),
+            none,
+            [("a", 1)].into_iter(),
+        );
+        let placed = ix.placed_on.get("a").and_then(|s| s.get(&key(1)));
+        assert!(placed.is_some_and(|k| Arc::ptr_eq(k, &wide)));
+
+        let named = SharedKey::new(key(2));
+        ix.named.insert("b", BTreeSet::from([named.clone()]));
+        let list = ["b".to_string()];
+        let moves = [("a", 1), ("b", 2)];
+        ix.move_placement(
+            &key(2),
+            &list,
+            none,
+            [].into_iter(),
+            none,
+            moves.into_iter(),
+        );
+        for c in ["a", "b"] {
+            let placed = ix.placed_on.get(c).and_then(|s| s.get(&key(2)));
+            assert!(placed.is_some_and(|k| Arc::ptr_eq(k, &named)), "{c}");
         }
     }
 
