@@ -5,7 +5,8 @@
 //! within a second or so instead of at the next resync. A type counts as ready once its first
 //! list completed; until then the reconciler neither skips writes nor deletes for that type.
 //! The watcher relists on its own after a 410 and retries with kube's default backoff while the
-//! cluster is unreachable (the map keeps its last view meanwhile).
+//! cluster is unreachable (the map keeps its last view meanwhile, less what the executor itself
+//! deleted: `forget`).
 //!
 //! Must not: write to the cluster, or hold objects without the ownership label.
 
@@ -183,6 +184,27 @@ impl LiveCache {
                     objects.remove(id);
                     objects.insert(id.clone(), Arc::new(seen.settled()));
                 }
+            }
+        }
+    }
+
+    /// Drops the copies of objects the executor deleted (each with the copy the pass acted on),
+    /// unless the watch delivered another copy meanwhile; the watch's own delete event then
+    /// finds nothing to drop. Until that event, a watch that is down (its cluster just came
+    /// back, and kube's backoff has not retried yet) would keep showing the deleted object, and
+    /// a pass that wants it back would find it up to date and report it applied.
+    pub fn forget(&self, deleted: &[(LiveId, Arc<LiveObject>)]) {
+        if deleted.is_empty() {
+            return;
+        }
+        let types = lock(&self.types);
+        for (id, seen) in deleted {
+            let Some(w) = types.get(&id.type_key()) else {
+                continue;
+            };
+            let mut objects = lock(&w.objects);
+            if objects.get(id).is_some_and(|held| Arc::ptr_eq(held, seen)) {
+                objects.remove(id);
             }
         }
     }
@@ -388,19 +410,27 @@ mod tests {
         ))
     }
 
-    #[tokio::test]
-    async fn a_settled_copy_is_keyed_by_the_id_the_pass_gave() {
+    /// A cache watching ConfigMaps whose watch never lists (the test alone fills the map).
+    fn config_map_cache() -> (LiveCache, Arc<Resolved>) {
         let cache = LiveCache::new(refusing_client(), "m1".into(), Arc::default());
         let r = config_maps();
-        // Its watch never lists: the test alone fills the map.
         cache.ensure(&r);
+        (cache, r)
+    }
+
+    /// A ConfigMap copy in namespace `shop`, with its id.
+    fn config_map_copy(r: &Resolved, name: &str) -> (LiveId, Arc<LiveObject>) {
+        let id = LiveId::of_type(&r.live_type, "shop", name);
+        let live = LiveObject::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "shop"}}));
+        (id, Arc::new(live))
+    }
+
+    #[tokio::test]
+    async fn a_settled_copy_is_keyed_by_the_id_the_pass_gave() {
+        let (cache, r) = config_map_cache();
         let type_key = ("v1".to_string(), "ConfigMap".to_string());
-        let copy = |name: &str| {
-            let id = LiveId::of_type(&r.live_type, "shop", name);
-            let live = LiveObject::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": name, "namespace": "shop"}}));
-            (id, Arc::new(live))
-        };
+        let copy = |name: &str| config_map_copy(&r, name);
         let (watched, seen) = copy("c");
         let (replaced, old) = copy("d");
         {
@@ -423,6 +453,31 @@ mod tests {
             "left as delivered"
         );
         assert_eq!(objects.len(), 2);
+    }
+
+    /// A copy the executor deleted leaves the map at once (its watch may be down for a while),
+    /// unless the watch already holds a newer one.
+    #[tokio::test]
+    async fn a_deleted_copy_is_forgotten_unless_the_watch_replaced_it() {
+        let (cache, r) = config_map_cache();
+        let type_key = ("v1".to_string(), "ConfigMap".to_string());
+        let copy = |name: &str| config_map_copy(&r, name);
+        let (deleted, seen) = copy("c");
+        let (recreated, old) = copy("d");
+        let (kept, _) = copy("e");
+        {
+            let types = lock(&cache.types);
+            let mut objects = lock(&types[&type_key].objects);
+            objects.insert(deleted.clone(), seen.clone());
+            objects.insert(recreated.clone(), copy("d").1);
+            objects.insert(kept.clone(), copy("e").1);
+        }
+        cache.forget(&[(deleted.clone(), seen), (recreated.clone(), old)]);
+        let types = lock(&cache.types);
+        let objects = lock(&types[&type_key].objects);
+        assert!(!objects.contains_key(&deleted), "the deleted copy is gone");
+        assert!(objects.contains_key(&recreated), "a newer copy stays");
+        assert!(objects.contains_key(&kept), "others stay");
     }
 
     #[tokio::test]

@@ -510,22 +510,22 @@ impl<C: ControlPlane> Reconciler<C> {
                 }
             }
         }
-        let deleted: Vec<(LiveId, Option<Result<(), ExecError>>)> =
-            futures::stream::iter(doomed.into_iter().map(|(live, id)| {
-                let (ctx, flag) = (ctx.clone(), flag.clone());
-                async move {
-                    if flag.skip() {
-                        return (id, None);
-                    }
-                    let r = crate::fence::remove(&ctx, &id, live.as_deref(), released).await;
-                    flag.note(&r);
-                    (id, Some(r))
+        let deleted: Vec<_> = futures::stream::iter(doomed.into_iter().map(|(live, id)| {
+            let (ctx, flag) = (ctx.clone(), flag.clone());
+            async move {
+                if flag.skip() {
+                    return (id, live, None);
                 }
-            }))
-            .buffer_unordered(concurrency)
-            .collect()
-            .await;
-        for (id, r) in deleted {
+                let r = crate::fence::remove(&ctx, &id, live.as_deref(), released).await;
+                flag.note(&r);
+                (id, live, Some(r))
+            }
+        }))
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+        let mut gone = Vec::new();
+        for (id, live, r) in deleted {
             let r = match r {
                 Some(Err(e)) if retry::refused_connection(&e) => {
                     ctx.metrics.reconciled(Reconciled::DeleteFailed);
@@ -542,6 +542,7 @@ impl<C: ControlPlane> Reconciler<C> {
                     tracing::info!(%cluster, %id, "deleted object no longer desired");
                     self.memo.remove(&id);
                     self.retries.remove(&id);
+                    gone.extend(live.map(|l| (id, l)));
                 }
                 Err(ExecError::LeaseLapsed { .. }) => lapsed = true,
                 Err(e) => {
@@ -552,6 +553,7 @@ impl<C: ControlPlane> Reconciler<C> {
                 }
             }
         }
+        ctx.live.forget(&gone);
         let held = self
             .refusal
             .settle(&cluster, refused.as_ref(), through, now, &ctx.cfg);
