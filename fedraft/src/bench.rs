@@ -20,6 +20,7 @@ mod fleet_brake;
 mod fleet_dark;
 mod fleet_explain;
 mod fleet_gauges;
+mod fleet_members;
 mod fleet_plot;
 mod fleet_quiet;
 mod fleet_report;

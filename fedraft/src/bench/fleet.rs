@@ -12,7 +12,10 @@
 //!    clusters NotReady, until every workload that had replicas there has them elsewhere, and
 //!    how many replicas left a healthy cluster (should be none); members compared again. A
 //!    re-placement that does not come is an error of the report, and the run goes on;
-//! 5. the brake (`fleet_brake`): most of the fleet dark at once holds every replica in place.
+//! 5. the brake (`fleet_brake`): most of the fleet dark at once holds every replica in place;
+//! 6. one more object: every fault cleared and the fleet converged and settled again, half as
+//!    many objects again (`--more-objects`) are written and converge; each node's held memory
+//!    before and after, both settled, gives what one more object costs.
 //!
 //! Throughout, API write latencies (every PUT) and reads (one GET of an object every 100 ms)
 //! are kept per phase, and the CPU time and RSS of every process are sampled at phase ends.
@@ -262,26 +265,14 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
     }
 
     // 2. Converge from empty.
-    rep.manifest_bytes = (0..args.objects)
-        .map(|i| {
-            work::object_body(&members, args.seed, i, args.grace_secs)["template"]
-                .to_string()
-                .len() as u64
-        })
-        .sum();
+    rep.manifest_bytes = manifest_bytes(&members, args, 0..args.objects);
     let samples: Shared = Shared::default();
     let reader = tokio::spawn(read_load(api.clone(), args.objects, samples.clone()));
     let t = Instant::now();
-    let writes = (0..args.objects).map(|i| {
-        let (ns, name) = work::object_id(i);
-        let body = work::object_body(&members, args.seed, i, args.grace_secs);
-        (
-            format!("/v1/namespaces/{ns}/objects/{name}"),
-            reqwest::Method::PUT,
-            body,
-        )
-    });
-    let progress = tokio::spawn(track_convergence(api.clone(), args.objects, t));
+    let writes = object_writes(&members, args, 0..args.objects);
+    let progress = tokio::spawn(track_convergence(api.clone(), args.objects, t, |p| {
+        p.converged
+    }));
     write_all(&api, writes, args.writers, &samples).await;
     rep.write_s = t.elapsed().as_secs_f64();
     println!(
@@ -383,11 +374,65 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         let gauges = fleet_gauges::scrape(&http, &fed).await;
         rep.sample(Phase::Brake, &pids, &sim_pids, procs.path(), gauges);
     }
+    // 6. What one more object costs: more objects onto the healed, settled fleet. A single
+    // run's growth over its objects also holds what comes with each cluster's first objects
+    // (a watch and a connection per type), whatever their number.
+    let more = args.more_objects.unwrap_or(args.objects / 2);
+    if more > 0 {
+        // Kept as an error of the run: the report keeps what the other phases measured.
+        let measured = async {
+            let limit = Duration::from_secs(args.converge_timeout_secs);
+            let settle = Duration::from_secs(args.settle_secs);
+            let clear = serde_json::json!({"select": {}, "fault": {"kind": "clear"}});
+            work::set_fault(&http, &admin, &clear).await?;
+            let healed =
+                track_convergence(api.clone(), args.objects, Instant::now(), Placed::settled);
+            tokio::time::timeout(limit, healed)
+                .await
+                .context("the fleet did not converge again after the fault phases")??;
+            tokio::time::sleep(settle).await;
+            let gauges = fleet_gauges::scrape(&http, &fed).await;
+            rep.sample(Phase::BeforeMore, &pids, &sim_pids, procs.path(), gauges);
+            let (from, to) = (args.objects, args.objects + more);
+            rep.more = Some((more, manifest_bytes(&members, args, from..to)));
+            let samples: Shared = Shared::default();
+            let t = Instant::now();
+            write_all(
+                &api,
+                object_writes(&members, args, from..to),
+                args.writers,
+                &samples,
+            )
+            .await;
+            // The fleet was sized for the first objects: a few further ones may find their
+            // candidate clusters full, and fedraft reports them short rather than placed.
+            let progress = track_convergence(api.clone(), to, t, Placed::settled);
+            let (_, placed) = tokio::time::timeout(limit, progress)
+                .await
+                .context("the further objects did not converge")??;
+            let short = placed.values().filter(|p| !p.converged).count();
+            rep.note(format!(
+                "{more} further objects settled in {:.1} s ({short} of all objects short of capacity)",
+                t.elapsed().as_secs_f64()
+            ));
+            rep.phase(Phase::More, &lock(&samples));
+            let when = "after the further objects";
+            check_members(&mut rep, &api, &member_http, &members, &none, when).await?;
+            tokio::time::sleep(settle).await;
+            let gauges = fleet_gauges::scrape(&http, &fed).await;
+            rep.sample(Phase::More, &pids, &sim_pids, procs.path(), gauges);
+            anyhow::Ok(())
+        };
+        if let Err(e) = measured.await {
+            let why = format!("one more object: {e:#}");
+            println!("{why}");
+            rep.errors.push(why);
+        }
+    }
     println!("{}", rep.render());
     Ok(rep)
 }
 
-/// Sends every call with `concurrency` in flight, recording latencies and errors.
 /// Compares every member with what fedraft placed once both settled (clusters in `skip`
 /// aside), explains any difference and records the check as `when`; answers what was placed.
 async fn check_members(
@@ -398,7 +443,8 @@ async fn check_members(
     skip: &BTreeSet<String>,
     when: &str,
 ) -> anyhow::Result<BTreeMap<String, Placed>> {
-    let settled = work::settled_comparison(api, member_http, members, skip, 3).await?;
+    let settled =
+        super::fleet_members::settled_comparison(api, member_http, members, skip, 3).await?;
     if settled.differences > 0 {
         let (placed, lines) = (&settled.placed, &settled.lines);
         super::fleet_explain::explain(api, member_http, members, placed, lines, 10).await;
@@ -407,6 +453,31 @@ async fn check_members(
     Ok(settled.placed)
 }
 
+/// The PUT of each object numbered in `range`: the same objects for the same seed and fleet.
+fn object_writes<'a>(
+    members: &'a Members,
+    args: &'a FleetArgs,
+    range: std::ops::Range<u64>,
+) -> impl Iterator<Item = (String, reqwest::Method, Value)> + 'a {
+    range.map(|i| {
+        let (ns, name) = work::object_id(i);
+        let body = work::object_body(members, args.seed, i, args.grace_secs);
+        let path = format!("/v1/namespaces/{ns}/objects/{name}");
+        (path, reqwest::Method::PUT, body)
+    })
+}
+
+/// Bytes of manifest (template text) of the objects numbered in `range`.
+fn manifest_bytes(members: &Members, args: &FleetArgs, range: std::ops::Range<u64>) -> u64 {
+    range
+        .map(|i| {
+            let body = work::object_body(members, args.seed, i, args.grace_secs);
+            body["template"].to_string().len() as u64
+        })
+        .sum()
+}
+
+/// Sends every call with `concurrency` in flight, recording latencies and errors.
 async fn write_all(
     api: &FedApi,
     calls: impl Iterator<Item = (String, reqwest::Method, Value)>,
@@ -455,12 +526,13 @@ async fn write_all(
     }
 }
 
-/// Polls namespaces until every one of the `total` objects is converged; returns the curve
-/// (seconds since `t0`, objects converged) and the final view.
+/// Polls namespaces until every one of the `total` objects `is_done`; returns the curve
+/// (seconds since `t0`, objects done) and the final view.
 async fn track_convergence(
     api: FedApi,
     total: u64,
     t0: Instant,
+    is_done: fn(&Placed) -> bool,
 ) -> anyhow::Result<(Vec<(f64, u64)>, BTreeMap<String, Placed>)> {
     let per_ns = |n: usize| (total + (work::NAMESPACES - n - 1) as u64) / work::NAMESPACES as u64;
     let mut done: BTreeMap<usize, BTreeMap<String, Placed>> = BTreeMap::new();
@@ -474,7 +546,7 @@ async fn track_convergence(
             let Ok((_, objs)) = work::read_namespace(&api, &format!("fleet-{n:02}")).await else {
                 continue;
             };
-            let converged = objs.values().filter(|p| p.converged).count() as u64;
+            let converged = objs.values().filter(|p| is_done(p)).count() as u64;
             if converged == per_ns(n) && objs.len() as u64 == per_ns(n) {
                 partial.remove(&n);
                 done.insert(n, objs);

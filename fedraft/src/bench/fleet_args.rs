@@ -41,6 +41,10 @@ pub struct FleetArgs {
     /// Percentage of the clusters that go dark at once in the brake phase (0 skips it).
     #[arg(long, default_value_t = 60)]
     pub brake_percent: u32,
+    /// Objects written after the other phases, onto the healed and settled fleet, to measure
+    /// what one more object costs (0 skips it). Default: half of `--objects`.
+    #[arg(long)]
+    pub more_objects: Option<u64>,
     /// Give up on convergence after this many seconds.
     #[arg(long, default_value_t = 1800)]
     pub converge_timeout_secs: u64,

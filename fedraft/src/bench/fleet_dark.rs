@@ -240,6 +240,7 @@ mod tests {
             placement: placement.iter().map(|(c, r)| (c.to_string(), *r)).collect(),
             desired: Some(desired),
             converged: true,
+            short: false,
         }
     }
 

@@ -127,6 +127,7 @@ mod tests {
             placement: placement.iter().map(|(c, r)| (c.to_string(), *r)).collect(),
             desired,
             converged: true,
+            short: false,
         }
     }
 

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::fleet_args::{FleetArgs, Samples};
-use super::fleet_gauges::{Disk, NodeGauges, PerObject};
+use super::fleet_gauges::{Disk, NodeGauges};
 use super::fleet_work::percentile;
 use super::load::cpu_time;
 
@@ -29,6 +29,10 @@ pub enum Phase {
     Steady,
     Dark,
     Brake,
+    /// The fleet healed and settled again after the fault phases, before more objects.
+    BeforeMore,
+    /// Settled after the further objects converged.
+    More,
 }
 
 impl Phase {
@@ -42,6 +46,8 @@ impl Phase {
             Phase::Steady => "steady",
             Phase::Dark => "dark",
             Phase::Brake => "brake",
+            Phase::BeforeMore => "healed",
+            Phase::More => "more",
         }
     }
 }
@@ -99,6 +105,8 @@ pub struct Report {
     pub objects: u64,
     /// Bytes of manifest (template text) written over all objects.
     pub manifest_bytes: u64,
+    /// The further objects of the last phase: (count, bytes of their manifests).
+    pub more: Option<(u64, u64)>,
     pub grace_s: u64,
     pub failure_s: u64,
     pub registered_s: f64,
@@ -149,6 +157,7 @@ impl Report {
             clusters: a.clusters,
             objects: a.objects,
             manifest_bytes: 0,
+            more: None,
             grace_s: a.grace_secs,
             failure_s: a.failure_secs,
             registered_s: 0.0,
@@ -243,29 +252,6 @@ impl Report {
         (nodes, now.fleet.1 - prev.fleet.1, now.at_s - prev.at_s)
     }
 
-    /// The heaviest node's memory growth, in KiB: per cluster while registering (the leader's
-    /// executors then hold every cluster), and per object (its manifest included) while
-    /// converging, from [`Report::before_objects`]. A slope, not a total, so the runtime's fixed
-    /// cost stays out; meaningful only for large runs, where the allocator's noise is small.
-    fn memory_slopes(&self) -> Option<(f64, f64)> {
-        let peak = |phase: Phase| {
-            self.resources_at(phase)?
-                .nodes
-                .iter()
-                .map(|n| n.0)
-                .reduce(f64::max)
-        };
-        let (start, registered, converged) = (
-            peak(Phase::Start)?,
-            peak(Phase::Register)?,
-            peak(Phase::Converge)?,
-        );
-        let owned = peak(Phase::Owned).unwrap_or(registered);
-        let per_cluster = (registered - start) * 1024.0 / f64::from(self.clusters.max(1));
-        let per_object = (converged - owned) * 1024.0 / self.objects.max(1) as f64;
-        Some((per_cluster, per_object))
-    }
-
     /// Bytes on disk gained per hour in each phase (from the previous sample), by kind, the
     /// most any node gained.
     fn disk_growth(&self) -> Vec<(Phase, Disk)> {
@@ -315,47 +301,11 @@ impl Report {
     }
 
     /// The resources sampled at the end of `phase`, if it ran.
-    /// Seconds from the convergence sample to the settled one (0 without both).
-    fn settled_after_s(&self) -> f64 {
-        match (
-            self.resources_at(Phase::Converge),
-            self.resources_at(Phase::Settled),
-        ) {
-            (Some(c), Some(s)) => s.at_s - c.at_s,
-            _ => 0.0,
-        }
-    }
-
     fn resources_at(&self, phase: Phase) -> Option<&Resources> {
         self.resources
             .iter()
             .find(|(p, _)| *p == phase)
             .map(|(_, r)| r)
-    }
-
-    /// The sample objects' growth is measured from: once ownership spread (each node's
-    /// executors then hold their share of the clusters; counting from `Register` would credit
-    /// the leader with the executors it handed over and charge the others with theirs), else
-    /// once registered.
-    fn before_objects(&self) -> Option<&Resources> {
-        self.resources_at(Phase::Owned)
-            .or_else(|| self.resources_at(Phase::Register))
-    }
-
-    /// Where the growth per object went from [`Report::before_objects`] to the end of `phase`
-    /// on the node whose held memory grew most (see `fleet_gauges`): at convergence it holds
-    /// what passes still verify (live bodies, write memos, guards of reports in flight); once
-    /// settled, what every object keeps.
-    fn memory_per_object(&self, phase: Phase) -> Option<PerObject> {
-        let (before, after) = (self.before_objects()?, self.resources_at(phase)?);
-        let manifest = self.manifest_bytes as f64 / self.objects.max(1) as f64;
-        let node = |r: &Resources, n: usize| Some((r.nodes.get(n)?.0, r.gauges.get(n)?.memory?));
-        (0..after.nodes.len())
-            .filter_map(|n| {
-                let g = PerObject::between(node(before, n)?, node(after, n)?, self.objects);
-                Some(g.with_manifest(manifest))
-            })
-            .max_by(|a, b| a.held().total_cmp(&b.held()))
     }
 
     pub fn render(&self) -> String {
@@ -478,31 +428,7 @@ impl Report {
                 r.data_bytes as f64 / (1 << 20) as f64
             );
         }
-        if let Some((cluster, object)) = self.memory_slopes() {
-            let _ = writeln!(
-                o,
-                "heaviest node's memory growth: {cluster:.0} KiB per cluster, {object:.1} KiB per object (manifest included)"
-            );
-        }
-        if let Some(g) = self.memory_per_object(Phase::Converge) {
-            let _ = writeln!(o, "node grown most, at convergence: {}", g.render());
-        }
-        if let Some(g) = self.memory_per_object(Phase::Settled) {
-            let _ = writeln!(
-                o,
-                "node grown most, settled ({:.0} s after convergence): {}",
-                self.settled_after_s(),
-                g.render()
-            );
-        }
-        // The steady phase's objects count as growth, not as objects: a bound from above.
-        if let Some(g) = self.memory_per_object(Phase::Steady) {
-            let _ = writeln!(
-                o,
-                "node grown most, after the steady writes: {}",
-                g.render()
-            );
-        }
+        self.render_memory(&mut o);
         for (p, d) in self.disk_growth() {
             let _ = writeln!(
                 o,
@@ -573,16 +499,13 @@ impl Report {
             "diskGrowthPerHour": self.disk_growth().iter().map(|(p, d)| json!({"phase": p.name(),
                 "logBytes": d.log, "archiveBytes": d.archive, "walBytes": d.wal, "totalBytes": d.total})).collect::<Vec<_>>(),
             "checkpoints": self.checkpoints(),
-            "memoryKiB": self.memory_slopes().map(|(c, o)| json!({"perCluster": c, "perObject": o,
-                "perObjectBreakdown": self.memory_per_object(Phase::Converge).map(|g| g.to_json()),
-                "perObjectSettled": self.memory_per_object(Phase::Settled).map(|g| g.to_json()),
-                "perObjectAfterSteady": self.memory_per_object(Phase::Steady).map(|g| g.to_json()),
-                "settledAfterS": self.settled_after_s()})),
+            "memoryKiB": self.memory_json(),
             "curve": self.curve.iter().map(|(t, n)| json!([t, n])).collect::<Vec<_>>(),
             "notes": self.notes, "errors": self.errors,
         })
     }
 }
 
+mod memory;
 #[cfg(test)]
 mod tests;

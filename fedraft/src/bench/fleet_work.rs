@@ -1,6 +1,6 @@
 //! What `fedraft bench fleet` asks of fedraft and reads back: the workload mix, the API calls
-//! (timed), the convergence check over fedraft's own status, and the member-side truth (what
-//! each simulated cluster holds) compared with what fedraft placed.
+//! (timed) and the convergence check over fedraft's own status (`fleet_members` reads what the
+//! simulated clusters hold).
 //!
 //! The mix, per object index (seeded, so a run is repeatable): 45 % Divided Deployments over 4
 //! named clusters in 2 regions, 10 % spread Deployments (6 named clusters in 3 regions, spread
@@ -234,6 +234,8 @@ pub struct Placed {
     pub desired: Option<u64>,
     /// Applied everywhere placed, and ready where replicas are placed.
     pub converged: bool,
+    /// What fedraft placed is applied and ready, the rest reported as a shortfall.
+    pub short: bool,
 }
 
 /// Reads one namespace's objects: "ns/name" -> Placed.
@@ -244,10 +246,26 @@ pub async fn read_namespace(
     let (took, body) = api
         .get(&format!("/v1/namespaces/{ns}/objects?stale=true"))
         .await?;
-    let mut out = BTreeMap::new();
-    for o in body["items"].as_array().context("object list items")? {
-        // The API's object document: `name`, `template`, `placement`, `status` at the top.
-        let name = o.get("name").and_then(Value::as_str).unwrap_or("");
+    let items = body["items"].as_array().context("object list items")?;
+    let out = items
+        .iter()
+        .map(|o| {
+            // The API's object document: `name`, `template`, `placement`, `status` at the top.
+            let name = o.get("name").and_then(Value::as_str).unwrap_or("");
+            (format!("{ns}/{name}"), Placed::of(o))
+        })
+        .collect();
+    Ok((took, out))
+}
+
+impl Placed {
+    /// Converged, or as far as the fleet's capacity lets it (the rest reported).
+    pub fn settled(&self) -> bool {
+        self.converged || self.short
+    }
+
+    /// What the API's object document `o` says of its placement.
+    fn of(o: &Value) -> Placed {
         let kind = o
             .pointer("/template/kind")
             .and_then(Value::as_str)
@@ -259,6 +277,7 @@ pub async fn read_namespace(
         let clusters = o.pointer("/status/clusters").and_then(Value::as_object);
         let mut placement = BTreeMap::new();
         let mut converged = clusters.is_some_and(|c| !c.is_empty());
+        let mut short = o.pointer("/status/shortfall").is_some_and(|s| !s.is_null());
         for (c, st) in clusters.into_iter().flatten() {
             let replicas = st["replicas"].as_u64().unwrap_or(0);
             let ready = st["readyReplicas"].as_u64().unwrap_or(0);
@@ -267,188 +286,19 @@ pub async fn read_namespace(
                 continue;
             }
             converged &= applied && (desired.is_none() || ready >= replicas);
+            short &= applied && ready >= replicas;
             placement.insert(c.clone(), replicas);
         }
         if let Some(d) = desired {
             converged &= placement.values().sum::<u64>() == d;
         }
-        out.insert(
-            format!("{ns}/{name}"),
-            Placed {
-                kind: kind.to_string(),
-                placement,
-                desired,
-                converged,
-            },
-        );
-    }
-    Ok((took, out))
-}
-
-/// What one member cluster holds of fedraft's: "ns/name" -> (kind, replicas for Deployments).
-pub async fn member_holds(
-    http: &reqwest::Client,
-    url: &str,
-) -> anyhow::Result<BTreeMap<String, (String, Option<u64>)>> {
-    let mut out = BTreeMap::new();
-    for (path, kind) in [
-        ("/apis/apps/v1/deployments", "Deployment"),
-        ("/api/v1/configmaps", "ConfigMap"),
-        ("/api/v1/services", "Service"),
-    ] {
-        let body: Value = http
-            .get(format!("{url}{path}?labelSelector={MANAGED}"))
-            .send()
-            .await
-            .with_context(|| format!("listing {path} of {url}"))?
-            .error_for_status()?
-            .json()
-            .await?;
-        for o in body["items"].as_array().context("member list items")? {
-            if o.pointer("/metadata/deletionTimestamp").is_some() {
-                continue;
-            }
-            let ns = o
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let name = o
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let replicas = o.pointer("/spec/replicas").and_then(Value::as_u64);
-            out.insert(format!("{ns}/{name}"), (kind.to_string(), replicas));
+        Placed {
+            kind: kind.to_string(),
+            placement,
+            desired,
+            converged,
+            short,
         }
-    }
-    Ok(out)
-}
-
-/// Differences between what fedraft placed and what the members hold, as readable lines (at
-/// most `limit`), and their count.
-pub async fn compare_members(
-    http: &reqwest::Client,
-    members: &Members,
-    placed: &BTreeMap<String, Placed>,
-    skip: &BTreeSet<String>,
-    limit: usize,
-) -> anyhow::Result<(usize, Vec<String>)> {
-    let mut want: BTreeMap<&str, BTreeMap<&str, (&str, Option<u64>)>> = BTreeMap::new();
-    for (id, p) in placed {
-        for (c, r) in &p.placement {
-            let replicas = (p.kind == "Deployment").then_some(*r);
-            want.entry(c.as_str())
-                .or_default()
-                .insert(id.as_str(), (p.kind.as_str(), replicas));
-        }
-    }
-    let (mut count, mut lines) = (0usize, Vec::new());
-    for (name, (_, url)) in &members.clusters {
-        if skip.contains(name) {
-            continue;
-        }
-        let held = member_holds(http, url).await?;
-        let empty = BTreeMap::new();
-        let expected = want.get(name.as_str()).unwrap_or(&empty);
-        for (id, (kind, replicas)) in expected {
-            match held.get(*id) {
-                Some((k, r)) if k == kind && r == replicas => {}
-                other => {
-                    count += 1;
-                    if lines.len() < limit {
-                        lines.push(format!(
-                            "{name}: {id} want {kind} {replicas:?}, holds {other:?}"
-                        ));
-                    }
-                }
-            }
-        }
-        for id in held.keys() {
-            if !expected.contains_key(id.as_str()) {
-                count += 1;
-                if lines.len() < limit {
-                    lines.push(format!(
-                        "{name}: holds {id}, which fedraft did not place there"
-                    ));
-                }
-            }
-        }
-    }
-    Ok((count, lines))
-}
-
-/// What a settled comparison found: fedraft's placement it compared against, and the
-/// differences (count and readable lines).
-pub struct Settled {
-    pub placed: BTreeMap<String, Placed>,
-    pub differences: usize,
-    pub lines: Vec<String>,
-}
-
-/// Compares the members with fedraft's placement read afresh once every object reports
-/// converged (objects placed on a `skip` cluster excepted). A loaded fleet may still move
-/// objects while the members are read, e.g. the replicas of a member whose probes timed out:
-/// a comparison during which fedraft's placement changed is made again from the new one, up to
-/// `attempts` times, so only differences that outlast fedraft's own decisions count.
-pub async fn settled_comparison(
-    api: &FedApi,
-    http: &reqwest::Client,
-    members: &Members,
-    skip: &BTreeSet<String>,
-    attempts: usize,
-) -> anyhow::Result<Settled> {
-    let mut replaced_meanwhile = 0;
-    loop {
-        let placed = all_converged(api, skip, Duration::from_secs(300)).await?;
-        let (differences, lines) = compare_members(http, members, &placed, skip, 10).await?;
-        let moved = differences > 0 && {
-            let again = read_all(api).await?;
-            placed
-                .iter()
-                .any(|(id, p)| again.get(id).is_none_or(|a| a.placement != p.placement))
-        };
-        if !moved || replaced_meanwhile + 1 >= attempts {
-            return Ok(Settled {
-                placed,
-                differences,
-                lines,
-            });
-        }
-        replaced_meanwhile += 1;
-        println!("fedraft re-placed objects while the members were read; comparing again");
-    }
-}
-
-/// Every object as fedraft reports it once each is converged (or placed on a `skip` cluster);
-/// after `limit`, an error naming a few that were not, with their placement.
-async fn all_converged(
-    api: &FedApi,
-    skip: &BTreeSet<String>,
-    limit: Duration,
-) -> anyhow::Result<BTreeMap<String, Placed>> {
-    let deadline = Instant::now() + limit;
-    let mut left = Vec::new();
-    loop {
-        if let Ok(now) = read_all(api).await {
-            let waiting =
-                |p: &Placed| !p.converged && !p.placement.keys().any(|c| skip.contains(c));
-            left = now
-                .iter()
-                .filter(|(_, p)| waiting(p))
-                .map(|(id, p)| format!("{id} {} on {:?}", p.kind, p.placement))
-                .collect();
-            if left.is_empty() {
-                return Ok(now);
-            }
-        }
-        if Instant::now() > deadline {
-            let n = left.len();
-            left.truncate(5);
-            bail!(
-                "every object converged: not within {limit:?}; {n} not, e.g. {}",
-                left.join("; ")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
@@ -571,6 +421,28 @@ mod tests {
             .map(|i| json!({"name": format!("m{i:04}"), "region": format!("region-{:02}", i * regions / n), "url": "http://x"}))
             .collect();
         Members::from_fleet(&Value::Array(list)).unwrap()
+    }
+
+    /// An object fedraft could place only in part is settled once that part is applied and
+    /// ready and the rest is reported short; a converged one needs every replica placed.
+    #[test]
+    fn a_short_object_is_settled_once_its_placed_part_is_ready() {
+        let doc = |ready: u64, shortfall: Value| {
+            json!({"name": "o", "template": {"kind": "Deployment"}, "status": {
+                "desiredReplicas": 4, "shortfall": shortfall,
+                "clusters": {"m1": {"replicas": 2, "readyReplicas": ready, "applied": true}}}})
+        };
+        let short = json!({"replicas": 2, "message": "full"});
+        let p = Placed::of(&doc(2, short.clone()));
+        assert!(!p.converged && p.short && p.settled(), "{p:?}");
+        assert!(
+            !Placed::of(&doc(1, short)).settled(),
+            "a replica not ready yet"
+        );
+        assert!(
+            !Placed::of(&doc(2, Value::Null)).settled(),
+            "no shortfall reported"
+        );
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! compares each member's managed objects with fedraft's placement and fails on any
 //! difference); a region of 6 clusters goes dark, its workloads are re-placed without taking a
 //! replica off a healthy cluster, and the members agree with fedraft again; then 60 % of the
-//! fleet goes dark at once and the failover brake holds every replica where it is. Ownership
-//! spreads over the nodes before anything is measured.
+//! fleet goes dark at once and the failover brake holds every replica where it is; healed, the
+//! fleet takes half as many objects again and the members agree once more. Ownership spreads
+//! over the nodes before anything is measured.
 //! Correctness, not speed: the figures of a real run come from the command in
 //! docs/performance.md.
 
@@ -42,7 +43,12 @@ fn a_small_fleet_converges_exactly_and_survives_a_dark_region() {
     let err = String::from_utf8_lossy(&done.stderr);
     eprintln!("{out}");
     assert!(done.status.success(), "{out}\n{err}");
-    for when in ["after convergence", "after the region went dark"] {
+    let settled = [
+        "after convergence",
+        "after the region went dark",
+        "after the further objects",
+    ];
+    for when in settled {
         let line = format!("members hold exactly what fedraft placed ({when})");
         assert!(out.contains(&line), "missing {line:?}:\n{out}");
     }
@@ -68,6 +74,12 @@ fn a_small_fleet_converges_exactly_and_survives_a_dark_region() {
     assert_eq!(brake["moved"], 0, "{report}");
     assert!(brake["notReady"].as_u64().unwrap() > 15, "{report}");
     assert!(brake["heldS"].as_f64().unwrap() >= 15.0, "{report}");
+    // The further objects' memory figure is there (its size is a large run's to judge).
+    assert_eq!(report["memoryKiB"]["furtherObjects"], 150, "{report}");
+    assert!(
+        report["memoryKiB"]["perFurtherObject"]["held"].is_f64(),
+        "{report}"
+    );
     // Every object placed somewhere: about two member objects per federated object (300).
     let member_objects = report["memberObjects"].as_u64().unwrap();
     assert!((450..1200).contains(&member_objects), "{report}");

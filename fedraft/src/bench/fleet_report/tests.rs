@@ -19,6 +19,29 @@ fn report(clusters: u32, objects: u32) -> Report {
     Report::new(&args)
 }
 
+/// A sample of nodes whose heap and log cache hold the given MiB, RSS equal to the heap.
+fn nodes_holding(nodes: &[(f64, f64)]) -> Resources {
+    let mib = 1048576.0;
+    Resources {
+        nodes: nodes.iter().map(|n| (n.0, 0.0)).collect(),
+        fleet: (0.0, 0.0),
+        gauges: nodes
+            .iter()
+            .map(|&(heap, cache)| NodeGauges {
+                memory: Some(NodeMemory {
+                    heap: heap * mib,
+                    log_cache: cache * mib,
+                    rocksdb_caches: 0.0,
+                    table_readers: 0.0,
+                }),
+                ..NodeGauges::default()
+            })
+            .collect(),
+        data_bytes: 0,
+        at_s: 0.0,
+    }
+}
+
 #[test]
 fn renderings_carry_every_error_and_the_curve() {
     let mut r = report(30, 10);
@@ -102,24 +125,7 @@ fn growth_per_object_counts_from_the_spread_of_ownership_on_the_node_grown_most(
     let mut r = report(3, 1024);
     // Node heaps in MiB. The leader (node 0) held every cluster's executors when registered
     // and handed two thirds over; node 1's heap grew most once ownership spread.
-    let at = |heaps: [f64; 2]| Resources {
-        nodes: heaps.iter().map(|h| (*h, 0.0)).collect(),
-        fleet: (0.0, 0.0),
-        gauges: heaps
-            .iter()
-            .map(|h| NodeGauges {
-                memory: Some(NodeMemory {
-                    heap: h * 1048576.0,
-                    log_cache: 0.0,
-                    rocksdb_caches: 0.0,
-                    table_readers: 0.0,
-                }),
-                ..NodeGauges::default()
-            })
-            .collect(),
-        data_bytes: 0,
-        at_s: 0.0,
-    };
+    let at = |heaps: [f64; 2]| nodes_holding(&heaps.map(|h| (h, 0.0)));
     r.resources.push((Phase::Start, at([1.0, 1.0])));
     r.resources.push((Phase::Register, at([9.0, 1.0])));
     r.resources.push((Phase::Owned, at([4.0, 4.0])));
@@ -130,4 +136,38 @@ fn growth_per_object_counts_from_the_spread_of_ownership_on_the_node_grown_most(
     r.resources.retain(|(p, _)| *p != Phase::Owned);
     let held = r.memory_per_object(Phase::Converge).map(|g| g.held());
     assert_eq!(held, Some(7.0), "node 1, from the register sample");
+}
+
+#[test]
+fn one_more_object_is_the_growth_between_the_settled_samples_around_the_last_phase() {
+    let mut r = report(3, 4096);
+    // Per node: (heap MiB, log cache MiB).
+    let at = |nodes: [(f64, f64); 2]| nodes_holding(&nodes);
+    r.resources
+        .push((Phase::Start, at([(1.0, 0.0), (1.0, 0.0)])));
+    r.resources
+        .push((Phase::Register, at([(2.0, 0.0), (2.0, 0.0)])));
+    r.resources
+        .push((Phase::Converge, at([(30.0, 4.0), (30.0, 4.0)])));
+    assert!(r.memory_per_further_object().is_none(), "no last phase yet");
+    r.resources
+        .push((Phase::BeforeMore, at([(40.0, 1.0), (41.0, 1.0)])));
+    // 1,024 more objects of 256 manifest bytes each: node 0 holds 2 MiB more, node 1 grew its
+    // heap by 4 MiB of which 3 are the log cache's.
+    r.resources
+        .push((Phase::More, at([(42.0, 1.0), (45.0, 4.0)])));
+    r.more = Some((1024, 1024 * 256));
+    let g = r.memory_per_further_object().unwrap();
+    assert_eq!((g.held(), g.beyond_manifest()), (2.0, 1.75));
+    let text = r.render();
+    assert!(
+        text.contains("one more object (1024 written onto the settled fleet, both samples settled), node grown most: 2.0 KiB per object held, 1.8 beyond"),
+        "{text}"
+    );
+    let j = r.to_json();
+    assert_eq!(
+        j["memoryKiB"]["perFurtherObject"]["beyondManifest"], 1.75,
+        "{j}"
+    );
+    assert_eq!(j["memoryKiB"]["furtherObjects"], 1024, "{j}");
 }
