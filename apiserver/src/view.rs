@@ -210,7 +210,7 @@ mod tests {
             .status
             .clusters
             .iter()
-            .map(|c| (c.cluster.as_str(), c.replicas))
+            .map(|c| (&*c.cluster, c.replicas))
             .collect();
         let clusters: BTreeMap<&str, Value> = o
             .status
@@ -219,7 +219,7 @@ mod tests {
             .map(|c| {
                 let v = json!({"replicas": c.replicas, "applied": c.applied,
                     "readyReplicas": c.ready_replicas, "message": c.message, "reportedMs": c.reported_ms});
-                (c.cluster.as_str(), v)
+                (&*c.cluster, v)
             })
             .collect();
         let conditions: Vec<Value> = o

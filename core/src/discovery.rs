@@ -102,7 +102,7 @@ pub fn endpoints_view(state: &State, namespace: &str, name: &str) -> Option<Endp
         .clusters
         .iter()
         .filter(|p| p.replicas > 0)
-        .map(|p| p.cluster.as_str())
+        .map(|p| &*p.cluster)
         .collect();
     if let Some(o) = observed {
         names.extend(o.keys().map(String::as_str));

@@ -236,14 +236,16 @@ pub struct TemplateInfo {
 }
 
 /// One cluster an object is placed on, with what that cluster's executor last reported.
+/// Every object holds one per cluster it runs on, so the names are boxed strings (no spare
+/// capacity): 64 bytes, not 80. Serde encodes a `Box<str>` exactly as a `String`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlacedCluster {
-    pub cluster: String,
+    pub cluster: Box<str>,
     pub replicas: u32,
     pub applied: bool,
     pub ready_replicas: u32,
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     pub reported_ms: Option<u64>,
 }
 
@@ -316,14 +318,14 @@ impl FederatedObject {
         self.status
             .clusters
             .iter()
-            .map(|c| (c.cluster.clone(), c.replicas))
+            .map(|c| (String::from(&*c.cluster), c.replicas))
             .collect()
     }
 
     pub fn replicas_on(&self, cluster: &str) -> u32 {
         self.status
             .clusters
-            .binary_search_by(|c| c.cluster.as_str().cmp(cluster))
+            .binary_search_by(|c| c.cluster.as_ref().cmp(cluster))
             .map(|i| self.status.clusters[i].replicas)
             .unwrap_or(0)
     }
@@ -337,7 +339,7 @@ impl FederatedObject {
             .clusters
             .iter()
             .filter(|c| !c.applied)
-            .map(|c| c.cluster.as_str())
+            .map(|c| &*c.cluster)
             .collect();
         vec![
             Condition {
@@ -445,6 +447,51 @@ mod tests {
             ciphertext: vec![7],
         });
         assert_eq!(enc(&sealed), vec![3, 1, b'k', 1, 9, 1, 8, 1, 7]);
+    }
+
+    #[test]
+    fn a_placed_cluster_is_64_bytes() {
+        // Every object holds one per cluster it is placed on: 80 bytes with `String` names.
+        assert!(std::mem::size_of::<PlacedCluster>() <= 64);
+    }
+
+    #[test]
+    fn placed_cluster_encodes_as_with_string_names() {
+        // The layout logs and snapshots were written with.
+        #[derive(Serialize, Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Before {
+            cluster: String,
+            replicas: u32,
+            applied: bool,
+            ready_replicas: u32,
+            message: Option<String>,
+            reported_ms: Option<u64>,
+        }
+        let before = Before {
+            cluster: "dc1".into(),
+            replicas: 3,
+            applied: true,
+            ready_replicas: 2,
+            message: Some("1 pending".into()),
+            reported_ms: Some(7),
+        };
+        let now = PlacedCluster {
+            cluster: before.cluster.as_str().into(),
+            replicas: before.replicas,
+            applied: before.applied,
+            ready_replicas: before.ready_replicas,
+            message: before.message.as_deref().map(Box::from),
+            reported_ms: before.reported_ms,
+        };
+        let cfg = bincode::config::standard();
+        let bytes = bincode::serde::encode_to_vec(&before, cfg).unwrap();
+        assert_eq!(bincode::serde::encode_to_vec(&now, cfg).unwrap(), bytes);
+        let (read, _): (PlacedCluster, _) = bincode::serde::decode_from_slice(&bytes, cfg).unwrap();
+        assert_eq!(read, now);
+        let json = serde_json::to_string(&before).unwrap();
+        assert_eq!(serde_json::to_string(&now).unwrap(), json);
+        assert_eq!(serde_json::from_str::<PlacedCluster>(&json).unwrap(), now);
     }
 
     #[test]

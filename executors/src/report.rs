@@ -405,7 +405,7 @@ fn status_differs(
         .status
         .clusters
         .iter()
-        .find(|c| c.cluster == cluster)?;
+        .find(|c| &*c.cluster == cluster)?;
     Some(
         placed.applied != applied
             || placed.ready_replicas != ready
@@ -422,7 +422,7 @@ fn workload_differs(
 ) -> Option<bool> {
     let placed = state
         .object(namespace, name)
-        .is_some_and(|o| o.status.clusters.iter().any(|c| c.cluster == cluster));
+        .is_some_and(|o| o.status.clusters.iter().any(|c| &*c.cluster == cluster));
     if !placed {
         return None;
     }

@@ -320,7 +320,7 @@ fn clusters_of(s: &State, objects: &BTreeSet<String>) -> BTreeSet<String> {
         .iter()
         .filter_map(|key| key.split_once('/'))
         .filter_map(|(namespace, name)| s.object(namespace, name))
-        .flat_map(|o| o.status.clusters.iter().map(|c| c.cluster.clone()))
+        .flat_map(|o| o.status.clusters.iter().map(|c| String::from(&*c.cluster)))
         .collect()
 }
 

@@ -44,13 +44,13 @@ impl RolloutView {
             .clusters
             .iter()
             .map(|p| {
-                let w = reports.and_then(|m| m.get(&p.cluster)).map(|w| Reported {
+                let w = reports.and_then(|m| m.get(&*p.cluster)).map(|w| Reported {
                     revision: w.observed.revision,
                     caught_up: w.observed.observed_generation >= w.observed.generation,
                     updated: w.observed.updated,
                     available: w.observed.available,
                 });
-                (p.cluster.clone(), (rec.revision_for(&p.cluster), w))
+                (String::from(&*p.cluster), (rec.revision_for(&p.cluster), w))
             })
             .collect();
         Some(Box::new(RolloutView {

@@ -87,7 +87,7 @@ pub async fn by_cluster(
             s.clusters().map(|c| (c.spec.name.as_str(), 0)).collect();
         for o in s.objects() {
             for c in &o.status.clusters {
-                *placed.entry(c.cluster.as_str()).or_default() += u64::from(c.replicas);
+                *placed.entry(&*c.cluster).or_default() += u64::from(c.replicas);
             }
         }
         json!({"resourceVersion": s.applied_index(), "replicas": placed})
@@ -131,7 +131,7 @@ fn bound_json(s: &FedState, ns: &str, name: &str) -> Value {
                 .status
                 .clusters
                 .iter()
-                .map(|c| (c.cluster.as_str(), c.replicas))
+                .map(|c| (&*c.cluster, c.replicas))
                 .collect();
             json!({
                 "namespace": ns,

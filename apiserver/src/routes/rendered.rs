@@ -37,7 +37,7 @@ pub async fn get(
             .clusters
             .iter()
             .map(|placed| {
-                let cluster = placed.cluster.as_str();
+                let cluster = &*placed.cluster;
                 let replicas = obj.replicas_on(cluster);
                 let labels = s.cluster(cluster).map_or(&no_labels, |c| &c.spec.labels);
                 let (manifest, _) = s.render_for(obj, cluster, labels);

@@ -37,7 +37,7 @@ pub fn rollout_json(s: &CoreState, ns: &str, name: &str) -> Option<Value> {
         .clusters
         .iter()
         .map(|p| {
-            let w = status.and_then(|m| m.get(&p.cluster));
+            let w = status.and_then(|m| m.get(&*p.cluster));
             json!({
                 "cluster": p.cluster,
                 "replicas": p.replicas,

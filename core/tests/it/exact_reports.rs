@@ -52,7 +52,7 @@ fn report_at(h: &mut Harness, actor: &str, r: StatusReportAt) {
 /// (applied, ready) of `web` on `cluster`.
 fn seen(h: &Harness, cluster: &str) -> (bool, u32) {
     let o = h.obj("ns", "web");
-    let p = o.status.clusters.iter().find(|p| p.cluster == cluster);
+    let p = o.status.clusters.iter().find(|p| &*p.cluster == cluster);
     p.map_or((false, 0), |p| (p.applied, p.ready_replicas))
 }
 
@@ -335,7 +335,7 @@ proptest! {
                 }
             }
             for p in &h.obj("ns", "web").status.clusters {
-                let (since, _, confirmed) = model[&p.cluster];
+                let (since, _, confirmed) = model[&*p.cluster];
                 prop_assert!(!p.applied || confirmed, "{} applied, changed at {since}, no report since", p.cluster);
             }
         }

@@ -259,7 +259,7 @@ fn log(ops: &[Op]) -> Vec<(u64, LogEntry)> {
 /// Invariants that must hold after every entry.
 fn check(state: &State) -> Result<(), TestCaseError> {
     state.check_consistency().map_err(TestCaseError::fail)?;
-    let mut booked: BTreeMap<String, u64> = BTreeMap::new();
+    let mut booked: BTreeMap<&str, u64> = BTreeMap::new();
     for o in state.objects() {
         for p in &o.status.clusters {
             prop_assert!(
@@ -269,7 +269,7 @@ fn check(state: &State) -> Result<(), TestCaseError> {
                 p.cluster
             );
             prop_assert!(p.replicas > 0);
-            *booked.entry(p.cluster.clone()).or_default() +=
+            *booked.entry(&*p.cluster).or_default() +=
                 o.template_info.per_replica.cpu_millis * u64::from(p.replicas);
         }
         let sum: u32 = o.status.clusters.iter().map(|p| p.replicas).sum();
@@ -310,7 +310,7 @@ fn check(state: &State) -> Result<(), TestCaseError> {
             .booked(&c.spec.name)
             .unwrap_or(Resources::ZERO)
             .cpu_millis;
-        prop_assert_eq!(b, booked.get(&c.spec.name).copied().unwrap_or(0));
+        prop_assert_eq!(b, booked.get(c.spec.name.as_str()).copied().unwrap_or(0));
     }
     Ok(())
 }

@@ -153,7 +153,7 @@ async fn member_api_errors_are_reported_and_retried() {
     let message = eventually(LIMIT, "the error shows in the object's status", || {
         let m = node.read(|s| {
             let o = s.object("default", "web")?;
-            let c = o.status.clusters.iter().find(|c| c.cluster == "dc1")?;
+            let c = o.status.clusters.iter().find(|c| &*c.cluster == "dc1")?;
             (!c.applied).then(|| c.message.clone()).flatten()
         });
         async move { m }

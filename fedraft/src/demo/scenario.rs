@@ -50,7 +50,7 @@ impl Demo {
                     o.status
                         .clusters
                         .iter()
-                        .map(|c| (c.cluster.clone(), u64::from(c.replicas)))
+                        .map(|c| (String::from(&*c.cluster), u64::from(c.replicas)))
                         .collect()
                 })
                 .unwrap_or_default()
@@ -120,7 +120,7 @@ impl Demo {
                     o.status
                         .clusters
                         .iter()
-                        .map(|c| (c.cluster.clone(), (c.applied, c.ready_replicas)))
+                        .map(|c| (String::from(&*c.cluster), (c.applied, c.ready_replicas)))
                         .collect()
                 })
                 .unwrap_or_default();

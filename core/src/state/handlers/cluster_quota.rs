@@ -150,10 +150,10 @@ impl State {
                 .status
                 .clusters
                 .iter()
-                .filter(|p| quotas.contains_key(&p.cluster))
+                .filter(|p| quotas.contains_key(&*p.cluster))
             {
                 let n = u64::from(p.replicas);
-                let u = used.entry(p.cluster.as_str()).or_default();
+                let u = used.entry(&*p.cluster).or_default();
                 u.0 =
                     u.0.saturating_add(&o.template_info.per_replica.saturating_mul(n));
                 if let Some(e) = per_ext {

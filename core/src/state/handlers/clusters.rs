@@ -215,7 +215,7 @@ impl State {
         };
         self.ix.remove_object(obj);
         let mut kept = std::mem::take(&mut obj.status.clusters).into_vec();
-        kept.retain(|p| p.cluster != cluster);
+        kept.retain(|p| &*p.cluster != cluster);
         obj.status.clusters = kept.into_boxed_slice();
         obj.status.ready_replicas = obj.status.clusters.iter().map(|p| p.ready_replicas).sum();
         if obj.resource_version != ctx.index {

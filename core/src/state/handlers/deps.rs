@@ -105,7 +105,7 @@ impl State {
             let Some(obj) = self.object(&k.namespace, &k.object_name()) else {
                 continue;
             };
-            clusters.extend(obj.status.clusters.iter().map(|p| p.cluster.clone()));
+            clusters.extend(obj.status.clusters.iter().map(|p| &*p.cluster));
             for t in &obj.spec.placement.tolerations {
                 if !tolerations.contains(t) {
                     tolerations.push(t.clone());
@@ -117,7 +117,7 @@ impl State {
             return None;
         }
         let placement = Placement {
-            clusters: Some(clusters.into_iter().collect()),
+            clusters: Some(clusters.into_iter().map(String::from).collect()),
             tolerations,
             replicas: ReplicaPolicy {
                 mode: ReplicaMode::Duplicated,

@@ -225,7 +225,7 @@ impl State {
                 continue;
             };
             for p in &obj.status.clusters {
-                let b = booked.entry(p.cluster.as_str()).or_default();
+                let b = booked.entry(&*p.cluster).or_default();
                 *b = b.saturating_add(&per.saturating_mul(u64::from(p.replicas)));
             }
         }

@@ -105,7 +105,7 @@ impl State {
             .map(|p| {
                 let was = before
                     .iter()
-                    .find(|(c, _)| *c == p.cluster)
+                    .find(|(c, _)| *c == *p.cluster)
                     .map_or(0, |(_, n)| *n);
                 u64::from(p.replicas.saturating_sub(was))
             })

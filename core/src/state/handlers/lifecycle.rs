@@ -154,7 +154,7 @@ impl State {
             }
             let (template, revision) = self.template_for(obj, &p.cluster);
             take.push((
-                p.cluster.clone(),
+                String::from(&*p.cluster),
                 Held {
                     template: template.to_string(),
                     revision,

@@ -170,7 +170,7 @@ impl State {
                         .status
                         .clusters
                         .iter()
-                        .map(|p| (p.cluster.as_str(), p.replicas));
+                        .map(|p| (&*p.cluster, p.replicas));
                     self.ix.move_placement(
                         &key,
                         obj.spec.placement.clusters.as_deref().unwrap_or_default(),
@@ -266,7 +266,7 @@ impl State {
                 .status
                 .clusters
                 .iter()
-                .map(|p| p.cluster.clone())
+                .map(|p| String::from(&*p.cluster))
                 .collect();
             self.enqueue_waiting_fairly(&freed);
         }

@@ -76,7 +76,7 @@ impl State {
                     .get(&p.cluster)
                     .map_or(&none, |c| &c.spec.labels);
                 let t = tier_of(&obj.spec.placement, o, &p.cluster, labels)?;
-                Some((p.cluster.clone(), t))
+                Some((String::from(&*p.cluster), t))
             })
             .collect();
         let names = std::iter::once(o.primary.clone())

@@ -187,7 +187,7 @@ impl State {
             Some(names) if !overflow.is_some_and(|o| o.selects_by_label()) => {
                 let mut wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
                 wanted.extend(overflow.into_iter().flat_map(|o| o.listed()));
-                wanted.extend(obj.status.clusters.iter().map(|p| p.cluster.as_str()));
+                wanted.extend(obj.status.clusters.iter().map(|p| &*p.cluster));
                 wanted
                     .into_iter()
                     .filter_map(|n| self.d.clusters.get(n))
@@ -318,7 +318,7 @@ impl State {
                 .clusters
                 .iter()
                 .zip(&decision.placement)
-                .all(|(p, (c, n))| p.cluster == *c && p.replicas == *n);
+                .all(|(p, (c, n))| *p.cluster == **c && p.replicas == *n);
         let summary = decision.summary();
         obj.status.decided_index = ctx.index;
         if same_placement && obj.status.shortfall == shortfall {
@@ -330,7 +330,7 @@ impl State {
             .status
             .clusters
             .iter()
-            .map(|p| (p.cluster.clone(), p.replicas))
+            .map(|p| (String::from(&*p.cluster), p.replicas))
             .collect();
         let per = obj.template_info.per_replica;
         let named = obj.spec.placement.clusters.as_deref().unwrap_or_default();
@@ -341,7 +341,7 @@ impl State {
             obj.status
                 .clusters
                 .iter()
-                .map(|p| (p.cluster.as_str(), p.replicas)),
+                .map(|p| (&*p.cluster, p.replicas)),
             per,
             decision
                 .placement
@@ -352,7 +352,7 @@ impl State {
         // Keep what executors reported for clusters that stay; new clusters start unreported.
         // From version 11 a staying cluster's new replica count is not applied until reported.
         let exact = ctx.version >= EXACT_REPORTS_SINCE;
-        let mut old: BTreeMap<String, PlacedCluster> = std::mem::take(&mut obj.status.clusters)
+        let mut old: BTreeMap<Box<str>, PlacedCluster> = std::mem::take(&mut obj.status.clusters)
             .into_vec()
             .into_iter()
             .map(|p| (p.cluster.clone(), p))
@@ -361,14 +361,14 @@ impl State {
             .placement
             .iter()
             .filter(|(_, n)| **n > 0)
-            .map(|(c, n)| match old.remove(c) {
+            .map(|(c, n)| match old.remove(c.as_str()) {
                 Some(p) => PlacedCluster {
                     replicas: *n,
                     applied: p.applied && (!exact || p.replicas == *n),
                     ..p
                 },
                 None => PlacedCluster {
-                    cluster: c.clone(),
+                    cluster: c.as_str().into(),
                     replicas: *n,
                     applied: false,
                     ready_replicas: 0,

@@ -292,7 +292,8 @@ impl State {
         let Some(carried) = self.pres.carried.get(&obj.key()) else {
             return;
         };
-        let only_here = obj.status.clusters.len() == 1 && obj.status.clusters[0].cluster == cluster;
+        let only_here =
+            obj.status.clusters.len() == 1 && *obj.status.clusters[0].cluster == *cluster;
         if !only_here || carried.before.contains(cluster) {
             return;
         }

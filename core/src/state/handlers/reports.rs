@@ -156,7 +156,7 @@ impl State {
         }
         pc.applied = r.applied;
         pc.ready_replicas = r.ready_replicas;
-        pc.message = message.map(str::to_owned);
+        pc.message = message.map(Box::from);
         obj.status.ready_replicas = obj.status.clusters.iter().map(|p| p.ready_replicas).sum();
         if obj.resource_version != ctx.index {
             ctx.change(
@@ -205,7 +205,7 @@ fn locate<R: AsRef<ObjectStatusReport>>(objects: &ObjectTable, batch: &[R]) -> V
             // while they remove what fedraft moved away.
             found.push(
                 placed
-                    .binary_search_by(|p| p.cluster.as_str().cmp(&r.cluster))
+                    .binary_search_by(|p| p.cluster.as_ref().cmp(&r.cluster))
                     .ok(),
             );
         }

@@ -200,7 +200,7 @@ impl State {
             .iter()
             .filter_map(|p| {
                 let c = self.d.clusters.get(&p.cluster)?;
-                Some((p.cluster.as_str(), &c.spec.labels))
+                Some((&*p.cluster, &c.spec.labels))
             })
             .collect();
         if rec.strategy.type_ == RolloutType::All || placed.is_empty() {
@@ -234,12 +234,7 @@ impl State {
         if !rec.is_active() {
             return;
         }
-        let placed: Vec<&str> = obj
-            .status
-            .clusters
-            .iter()
-            .map(|p| p.cluster.as_str())
-            .collect();
+        let placed: Vec<&str> = obj.status.clusters.iter().map(|p| &*p.cluster).collect();
         let obs = gate::Observed {
             placed: &placed,
             status: self.rollouts.workloads.get(key),
@@ -277,7 +272,7 @@ impl State {
         per.retain(|c, _| {
             obj.status
                 .clusters
-                .binary_search_by(|p| p.cluster.as_str().cmp(c))
+                .binary_search_by(|p| p.cluster.as_ref().cmp(c))
                 .is_ok()
         });
         if per.is_empty() {
@@ -419,7 +414,7 @@ impl State {
             if obj
                 .status
                 .clusters
-                .binary_search_by(|p| p.cluster.as_str().cmp(&r.cluster))
+                .binary_search_by(|p| p.cluster.as_ref().cmp(&r.cluster))
                 .is_err()
             {
                 continue;

@@ -146,7 +146,7 @@ impl State {
                 continue;
             };
             for p in obj.status.clusters.iter().filter(|p| p.replicas > 0) {
-                placed.push((p.cluster.clone(), k.to_string()));
+                placed.push((String::from(&*p.cluster), k.to_string()));
             }
         }
         Some((format!("{label}={value}"), placed))
