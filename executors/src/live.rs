@@ -25,7 +25,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::live_id::LiveId;
-use crate::live_object::{LiveObject, OwnerTokens};
+use crate::live_object::{LiveObject, SharedReads};
 use crate::resolve::Resolved;
 
 /// Objects are shared (`Arc`) so that a reconcile pass can take a snapshot without copying
@@ -256,10 +256,12 @@ impl LiveCache {
         .collect()
         .await;
         let mut failed = HashMap::new();
+        let mut shared = SharedReads::default();
         for (r, id, got) in fetched {
             let fresh = match got {
-                Ok(Some(o)) => to_live(&r, o, &mut OwnerTokens::default())
-                    .filter(|(found, l)| *found == id && l.is_managed()),
+                Ok(Some(o)) => {
+                    to_live(&r, o, &mut shared).filter(|(found, l)| *found == id && l.is_managed())
+                }
                 // Gone: the watch says so too, and the next pass sees it missing.
                 Ok(None) => None,
                 Err(e) => {
@@ -307,7 +309,7 @@ impl LiveCache {
 fn to_live(
     r: &Resolved,
     mut obj: DynamicObject,
-    owners: &mut OwnerTokens,
+    shared: &mut SharedReads,
 ) -> Option<(LiveId, Arc<LiveObject>)> {
     // Never read, and often the largest part of an object: not even converted.
     obj.metadata.managed_fields = None;
@@ -325,7 +327,7 @@ fn to_live(
         false => "",
     };
     let id = LiveId::of_type(&r.live_type, namespace, obj.metadata.name.as_deref()?);
-    Some((id, Arc::new(LiveObject::read(value, owners))))
+    Some((id, Arc::new(LiveObject::read(value, shared))))
 }
 
 async fn run_watch(
@@ -343,12 +345,12 @@ async fn run_watch(
     // Collected, then built into a map at once: built from a list, a B-tree's nodes are full,
     // where one filled by inserts in the list's order leaves them about half empty.
     let mut relist: Vec<(LiveId, Arc<LiveObject>)> = Vec::new();
-    let mut owners = OwnerTokens::default();
+    let mut shared = SharedReads::default();
     while let Some(event) = stream.next().await {
         match event {
             Ok(Event::Init) => relist.clear(),
             Ok(Event::InitApply(o)) => {
-                if let Some((id, live)) = to_live(&r, o, &mut owners) {
+                if let Some((id, live)) = to_live(&r, o, &mut shared) {
                     relist.push((id, live));
                 }
             }
@@ -361,7 +363,7 @@ async fn run_watch(
                 wake.notify_one();
             }
             Ok(Event::Apply(o)) => {
-                if let Some((id, live)) = to_live(&r, o, &mut owners) {
+                if let Some((id, live)) = to_live(&r, o, &mut shared) {
                     // A copy released (fedraft's label taken off) left the watch's selector;
                     // not every server says so with a delete.
                     if live.is_managed() {
@@ -373,7 +375,7 @@ async fn run_watch(
                 }
             }
             Ok(Event::Delete(o)) => {
-                if let Some((id, _)) = to_live(&r, o, &mut owners) {
+                if let Some((id, _)) = to_live(&r, o, &mut shared) {
                     lock(&objects).remove(&id);
                     wake.notify_one();
                 }

@@ -18,8 +18,9 @@
 //!
 //! The settled form is what a node holds for most of its objects, so it is kept to jemalloc's
 //! 128-byte class with its `Arc` (a test checks): what only workloads have is boxed apart, and
-//! the owner token, the same on every object a node wrote, is one string shared by the copies a
-//! watch reads ([`OwnerTokens`]).
+//! what many copies hold equal is shared by the copies a watch reads ([`SharedReads`]): the
+//! owner token, the same on every object a node wrote, and the workload's condition list, one
+//! of a few on nearly every Deployment of a cluster.
 //!
 //! Must not: lose a field a manifest can set (`full` gives back everything but managedFields
 //! while the body is kept), parse the compact object on the every-pass path, or claim a copy
@@ -31,7 +32,7 @@ use serde_json::{Map, Value};
 
 use fedraft_core::owners::OWNER_ANNOTATION;
 use fedraft_core::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OBJECT_ANNOTATION};
-use fedraft_core::rollout::WorkloadObservation;
+use fedraft_core::rollout::{WorkloadCondition, WorkloadObservation};
 
 use crate::compare::{ManifestHash, APPLIED_HASH_ANNOTATION};
 
@@ -55,7 +56,7 @@ struct Marks {
     deleting: bool,
     /// [`APPLIED_HASH_ANNOTATION`]; `None` when absent or not a hash fedraft stamps.
     applied_hash: Option<ManifestHash>,
-    /// [`OWNER_ANNOTATION`]: the token of the owner that wrote the object ([`OwnerTokens`]).
+    /// [`OWNER_ANNOTATION`]: the token of the owner that wrote the object ([`SharedReads`]).
     owner: Option<Arc<str>>,
     /// [`OBJECT_ANNOTATION`]: the federated object the copy belongs to.
     object: Option<Box<str>>,
@@ -66,32 +67,60 @@ struct Marks {
 struct Summary {
     /// The kind's ready count (`crate::plan::ready_replicas`); none for kinds without one.
     ready: Option<u32>,
-    /// The rollout observation without a health rule (`crate::workload::observe_workload`).
+    /// The rollout observation without a health rule (`crate::workload::observe_workload`),
+    /// its condition list shared ([`SharedReads`]).
     workload: Option<WorkloadObservation>,
 }
 
-/// The owner token of the copy read last, handed to the next copy that carries the same one:
-/// a node stamps every object it writes with its token, so the copies of one watch share it.
-#[derive(Debug, Default)]
-pub struct OwnerTokens(Option<Arc<str>>);
+/// How many distinct condition lists [`SharedReads`] remembers. A watch reads one kind, whose
+/// settled objects report one of a few lists (a Deployment's `Available` and `Progressing`
+/// with their steady reasons, or none at all); a list past these is kept by its copy alone.
+const REMEMBERED_CONDITIONS: usize = 8;
 
-impl OwnerTokens {
-    fn share(&mut self, token: &str) -> Arc<str> {
-        match &self.0 {
+/// What the copies one watch reads hold equal, remembered from the copies read before and
+/// handed out again instead of a fresh allocation: the owner token of the copy read last (a
+/// node stamps every object it writes with its token), and the last few distinct condition
+/// lists (about 48 bytes a workload object when each copy holds its own). Bounded: a token
+/// and [`REMEMBERED_CONDITIONS`] lists, however many objects the watch reads. Sharing changes
+/// no value: what is handed out is equal to what was read.
+#[derive(Debug, Default)]
+pub struct SharedReads {
+    owner: Option<Arc<str>>,
+    /// Distinct lists, the one used last first.
+    conditions: Vec<Arc<[WorkloadCondition]>>,
+}
+
+impl SharedReads {
+    fn owner(&mut self, token: &str) -> Arc<str> {
+        match &self.owner {
             Some(last) if **last == *token => last.clone(),
-            _ => self.0.insert(Arc::from(token)).clone(),
+            _ => self.owner.insert(Arc::from(token)).clone(),
         }
+    }
+
+    /// The remembered list equal to `list`, or `list` itself, now remembered in place of the
+    /// one used longest ago.
+    fn conditions(&mut self, list: Arc<[WorkloadCondition]>) -> Arc<[WorkloadCondition]> {
+        match self.conditions.iter().position(|l| *l == list) {
+            Some(i) => self.conditions[..=i].rotate_right(1),
+            None => {
+                self.conditions.truncate(REMEMBERED_CONDITIONS - 1);
+                self.conditions.insert(0, list);
+            }
+        }
+        self.conditions[0].clone()
     }
 }
 
 impl LiveObject {
-    /// A copy that shares no owner token with others ([`LiveObject::read`]).
+    /// A copy that shares nothing with others ([`LiveObject::read`]).
     pub fn from_value(object: Value) -> Self {
-        Self::read(object, &mut OwnerTokens::default())
+        Self::read(object, &mut SharedReads::default())
     }
 
-    /// The copy of `object` to keep, its owner token shared through `owners`.
-    pub fn read(mut object: Value, owners: &mut OwnerTokens) -> Self {
+    /// The copy of `object` to keep, sharing what it holds equal to copies read before through
+    /// `shared`.
+    pub fn read(mut object: Value, shared: &mut SharedReads) -> Self {
         if let Some(Value::Object(meta)) = object.get_mut("metadata") {
             meta.remove("managedFields");
         }
@@ -111,13 +140,16 @@ impl LiveObject {
             managed,
             deleting: meta.and_then(|m| m.get("deletionTimestamp")).is_some(),
             applied_hash: annotation(APPLIED_HASH_ANNOTATION).and_then(ManifestHash::parse),
-            owner: annotation(OWNER_ANNOTATION).map(|t| owners.share(t)),
+            owner: annotation(OWNER_ANNOTATION).map(|t| shared.owner(t)),
             object: annotation(OBJECT_ANNOTATION).map(Box::from),
         };
         let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
         let summary = Summary {
             ready: crate::plan::ready_field(kind).map(|f| crate::plan::count_at(&object, f)),
-            workload: crate::workload::observe_workload(kind, &object, None),
+            workload: crate::workload::observe_workload(kind, &object, None).map(|mut o| {
+                o.conditions = shared.conditions(o.conditions);
+                o
+            }),
         };
         let summary = (summary != Summary::default()).then(|| Box::new(summary));
         // Serializing plain JSON values cannot fail.
@@ -350,17 +382,17 @@ mod tests {
 
     #[test]
     fn the_copies_a_watch_reads_share_their_owner_token() {
-        let mut owners = OwnerTokens::default();
+        let mut shared = SharedReads::default();
         let token = |l: &LiveObject| l.marks.owner.clone();
-        let first = LiveObject::read(deployment(), &mut owners);
-        let second = LiveObject::read(deployment(), &mut owners);
+        let first = LiveObject::read(deployment(), &mut shared);
+        let second = LiveObject::read(deployment(), &mut shared);
         let (a, b) = (token(&first), token(&second));
         assert!(matches!((&a, &b), (Some(a), Some(b)) if Arc::ptr_eq(a, b)));
         let settled = token(&second.settled());
         assert!(matches!((&a, &settled), (Some(a), Some(s)) if Arc::ptr_eq(a, s)));
         let mut other = deployment();
         other["metadata"]["annotations"][OWNER_ANNOTATION] = json!("n2@9");
-        let other = LiveObject::read(other, &mut owners);
+        let other = LiveObject::read(other, &mut shared);
         assert_eq!(other.owner(), Some("n2@9"));
         assert_eq!(second.owner(), Some("n1@7"));
         assert_eq!(
@@ -368,6 +400,80 @@ mod tests {
             LiveObject::from_value(deployment()),
             "sharing changes no value"
         );
+    }
+
+    fn conditions(l: &LiveObject) -> Option<Arc<[WorkloadCondition]>> {
+        l.workload().map(|o| o.conditions.clone())
+    }
+
+    /// A Deployment whose status reports `Available` with `reason`, and `Progressing`.
+    fn reporting(reason: &str) -> Value {
+        let mut d = deployment();
+        d["status"]["conditions"] = json!([
+            {"type": "Available", "status": "True", "reason": reason},
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+        ]);
+        d
+    }
+
+    #[test]
+    fn the_copies_a_watch_reads_share_equal_condition_lists() {
+        let mut shared = SharedReads::default();
+        let first = LiveObject::read(reporting("MinimumReplicasAvailable"), &mut shared);
+        let other = LiveObject::read(reporting("MinimumReplicasUnavailable"), &mut shared);
+        let second = LiveObject::read(reporting("MinimumReplicasAvailable"), &mut shared);
+        let (a, b, o) = (conditions(&first), conditions(&second), conditions(&other));
+        assert!(matches!((&a, &b), (Some(a), Some(b)) if Arc::ptr_eq(a, b)));
+        assert!(matches!((&a, &o), (Some(a), Some(o)) if !Arc::ptr_eq(a, o)));
+        let settled = conditions(&second.settled());
+        assert!(matches!((&a, &settled), (Some(a), Some(s)) if Arc::ptr_eq(a, s)));
+        // Sharing changes no value: each copy is what a read on its own gives.
+        for (live, reason) in [
+            (&first, "MinimumReplicasAvailable"),
+            (&other, "MinimumReplicasUnavailable"),
+            (&second, "MinimumReplicasAvailable"),
+        ] {
+            assert_eq!(*live, LiveObject::from_value(reporting(reason)));
+            let reasons: Vec<_> = live
+                .workload()
+                .map(|o| o.conditions.iter().map(|c| c.reason.to_string()).collect())
+                .unwrap_or_default();
+            assert_eq!(reasons, [reason, "NewReplicaSetAvailable"]);
+        }
+        // Copies read apart share nothing.
+        let apart = conditions(&LiveObject::from_value(reporting(
+            "MinimumReplicasAvailable",
+        )));
+        assert!(matches!((&a, &apart), (Some(a), Some(p)) if !Arc::ptr_eq(a, p)));
+    }
+
+    #[test]
+    fn a_watch_remembers_a_bounded_number_of_condition_lists() {
+        let mut shared = SharedReads::default();
+        let steady = LiveObject::read(reporting("MinimumReplicasAvailable"), &mut shared);
+        for i in 0..100 {
+            let live = LiveObject::read(reporting(&format!("Reason{i}")), &mut shared);
+            assert!(shared.conditions.len() <= REMEMBERED_CONDITIONS);
+            // A list read again while still remembered is the one held.
+            let again = LiveObject::read(reporting(&format!("Reason{i}")), &mut shared);
+            let (a, b) = (conditions(&live), conditions(&again));
+            assert!(matches!((&a, &b), (Some(a), Some(b)) if Arc::ptr_eq(a, b)));
+            // The list read between others stays remembered: it was used last but one.
+            let kept = LiveObject::read(reporting("MinimumReplicasAvailable"), &mut shared);
+            let (s, k) = (conditions(&steady), conditions(&kept));
+            assert!(matches!((&s, &k), (Some(s), Some(k)) if Arc::ptr_eq(s, k)));
+        }
+        assert_eq!(shared.conditions.len(), REMEMBERED_CONDITIONS);
+        // A list pushed out is read into a copy of its own, equal to the one it was.
+        let first = LiveObject::read(reporting("Reason0"), &mut shared);
+        assert_eq!(first, LiveObject::from_value(reporting("Reason0")));
+        assert!(shared.conditions.len() <= REMEMBERED_CONDITIONS);
+        let distinct = shared
+            .conditions
+            .iter()
+            .enumerate()
+            .all(|(i, l)| shared.conditions[..i].iter().all(|m| m != l));
+        assert!(distinct, "a list is remembered once");
     }
 
     #[test]
