@@ -168,24 +168,12 @@ impl LiveCache {
     /// watch's own equal id gives way to: the object's later deliveries keep that key (a map
     /// keeps the key it has), so the object's names are held once between the two caches.
     pub fn settle(&self, verified: &[(LiveId, Arc<LiveObject>)]) {
-        if verified.is_empty() {
-            return;
-        }
-        let types = lock(&self.types);
-        for ((api_version, kind), w) in types.iter() {
-            let mut objects = None;
-            let of_type = verified
-                .iter()
-                .filter(|(id, _)| id.api_version() == *api_version && id.kind() == *kind);
-            for (id, seen) in of_type {
-                let objects = objects.get_or_insert_with(|| lock(&w.objects));
-                let current = objects.get(id).is_some_and(|held| Arc::ptr_eq(held, seen));
-                if current && !seen.is_settled() {
-                    objects.remove(id);
-                    objects.insert(id.clone(), Arc::new(seen.settled()));
-                }
+        self.still_held(verified, |objects, id, seen| {
+            if !seen.is_settled() {
+                objects.remove(id);
+                objects.insert(id.clone(), Arc::new(seen.settled()));
             }
-        }
+        });
     }
 
     /// Drops the copies of objects the executor deleted (each with the copy the pass acted on),
@@ -194,17 +182,33 @@ impl LiveCache {
     /// back, and kube's backoff has not retried yet) would keep showing the deleted object, and
     /// a pass that wants it back would find it up to date and report it applied.
     pub fn forget(&self, deleted: &[(LiveId, Arc<LiveObject>)]) {
-        if deleted.is_empty() {
+        self.still_held(deleted, |objects, id, _| {
+            objects.remove(id);
+        });
+    }
+
+    /// Calls `f` with its type's map for each of `copies` (an id and the copy a pass looked
+    /// at) that the map still holds: the watch delivered nothing newer meanwhile. Each type's
+    /// map is locked once.
+    fn still_held(
+        &self,
+        copies: &[(LiveId, Arc<LiveObject>)],
+        mut f: impl FnMut(&mut BTreeMap<LiveId, Arc<LiveObject>>, &LiveId, &Arc<LiveObject>),
+    ) {
+        if copies.is_empty() {
             return;
         }
         let types = lock(&self.types);
-        for (id, seen) in deleted {
-            let Some(w) = types.get(&id.type_key()) else {
-                continue;
-            };
-            let mut objects = lock(&w.objects);
-            if objects.get(id).is_some_and(|held| Arc::ptr_eq(held, seen)) {
-                objects.remove(id);
+        for ((api_version, kind), w) in types.iter() {
+            let mut objects = None;
+            let of_type = copies
+                .iter()
+                .filter(|(id, _)| id.api_version() == *api_version && id.kind() == *kind);
+            for (id, seen) in of_type {
+                let objects = objects.get_or_insert_with(|| lock(&w.objects));
+                if objects.get(id).is_some_and(|held| Arc::ptr_eq(held, seen)) {
+                    f(objects, id, seen);
+                }
             }
         }
     }

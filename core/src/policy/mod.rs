@@ -343,6 +343,11 @@ impl FailoverPolicy {
 }
 
 impl Placement {
+    /// The clusters named explicitly; none when the placement does not restrict by name.
+    pub fn named_clusters(&self) -> &[String] {
+        self.clusters.as_deref().unwrap_or_default()
+    }
+
     /// The field of the first use of [`CLUSTER_NAME_KEY`], if any: entries older than
     /// [`CLUSTER_NAME_KEY_SINCE`] are refused it as they were before it existed.
     pub fn cluster_name_key_field(&self, field_prefix: &str) -> Option<String> {

@@ -383,8 +383,7 @@ async fn measure(args: &FleetArgs, procs: &mut Procs) -> anyhow::Result<Report> 
         let measured = async {
             let limit = Duration::from_secs(args.converge_timeout_secs);
             let settle = Duration::from_secs(args.settle_secs);
-            let clear = serde_json::json!({"select": {}, "fault": {"kind": "clear"}});
-            work::set_fault(&http, &admin, &clear).await?;
+            work::clear_faults(&http, &admin).await?;
             let healed =
                 track_convergence(api.clone(), args.objects, Instant::now(), Placed::settled);
             tokio::time::timeout(limit, healed)

@@ -56,8 +56,7 @@ pub async fn run(
     percent: u32,
     grace: Duration,
 ) -> anyhow::Result<BrakeFigures> {
-    let clear = json!({"select": {}, "fault": {"kind": "clear"}});
-    work::set_fault(http, admin, &clear).await?;
+    work::clear_faults(http, admin).await?;
     work::wait_until(
         Duration::from_secs(300),
         "every cluster Ready again",
@@ -96,7 +95,7 @@ pub async fn run(
         ..BrakeFigures::default()
     };
     if let Err(e) = engaged {
-        work::set_fault(http, admin, &clear).await?;
+        work::clear_faults(http, admin).await?;
         return Err(e);
     }
     let hold = Instant::now();
@@ -120,7 +119,7 @@ pub async fn run(
         .await;
     }
 
-    work::set_fault(http, admin, &clear).await?;
+    work::clear_faults(http, admin).await?;
     let t = Instant::now();
     work::wait_until(Duration::from_secs(300), "the brake released", || async {
         (brake_engaged(api).await.is_ok_and(|e| !e) && all_ready(api).await).then_some(())

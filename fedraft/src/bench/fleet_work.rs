@@ -330,6 +330,16 @@ pub async fn set_fault(http: &reqwest::Client, admin: &str, body: &Value) -> any
     Ok(())
 }
 
+/// Clears every fault of the fleet.
+pub async fn clear_faults(http: &reqwest::Client, admin: &str) -> anyhow::Result<()> {
+    set_fault(
+        http,
+        admin,
+        &json!({"select": {}, "fault": {"kind": "clear"}}),
+    )
+    .await
+}
+
 /// Namespaces read at once by [`read_all`]: one at a time, a poll of a hundred namespaces took
 /// about two seconds at 20,000 objects, and that delay showed in every phase it timed.
 const READ_CONCURRENCY: usize = 8;

@@ -173,7 +173,7 @@ impl State {
                         .map(|p| (&*p.cluster, p.replicas));
                     self.ix.move_placement(
                         &key,
-                        obj.spec.placement.clusters.as_deref().unwrap_or_default(),
+                        obj.spec.placement.named_clusters(),
                         obj.template_info.per_replica,
                         placed.clone(),
                         info.per_replica,

@@ -333,7 +333,7 @@ impl State {
             .map(|p| (String::from(&*p.cluster), p.replicas))
             .collect();
         let per = obj.template_info.per_replica;
-        let named = obj.spec.placement.clusters.as_deref().unwrap_or_default();
+        let named = obj.spec.placement.named_clusters();
         self.ix.move_placement(
             key,
             named,

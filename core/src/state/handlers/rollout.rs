@@ -75,7 +75,7 @@ impl Rollouts {
 
 /// The placement index's shared copy of `key`, the key of `obj`.
 fn index_key(ix: &Index, key: &ObjectKey, obj: &FederatedObject) -> Arc<ObjectKey> {
-    let named = obj.spec.placement.clusters.as_deref().unwrap_or_default();
+    let named = obj.spec.placement.named_clusters();
     ix.shared_key(key, named, &obj.status.clusters)
 }
 

@@ -361,7 +361,7 @@ impl Index {
         if hungry == before.0 && short == before.1 {
             return;
         }
-        let names = obj.spec.placement.clusters.as_deref().unwrap_or_default();
+        let names = obj.spec.placement.named_clusters();
         let shared = self.shared_key(key, names, &obj.status.clusters);
         if hungry != before.0 {
             set_member(&mut self.hungry, shared.clone(), hungry);
